@@ -1,0 +1,89 @@
+"""Batched sealing and opening of consecutive STREAM chunks.
+
+This is the one seam between the age format code and the AEAD engine. Format
+code hands over many consecutive chunks at once, in caller-provided buffers;
+the engine behind it (cryptography's ChaCha20Poly1305 here, the Numba kernels
+in agefast.kernels for large batches) never allocates a chunk-sized buffer.
+
+Chunk i of a batch starting at `counter` is sealed with the nonce
+    (counter + i) as 11 bytes big-endian || flag
+where flag is 0x01 only for the last chunk of a batch marked `final`.
+Every chunk is CHUNK_SIZE bytes of plaintext except the last one of a final
+batch, which may be shorter (and is empty only when the whole payload is).
+"""
+
+import struct
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+CHUNK_SIZE = 64 * 1024
+TAG_SIZE = 16
+SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+
+
+def sealed_size(plaintext_size: int) -> int:
+    """Ciphertext bytes for a final batch of `plaintext_size` plaintext bytes."""
+    chunks = max(1, -(-plaintext_size // CHUNK_SIZE))
+    return plaintext_size + chunks * TAG_SIZE
+
+
+def seal_chunks(key: bytes, counter: int, src, dst, final: bool) -> int:
+    """Seal the plaintext in `src` as consecutive chunks into `dst`.
+
+    `src` must hold a whole number of chunks unless `final`; returns the number
+    of bytes written to `dst`.
+    """
+    src = memoryview(src).cast("B")
+    dst = memoryview(dst).cast("B")
+    n = len(src)
+    if not final and (n == 0 or n % CHUNK_SIZE):
+        raise ValueError("a non-final batch must hold whole chunks")
+    aead = ChaCha20Poly1305(key)
+    nonce = bytearray(12)
+    written = 0
+    pos = 0
+    while True:
+        end = min(pos + CHUNK_SIZE, n)
+        last = end == n
+        struct.pack_into(">QB", nonce, 3, counter, 1 if (last and final) else 0)
+        written += aead.encrypt_into(nonce, src[pos:end], None, dst[written:written + end - pos + TAG_SIZE])
+        counter += 1
+        pos = end
+        if last:
+            return written
+
+
+def open_chunks(key: bytes, counter: int, src, dst, final: bool) -> int:
+    """Open consecutive sealed chunks from `src` into `dst`.
+
+    Returns how many chunks verified, in order. A chunk is decrypted into `dst`
+    only after its tag verified, so `dst` never holds unauthenticated
+    plaintext; when the return value is short of the number of chunks in
+    `src`, the chunk at that index failed and nothing after it was touched.
+    """
+    src = memoryview(src).cast("B")
+    dst = memoryview(dst).cast("B")
+    n = len(src)
+    if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
+        raise ValueError("a batch must hold whole sealed chunks")
+    aead = ChaCha20Poly1305(key)
+    nonce = bytearray(12)
+    pos = 0
+    out = 0
+    done = 0
+    while pos < n:
+        end = min(pos + SEALED_CHUNK_SIZE, n)
+        struct.pack_into(">QB", nonce, 3, counter, 1 if (end == n and final) else 0)
+        size = end - pos - TAG_SIZE
+        try:
+            out += aead.decrypt_into(nonce, src[pos:end], None, dst[out:out + size])
+        except InvalidTag:
+            # OpenSSL may have written unverified plaintext before checking
+            # the tag; wipe it so no caller buffer ever holds it.
+            dst[out:out + size] = bytes(size)
+            return done
+        done += 1
+        counter += 1
+        pos = end
+    return done

@@ -1,0 +1,47 @@
+"""Typed errors, one class per age outcome.
+
+The top-level names (EncryptError, DecryptError, IdentityError, RecipientError)
+are pyrage's, so code written against pyrage catches the same things. Every
+decryption outcome is a DecryptError subclass, so callers that only care that
+decryption failed can catch one class.
+"""
+
+
+class AgeError(Exception):
+    """Base class of every error agefast raises on purpose."""
+
+
+class EncryptError(AgeError):
+    """Encryption failed (bad recipient set, I/O on a closed stream, ...)."""
+
+
+class DecryptError(AgeError):
+    """Decryption failed; the subclass says which of age's outcomes it was."""
+
+
+class HeaderError(DecryptError):
+    """The header does not parse, or a stanza addressed to us is malformed."""
+
+
+class HeaderMACError(DecryptError):
+    """A file key was unwrapped, but the header MAC does not match."""
+
+
+class NoIdentityMatchError(DecryptError):
+    """The header parsed, but no identity could unwrap any stanza."""
+
+
+class PayloadError(DecryptError):
+    """The STREAM payload is corrupt, truncated, or has trailing data."""
+
+
+class ArmorError(DecryptError):
+    """The ASCII armor is not strict, canonical PEM."""
+
+
+class IdentityError(AgeError, ValueError):
+    """An identity string or file is malformed."""
+
+
+class RecipientError(AgeError, ValueError):
+    """A recipient string or file is malformed."""
