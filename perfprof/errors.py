@@ -1,0 +1,17 @@
+"""The exceptions perfprof raises; all derive from PerfprofError."""
+
+
+class PerfprofError(Exception):
+    """Base class: catch this to handle any perfprof failure."""
+
+
+class EventListError(PerfprofError, ValueError):
+    """The events list names an unknown event, repeats one, or is empty."""
+
+
+class ProfilerStateError(PerfprofError, RuntimeError):
+    """A Profiler method was called in the wrong state (e.g. start twice)."""
+
+
+class PerfUnavailableError(PerfprofError, OSError):
+    """perf_event_open cannot be called on this platform at all."""
