@@ -28,11 +28,12 @@ def sealed_size(plaintext_size: int) -> int:
     return plaintext_size + chunks * TAG_SIZE
 
 
-def seal_chunks(key: bytes, counter: int, src, dst, final: bool) -> int:
+def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`.
 
     `src` must hold a whole number of chunks unless `final`; returns the number
-    of bytes written to `dst`.
+    of bytes written to `dst`. `threads` is a hint for engines that can split
+    a batch across cores; the cryptography path is single-threaded.
     """
     src = memoryview(src).cast("B")
     dst = memoryview(dst).cast("B")
@@ -54,7 +55,7 @@ def seal_chunks(key: bytes, counter: int, src, dst, final: bool) -> int:
             return written
 
 
-def open_chunks(key: bytes, counter: int, src, dst, final: bool) -> int:
+def open_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
     """Open consecutive sealed chunks from `src` into `dst`.
 
     Returns how many chunks verified, in order. A chunk is decrypted into `dst`

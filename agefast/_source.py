@@ -1,0 +1,80 @@
+"""A buffered byte source over any reader, with the peeking the parsers need.
+
+It accepts objects with `readinto` or only `read`, tolerates readers that
+return fewer bytes than asked, and reads straight into the caller's buffer
+once its own small buffer is drained, so the payload is never copied twice.
+"""
+
+
+class Source:
+    def __init__(self, reader):
+        self._reader = reader
+        self._buf = bytearray()
+        self._eof = False
+        self._readinto = getattr(reader, "readinto", None)
+        self.consumed = 0  # bytes handed out so far
+
+    def _raw_read(self, mv: memoryview) -> int:
+        if self._readinto is not None:
+            n = self._readinto(mv)
+        else:
+            data = self._reader.read(len(mv))
+            n = None if data is None else len(data)
+            if n:
+                mv[:n] = data
+        if n is None:
+            # A non-blocking reader with nothing to give: there is no way to
+            # wait for it here without spinning, so say so plainly.
+            raise BlockingIOError("the source has no data available (non-blocking read returned None)")
+        return n
+
+    def _fill(self, want: int) -> None:
+        """Buffer at least `want` bytes unless the source ends first."""
+        while len(self._buf) < want and not self._eof:
+            chunk = bytearray(max(want - len(self._buf), 4096))
+            n = self._raw_read(memoryview(chunk))
+            if n == 0:
+                self._eof = True
+            else:
+                self._buf += memoryview(chunk)[:n]
+
+    def peek(self, n: int) -> bytes:
+        self._fill(n)
+        return bytes(self._buf[:n])
+
+    def readline(self, limit: int) -> bytes:
+        """A line including its b'\\n'; shorter at EOF; at most `limit` bytes."""
+        start = 0
+        while True:
+            i = self._buf.find(b"\n", start)
+            if i >= 0 and i < limit:
+                line = bytes(self._buf[:i + 1])
+                del self._buf[:i + 1]
+                self.consumed += len(line)
+                return line
+            if len(self._buf) >= limit or self._eof:
+                line = bytes(self._buf[:limit])
+                del self._buf[:limit]
+                self.consumed += len(line)
+                return line
+            start = len(self._buf)
+            self._fill(len(self._buf) + 1)
+
+    def readinto(self, b) -> int:
+        """Fill `b` completely unless the source ends; return the count."""
+        mv = memoryview(b).cast("B")
+        n = min(len(self._buf), len(mv))
+        if n:
+            mv[:n] = self._buf[:n]
+            del self._buf[:n]
+        while n < len(mv) and not self._eof:
+            got = self._raw_read(mv[n:])
+            if got == 0:
+                self._eof = True
+            n += got
+        self.consumed += n
+        return n
+
+    def at_eof(self) -> bool:
+        self._fill(1)
+        return not self._buf

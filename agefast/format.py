@@ -1,0 +1,133 @@
+"""The age header grammar: version line, recipient stanzas, MAC line.
+
+Parsing is strict: only the canonical encoding of a header is accepted, so the
+bytes that were read are exactly the bytes a re-encoding would produce, and the
+header MAC can be checked over the bytes as read.
+"""
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+
+from .errors import HeaderError
+
+VERSION_LINE = b"age-encryption.org/v1\n"
+STANZA_PREFIX = b"-> "
+MAC_PREFIX = b"---"
+COLUMNS = 64
+BYTES_PER_LINE = COLUMNS // 4 * 3
+# Bounds on what a header may cost to parse. A post-quantum stanza's argument
+# line is ~1.5 KB; nothing legitimate comes near these.
+MAX_LINE = 64 * 1024
+MAX_HEADER = 16 * 1024 * 1024
+
+_B64_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+@dataclass
+class Stanza:
+    """One recipient stanza: `-> type args...` and a binary body."""
+
+    type: str
+    args: list[str] = field(default_factory=list)
+    body: bytes = b""
+
+    def encode(self) -> bytes:
+        out = STANZA_PREFIX + " ".join([self.type, *self.args]).encode("ascii") + b"\n"
+        text = b64encode(self.body).encode("ascii")
+        lines = [text[i:i + COLUMNS] for i in range(0, len(text), COLUMNS)]
+        if not lines or len(lines[-1]) == COLUMNS:
+            lines.append(b"")  # the body always ends with a short line
+        return out + b"".join(line + b"\n" for line in lines)
+
+
+def b64encode(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii").rstrip("=")
+
+
+def b64decode(text: str | bytes) -> bytes:
+    """Decode canonical unpadded base64; raise ValueError otherwise."""
+    raw = text.encode("ascii") if isinstance(text, str) else bytes(text)
+    if not _B64_ALPHABET.issuperset(raw) or len(raw) % 4 == 1:
+        raise ValueError("not unpadded base64")
+    try:
+        data = base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)
+    except binascii.Error as e:
+        raise ValueError(str(e)) from None
+    if b64encode(data).encode("ascii") != raw:
+        raise ValueError("non-canonical base64")
+    return data
+
+
+def _is_argument(arg: str) -> bool:
+    return bool(arg) and all(33 <= ord(c) <= 126 for c in arg)
+
+
+@dataclass
+class Header:
+    stanzas: list[Stanza]
+    mac: bytes
+    # The header bytes the MAC covers: everything up to and including "---".
+    mac_input: bytes
+
+
+def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
+    return VERSION_LINE + b"".join(s.encode() for s in stanzas) + MAC_PREFIX
+
+
+def encode_mac_line(mac: bytes) -> bytes:
+    return b" " + b64encode(mac).encode("ascii") + b"\n"
+
+
+def _read_line(src, consumed: int) -> bytes:
+    line = src.readline(min(MAX_LINE, MAX_HEADER - consumed) + 1)
+    if not line.endswith(b"\n"):
+        if len(line) > MAX_LINE or consumed + len(line) > MAX_HEADER:
+            raise HeaderError("header line or header too long")
+        raise HeaderError("header ends early: unexpected end of file")
+    return line
+
+
+def parse_header(src) -> Header:
+    """Read a header from a Source, leaving it positioned at the payload."""
+    raw = bytearray()
+    line = _read_line(src, 0)
+    raw += line
+    if line != VERSION_LINE:
+        if line.startswith(b"age-encryption.org/"):
+            raise HeaderError(f"unsupported age format version: {line[:64]!r}")
+        raise HeaderError("not an age file: bad version line")
+    stanzas = []
+    while True:
+        line = _read_line(src, len(raw))
+        if line.startswith(MAC_PREFIX):
+            mac_input = bytes(raw) + MAC_PREFIX
+            if not line.startswith(b"--- ") or not stanzas:
+                raise HeaderError(f"malformed header MAC line: {line[:80]!r}")
+            try:
+                mac = b64decode(line[4:-1])
+            except ValueError:
+                raise HeaderError("malformed header MAC line: bad base64") from None
+            if len(mac) != 32:
+                raise HeaderError("malformed header MAC line: wrong length")
+            return Header(stanzas, mac, mac_input)
+        raw += line
+        if not line.startswith(STANZA_PREFIX):
+            raise HeaderError(f"malformed stanza opening line: {line[:80]!r}")
+        args = line[len(STANZA_PREFIX):-1].decode("ascii", "replace").split(" ")
+        if not all(_is_argument(a) for a in args):
+            raise HeaderError(f"malformed stanza arguments: {line[:80]!r}")
+        body = bytearray()
+        while True:
+            line = _read_line(src, len(raw))
+            raw += line
+            text = line[:-1]
+            if len(text) > COLUMNS:
+                raise HeaderError("malformed stanza body: line longer than 64 columns")
+            try:
+                body += b64decode(text)
+            except ValueError as e:
+                raise HeaderError(f"malformed stanza body line: {e}") from None
+            if len(text) < COLUMNS:
+                break
+        stanzas.append(Stanza(args[0], args[1:], bytes(body)))

@@ -1,0 +1,66 @@
+"""Making and opening age headers: wrapping the file key for recipients,
+unwrapping it with identities, and the header MAC."""
+
+import hmac
+import os
+
+from .errors import EncryptError, HeaderError, HeaderMACError, NoIdentityMatchError
+from .format import encode_header_without_mac, encode_mac_line, parse_header
+from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256
+from .stream import NONCE_SIZE
+
+
+def _mac(file_key: bytes, mac_input: bytes) -> bytes:
+    return hmac_sha256(hkdf(file_key, b"", b"header"), mac_input)
+
+
+def payload_key(file_key: bytes, nonce: bytes) -> bytes:
+    return hkdf(file_key, nonce, b"payload")
+
+
+def make_header(recipients) -> tuple[bytes, bytes]:
+    """Return (header bytes ending in newline, file key) for `recipients`."""
+    recipients = list(recipients)
+    if not recipients:
+        raise EncryptError("no recipients")
+    labels = {frozenset(getattr(r, "labels", frozenset())) for r in recipients}
+    if len(labels) > 1:
+        raise EncryptError(
+            "incompatible recipients: a passphrase must be the only recipient, "
+            "and post-quantum recipients cannot be mixed with classical ones")
+    file_key = os.urandom(FILE_KEY_SIZE)
+    stanzas = []
+    for r in recipients:
+        wrap = getattr(r, "wrap", None)
+        if wrap is None:
+            raise EncryptError(f"not a recipient: {r!r}")
+        stanzas.extend(wrap(file_key))
+    without_mac = encode_header_without_mac(stanzas)
+    return without_mac + encode_mac_line(_mac(file_key, without_mac)), file_key
+
+
+def open_header(source, identities) -> bytes:
+    """Parse the header from `source` and return the payload key.
+
+    Leaves `source` at the first chunk. Raises HeaderError,
+    NoIdentityMatchError or HeaderMACError, in age's order of checks.
+    """
+    header = parse_header(source)
+    file_key = None
+    for identity in identities:
+        unwrap = getattr(identity, "unwrap", None)
+        if unwrap is None:
+            raise TypeError(f"not an identity: {identity!r}")
+        file_key = unwrap(header.stanzas)
+        if file_key is not None:
+            break
+    if file_key is None:
+        raise NoIdentityMatchError("no identity matched any of the recipients")
+    if len(file_key) != FILE_KEY_SIZE:
+        raise HeaderError("unwrapped file key has the wrong length")
+    if not hmac.compare_digest(_mac(file_key, header.mac_input), header.mac):
+        raise HeaderMACError("header MAC does not match: the header was modified, or the key is wrong")
+    nonce = bytearray(NONCE_SIZE)
+    if source.readinto(nonce) != NONCE_SIZE:
+        raise HeaderError("the file ends before the payload nonce")
+    return payload_key(file_key, bytes(nonce))

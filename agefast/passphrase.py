@@ -1,0 +1,103 @@
+"""The native scrypt recipient type: passphrase encryption.
+
+An scrypt stanza must be alone in its header: a passphrase authenticates the
+file, and any other stanza would let someone else produce a file that decrypts
+with it.
+"""
+
+import os
+import re
+
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from .errors import HeaderError
+from .format import Stanza, b64decode, b64encode
+from .primitives import FILE_KEY_SIZE, unwrap_file_key, wrap_file_key
+
+STANZA_TYPE = "scrypt"
+_SALT_LABEL = b"age-encryption.org/v1/scrypt"
+_WORK_FACTOR = re.compile(r"[1-9][0-9]*")
+DEFAULT_WORK_FACTOR = 18
+DEFAULT_MAX_WORK_FACTOR = 22
+
+
+def _wrap_key(passphrase: bytes, salt: bytes, log_n: int) -> bytes:
+    return Scrypt(_SALT_LABEL + salt, 32, 1 << log_n, 8, 1).derive(passphrase)
+
+
+def _encode(passphrase: str | bytes) -> bytes:
+    return passphrase.encode("utf-8") if isinstance(passphrase, str) else bytes(passphrase)
+
+
+class Recipient:
+    """Encrypts to a passphrase, with scrypt work factor 2**work_factor."""
+
+    def __init__(self, passphrase: str | bytes, work_factor: int = DEFAULT_WORK_FACTOR):
+        if not isinstance(work_factor, int) or not 1 <= work_factor <= 30:
+            raise ValueError("work_factor must be an integer from 1 to 30")
+        self._passphrase = _encode(passphrase)
+        self._work_factor = work_factor
+        # A label no other recipient shares, so this one cannot be mixed.
+        self.labels = frozenset({os.urandom(16).hex()})
+
+    def __repr__(self) -> str:
+        return f"<passphrase.Recipient work_factor={self._work_factor}>"
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        salt = os.urandom(16)
+        key = _wrap_key(self._passphrase, salt, self._work_factor)
+        return [Stanza(STANZA_TYPE, [b64encode(salt), str(self._work_factor)], wrap_file_key(key, file_key))]
+
+
+class Identity:
+    """Decrypts files encrypted to a passphrase, up to a work factor cap."""
+
+    def __init__(self, passphrase: str | bytes, max_work_factor: int = DEFAULT_MAX_WORK_FACTOR):
+        if not isinstance(max_work_factor, int) or not 1 <= max_work_factor <= 30:
+            raise ValueError("max_work_factor must be an integer from 1 to 30")
+        self._passphrase = _encode(passphrase)
+        self._max_work_factor = max_work_factor
+
+    def __repr__(self) -> str:
+        return f"<passphrase.Identity max_work_factor={self._max_work_factor}>"
+
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
+            raise HeaderError("an scrypt stanza must be the only one in the header")
+        for s in stanzas:
+            if s.type != STANZA_TYPE:
+                continue
+            if len(s.args) != 2:
+                raise HeaderError("invalid scrypt stanza: wrong number of arguments")
+            try:
+                salt = b64decode(s.args[0])
+            except ValueError:
+                raise HeaderError("invalid scrypt stanza: malformed salt") from None
+            if len(salt) != 16:
+                raise HeaderError("invalid scrypt stanza: salt is not 16 bytes")
+            if not _WORK_FACTOR.fullmatch(s.args[1]):
+                raise HeaderError("invalid scrypt stanza: malformed work factor")
+            log_n = int(s.args[1])
+            if log_n > self._max_work_factor:
+                raise HeaderError(
+                    f"scrypt work factor {s.args[1][:8]} is above the limit of {self._max_work_factor}")
+            if len(s.body) != FILE_KEY_SIZE + 16:
+                raise HeaderError("invalid scrypt stanza: body is not 32 bytes")
+            file_key = unwrap_file_key(_wrap_key(self._passphrase, salt, log_n), s.body)
+            if file_key is not None:
+                return file_key
+        return None
+
+
+def encrypt(plaintext: bytes, passphrase: str, armored: bool = False) -> bytes:
+    """pyrage's passphrase.encrypt."""
+    from .api import encrypt as _encrypt
+
+    return _encrypt(plaintext, [Recipient(passphrase)], armored=armored)
+
+
+def decrypt(ciphertext: bytes, passphrase: str) -> bytes:
+    """pyrage's passphrase.decrypt."""
+    from .api import decrypt as _decrypt
+
+    return _decrypt(ciphertext, [Identity(passphrase)])

@@ -1,0 +1,143 @@
+"""The native post-quantum hybrid recipient type, "mlkem768x25519" (age v1.3).
+
+It is HPKE (RFC 9180) with the MLKEM768-X25519 KEM of draft-ietf-hpke-pq (the
+X-Wing construction), HKDF-SHA256 and ChaCha20Poly1305. An identity is a
+32-byte seed, expanded with SHAKE256 into an ML-KEM-768 seed and an X25519
+scalar, as filippo.io/hpke-pq does.
+"""
+
+import hashlib
+import os
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
+
+from . import bech32
+from .errors import EncryptError, HeaderError, IdentityError, RecipientError
+from .format import Stanza, b64decode, b64encode
+from .primitives import FILE_KEY_SIZE
+
+RECIPIENT_HRP = "age1pq"
+IDENTITY_HRP = "AGE-SECRET-KEY-PQ-"
+STANZA_TYPE = "mlkem768x25519"
+_INFO = b"age-encryption.org/mlkem768x25519"
+_MLKEM_PUBLIC_SIZE = 1184
+PUBLIC_KEY_SIZE = _MLKEM_PUBLIC_SIZE + 32
+ENC_SIZE = 1088 + 32
+_SUITE = hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+# A post-quantum file must not also be openable by a classical key alone.
+POSTQUANTUM_LABELS = frozenset({"postquantum"})
+
+
+def _x25519_raw(key) -> bytes:
+    return key.public_bytes_raw() if isinstance(key, x25519.X25519PublicKey) else key.private_bytes_raw()
+
+
+class Recipient:
+    """An MLKEM768-X25519 public key, `age1pq1...`."""
+
+    labels = POSTQUANTUM_LABELS
+
+    def __init__(self, public_key: bytes):
+        if len(public_key) != PUBLIC_KEY_SIZE:
+            raise RecipientError(f"an mlkem768x25519 recipient is {PUBLIC_KEY_SIZE} bytes")
+        try:
+            self._key = hpke.MLKEM768X25519PublicKey(
+                mlkem.MLKEM768PublicKey.from_public_bytes(public_key[:_MLKEM_PUBLIC_SIZE]),
+                x25519.X25519PublicKey.from_public_bytes(public_key[_MLKEM_PUBLIC_SIZE:]),
+            )
+        except ValueError as e:
+            raise RecipientError(f"invalid mlkem768x25519 recipient: {e}") from None
+        self._public = bytes(public_key)
+
+    @classmethod
+    def from_str(cls, s: str) -> "Recipient":
+        try:
+            hrp, data = bech32.decode(s)
+        except bech32.Bech32Error as e:
+            raise RecipientError(f"malformed mlkem768x25519 recipient: {e}") from None
+        if hrp != RECIPIENT_HRP:
+            raise RecipientError(f"malformed mlkem768x25519 recipient: unexpected prefix {hrp!r}")
+        return cls(data)
+
+    def __str__(self) -> str:
+        return bech32.encode(RECIPIENT_HRP, self._public)
+
+    def __repr__(self) -> str:
+        return f"<pq.Recipient {str(self)[:24]}...>"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Recipient) and other._public == self._public
+
+    def __hash__(self) -> int:
+        return hash(self._public)
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        try:
+            sealed = _SUITE.encrypt(file_key, self._key, info=_INFO)
+        except ValueError as e:
+            raise EncryptError(f"mlkem768x25519 encapsulation failed: {e}") from None
+        enc, body = sealed[:ENC_SIZE], sealed[ENC_SIZE:]
+        return [Stanza(STANZA_TYPE, [b64encode(enc)], body)]
+
+
+class Identity:
+    """An MLKEM768-X25519 seed, `AGE-SECRET-KEY-PQ-1...`."""
+
+    def __init__(self, seed: bytes):
+        if len(seed) != 32:
+            raise IdentityError("an mlkem768x25519 identity is a 32-byte seed")
+        expanded = hashlib.shake_256(seed).digest(96)
+        kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
+        dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])
+        self._key = hpke.MLKEM768X25519PrivateKey(kem, dh)
+        self._seed = bytes(seed)
+        self._public = kem.public_key().public_bytes_raw() + _x25519_raw(dh.public_key())
+
+    @classmethod
+    def generate(cls) -> "Identity":
+        return cls(os.urandom(32))
+
+    @classmethod
+    def from_str(cls, s: str) -> "Identity":
+        try:
+            hrp, data = bech32.decode(s)
+        except bech32.Bech32Error as e:
+            raise IdentityError(f"malformed secret key: {e}") from None
+        if hrp != IDENTITY_HRP:
+            raise IdentityError(f"malformed secret key: unknown type {hrp!r}")
+        return cls(data)
+
+    def __str__(self) -> str:
+        return bech32.encode(IDENTITY_HRP, self._seed)
+
+    def __repr__(self) -> str:
+        return "<pq.Identity>"
+
+    def to_public(self) -> Recipient:
+        return Recipient(self._public)
+
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        for s in stanzas:
+            if s.type != STANZA_TYPE:
+                continue
+            if len(s.args) != 1:
+                raise HeaderError("invalid mlkem768x25519 stanza: wrong number of arguments")
+            try:
+                enc = b64decode(s.args[0])
+            except ValueError:
+                raise HeaderError("invalid mlkem768x25519 stanza: malformed encapsulated key") from None
+            if len(enc) != ENC_SIZE:
+                raise HeaderError(f"invalid mlkem768x25519 stanza: encapsulated key is not {ENC_SIZE} bytes")
+            if len(s.body) != FILE_KEY_SIZE + 16:
+                raise HeaderError("invalid mlkem768x25519 stanza: body is not 32 bytes")
+            try:
+                return _SUITE.decrypt(enc + s.body, self._key, info=_INFO)
+            except InvalidTag:
+                continue
+            except ValueError:
+                # A low-order X25519 share makes the X25519 half of the KEM
+                # fail outright: a malformed stanza, not a key mismatch.
+                raise HeaderError("invalid mlkem768x25519 stanza: low-order X25519 share") from None
+        return None

@@ -1,0 +1,37 @@
+"""The few primitives age is built from: HKDF-SHA-256, HMAC-SHA-256, and
+ChaCha20-Poly1305 with a zero nonce for wrapping file keys.
+
+A fixed all-zero nonce is safe for wrapping because every wrap key is derived
+fresh (from an ephemeral share or a random salt) and used exactly once.
+"""
+
+import hmac as _hmac
+import hashlib
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+FILE_KEY_SIZE = 16
+_ZERO_NONCE = bytes(12)
+
+
+def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
+    return HKDF(hashes.SHA256(), length, salt or None, info).derive(ikm)
+
+
+def hmac_sha256(key: bytes, data: bytes) -> bytes:
+    return _hmac.new(key, data, hashlib.sha256).digest()
+
+
+def wrap_file_key(wrap_key: bytes, file_key: bytes) -> bytes:
+    return ChaCha20Poly1305(wrap_key).encrypt(_ZERO_NONCE, file_key, None)
+
+
+def unwrap_file_key(wrap_key: bytes, body: bytes) -> bytes | None:
+    """The file key, or None if the body does not authenticate under wrap_key."""
+    try:
+        return ChaCha20Poly1305(wrap_key).decrypt(_ZERO_NONCE, body, None)
+    except InvalidTag:
+        return None

@@ -1,0 +1,161 @@
+"""The STREAM payload: 64 KiB ChaCha20-Poly1305 chunks, the last one flagged.
+
+Both directions work a batch of chunks at a time through agefast.chunks, in
+buffers allocated once per stream, so the per-chunk cost is the AEAD itself.
+The reader looks one byte past each batch to learn whether the batch ends the
+file, because only then may its last chunk carry the final flag; it releases
+plaintext only of chunks whose tags verified.
+"""
+
+from . import chunks
+from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
+from .errors import PayloadError
+
+NONCE_SIZE = 16
+BATCH_CHUNKS = 16
+
+
+def write_all(dst, data) -> None:
+    """Write all of `data`, also to raw writers that accept only part of it."""
+    mv = memoryview(data).cast("B")
+    while mv:
+        n = dst.write(mv)
+        if n is None:
+            raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
+        if n >= len(mv):
+            return
+        mv = mv[n:]
+
+
+def open_batch(key: bytes, counter: int, sealed, plain, at_end: bool,
+               threads: int | None = None) -> tuple[int, int, str | None]:
+    """Open consecutive sealed chunks into `plain`, as age's reader does.
+
+    `at_end` says the payload ends with `sealed`. Returns (chunks, size,
+    problem): how many chunks verified, how many plaintext bytes they released
+    into `plain`, and why the payload is invalid, if it is. A full-size chunk
+    is first opened as a middle chunk and, if that fails, as a full-size final
+    chunk, so that a file whose final chunk is full needs no look-ahead to
+    decrypt and data after a final chunk is reported as such.
+    """
+    sealed = memoryview(sealed)
+    plain = memoryview(plain)
+    full, rest = divmod(len(sealed), SEALED_CHUNK_SIZE)
+    done = 0
+    while done < full:
+        done += chunks.open_chunks(key, counter + done, sealed[done * SEALED_CHUNK_SIZE:full * SEALED_CHUNK_SIZE],
+                                   plain[done * CHUNK_SIZE:], False, threads=threads)
+        if done == full:
+            break
+        one = sealed[done * SEALED_CHUNK_SIZE:(done + 1) * SEALED_CHUNK_SIZE]
+        if chunks.open_chunks(key, counter + done, one, plain[done * CHUNK_SIZE:], True, threads=threads) != 1:
+            return done, done * CHUNK_SIZE, f"failed to authenticate payload chunk {counter + done}"
+        done += 1
+        if done < full or rest or not at_end:
+            return done, done * CHUNK_SIZE, "trailing data after the final chunk"
+        return done, done * CHUNK_SIZE, None
+    size = done * CHUNK_SIZE
+    if not at_end:
+        return done, size, None
+    if rest == 0:
+        return done, size, "the payload has no chunks" if counter + done == 0 else "the payload ends without a final chunk"
+    if rest < TAG_SIZE:
+        return done, size, "the payload is truncated inside a chunk"
+    if rest == TAG_SIZE and counter + done:
+        return done, size, "the final chunk is empty"
+    if chunks.open_chunks(key, counter + done, sealed[full * SEALED_CHUNK_SIZE:], plain[size:], True,
+                          threads=threads) != 1:
+        return done, size, f"failed to authenticate payload chunk {counter + done}"
+    return done + 1, size + rest - TAG_SIZE, None
+
+
+class PayloadWriter:
+    """Seals what is written to it onto `dst`; close() seals the final chunk."""
+
+    def __init__(self, dst, payload_key: bytes, threads: int | None = None):
+        self._dst = dst
+        self._key = payload_key
+        self._threads = threads
+        self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
+        self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+        self._fill = 0
+        self._counter = 0
+
+    def write(self, data) -> int:
+        mv = memoryview(data).cast("B")
+        pos = 0
+        while pos < len(mv):
+            if self._fill == len(self._plain):
+                # More data follows, so none of these chunks is the final one.
+                self._seal(final=False)
+            take = min(len(mv) - pos, len(self._plain) - self._fill)
+            self._plain[self._fill:self._fill + take] = mv[pos:pos + take]
+            self._fill += take
+            pos += take
+        return len(mv)
+
+    def _seal(self, final: bool) -> None:
+        size = chunks.seal_chunks(self._key, self._counter, memoryview(self._plain)[:self._fill],
+                                  self._sealed, final, threads=self._threads)
+        write_all(self._dst, memoryview(self._sealed)[:size])
+        self._counter += -(-self._fill // CHUNK_SIZE)
+        self._fill = 0
+
+    def close(self) -> None:
+        self._seal(final=True)
+
+
+class PayloadReader:
+    """Opens the payload from a Source; a reader object with `readinto`.
+
+    Once it has failed it raises the same error on every later call.
+    """
+
+    def __init__(self, source, payload_key: bytes, threads: int | None = None):
+        self._src = source
+        self._key = payload_key
+        self._threads = threads
+        # One byte of look-ahead past a whole batch tells whether it is last.
+        self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE + 1)
+        self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
+        self._carry = 0
+        self._start = 0
+        self._end = 0
+        self._counter = 0
+        self._done = False
+        self._error = None  # raised once the verified plaintext is drained
+
+    def _next_batch(self) -> None:
+        sealed = memoryview(self._sealed)
+        n = self._carry + self._src.readinto(sealed[self._carry:])
+        more = n == len(sealed)
+        size = n - 1 if more else n
+        done, self._end, problem = open_batch(self._key, self._counter, sealed[:size], self._plain,
+                                              not more, self._threads)
+        self._start = 0
+        self._counter += done
+        if problem is not None:
+            self._error = PayloadError(problem)
+            self._done = True
+        elif more:
+            sealed[0] = sealed[n - 1]
+            self._carry = 1
+        else:
+            self._done = True
+
+    def readinto(self, b) -> int:
+        mv = memoryview(b).cast("B")
+        n = 0
+        while n < len(mv):
+            if self._start == self._end:
+                if self._done:
+                    if self._error is not None and n == 0:
+                        raise self._error
+                    break
+                self._next_batch()
+                continue
+            take = min(len(mv) - n, self._end - self._start)
+            mv[n:n + take] = memoryview(self._plain)[self._start:self._start + take]
+            self._start += take
+            n += take
+        return n
