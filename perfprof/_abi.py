@@ -5,7 +5,7 @@ checked against literal offsets from that header in tests/perfprof.
 """
 
 import ctypes
-import fcntl
+import functools
 import os
 import platform
 import sys
@@ -129,16 +129,21 @@ def syscall_number(machine=None):
         ) from None
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
+@functools.cache
+def _libc_syscall():
+    # Loaded on first use, after syscall_number() has vetted the platform,
+    # so that importing perfprof works (and reports "unsupported") anywhere.
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    return syscall
 
 
 def perf_event_open(attr, pid, cpu, group_fd, flags):
     """Open one counter; return its fd or raise OSError carrying the errno."""
     attr.size = ctypes.sizeof(PerfEventAttr)
-    fd = _syscall(
-        ctypes.c_long(syscall_number()),
+    number = syscall_number()
+    fd = _libc_syscall()(
+        ctypes.c_long(number),
         ctypes.byref(attr),
         ctypes.c_long(pid),
         ctypes.c_long(cpu),
@@ -153,11 +158,15 @@ def perf_event_open(attr, pid, cpu, group_fd, flags):
 
 def ioctl(fd, request, arg=0):
     """Issue a perf ioctl that takes an integer argument (ENABLE, RESET...)."""
+    import fcntl  # Unix-only; imported here so perfprof imports on any OS.
+
     fcntl.ioctl(fd, request, arg)
 
 
 def event_id(fd):
     """Return the kernel's id for this counter, as reported in group reads."""
+    import fcntl  # see ioctl()
+
     buf = bytearray(8)
     fcntl.ioctl(fd, PERF_EVENT_IOC_ID, buf, True)
     return int.from_bytes(buf, sys.byteorder)

@@ -15,3 +15,7 @@ class ProfilerStateError(PerfprofError, RuntimeError):
 
 class PerfUnavailableError(PerfprofError, OSError):
     """perf_event_open cannot be called on this platform at all."""
+
+
+class MarkerError(PerfprofError, ValueError):
+    """A perfprof pytest marker was given a bad argument."""

@@ -8,10 +8,10 @@ _NOT_SUPPORTED = {errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV}
 _NOT_PERMITTED = {errno.EACCES, errno.EPERM}
 
 
-def read_paranoid(path=PARANOID_PATH):
+def read_paranoid():
     """Return kernel.perf_event_paranoid, or None if the file is absent."""
     try:
-        with open(path) as f:
+        with open(PARANOID_PATH) as f:
             return int(f.read().strip())
     except (OSError, ValueError):
         return None

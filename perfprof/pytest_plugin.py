@@ -1,0 +1,86 @@
+"""pytest plugin: the perf_counters fixture, and `--perfprof` per-test counts.
+
+Registered through the pytest11 entry point `perfprof`.
+"""
+
+import pytest
+
+from perfprof.errors import MarkerError
+from perfprof.profiler import Profiler
+from perfprof.report import per_test_table
+
+# What the --perfprof table needs: time, and IPC and cycles/byte where the
+# machine has a PMU.
+SESSION_EVENTS = ("task-clock", "cycles", "instructions")
+
+
+def pytest_addoption(parser):
+    parser.getgroup("perfprof").addoption(
+        "--perfprof",
+        action="store_true",
+        help="count perf events for every test and print a table at the end of the session",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "perfprof_bytes(n): the test processes n bytes; --perfprof reports cycles per byte"
+    )
+    if config.getoption("perfprof"):
+        config.pluginmanager.register(SessionCounters(), "perfprof-session")
+
+
+@pytest.fixture
+def perf_counters():
+    """A callable taking Profiler's arguments and returning a started Profiler.
+
+    Every profiler it made is closed when the test ends.
+    """
+    made = []
+
+    def make(events=SESSION_EVENTS, **kwargs):
+        made.append(Profiler(events, **kwargs).start())
+        return made[-1]
+
+    yield make
+    for profiler in made:
+        profiler.close()
+
+
+def declared_bytes(item):
+    """The n of @pytest.mark.perfprof_bytes(n) on item, or None."""
+    marker = item.get_closest_marker("perfprof_bytes")
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or marker.kwargs:
+        raise MarkerError(f"{item.nodeid}: perfprof_bytes takes one argument, the byte count")
+    (nbytes,) = marker.args
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+        raise MarkerError(f"{item.nodeid}: perfprof_bytes needs a positive int, got {nbytes!r}")
+    return nbytes
+
+
+class SessionCounters:
+    """Measures each test's call phase and prints the table at session end."""
+
+    def __init__(self):
+        self.rows = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        nbytes = declared_bytes(item)
+        # inherit: threads the test starts are part of its cost.
+        with Profiler(SESSION_EVENTS, inherit=True) as profiler:
+            yield
+        self.rows.append((item.nodeid, profiler.read(), nbytes))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        terminalreporter.write_sep("-", "perfprof: per-test counters (call phase)")
+        if not self.rows:
+            terminalreporter.write_line("no test ran")
+            return
+        for line in per_test_table(self.rows).splitlines():
+            terminalreporter.write_line(line)
+        reasons = {name: why for _, reading, _ in self.rows for name, why in reading.reasons.items()}
+        for name, why in reasons.items():
+            terminalreporter.write_line(f"{name}: {why}")

@@ -1,0 +1,90 @@
+"""The pytest plugin, run in an inner pytest session through pytester."""
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+MEASURED = """
+import threading, time
+import pytest
+
+def spin(seconds):
+    # CPU time of this thread, not wall time: task-clock counts the former,
+    # and other processes on a busy machine would widen the gap.
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+@pytest.mark.perfprof_bytes(1 << 20)
+def test_hash_a_mebibyte():
+    spin(0.05)
+
+def test_threaded():
+    worker = threading.Thread(target=spin, args=(0.1,))
+    worker.start()
+    worker.join()
+"""
+
+
+def run(pytester, *args):
+    # Inline runs re-import every autoloaded plugin; the others installed
+    # here (hypothesis, benchmark) cost a second each and are not under test.
+    return pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:benchmark", *args)
+
+
+def table_rows(lines):
+    """The per-test rows of the --perfprof table: test id -> cells."""
+    start = next(i for i, line in enumerate(lines) if "perfprof: per-test counters" in line)
+    return {line.split()[0]: line.split()[1:] for line in lines[start + 3:] if "::" in line}
+
+
+def test_perfprof_option_prints_a_per_test_table(pytester):
+    pytester.makepyfile(test_measured=MEASURED)
+    result = run(pytester, "--perfprof")
+    result.assert_outcomes(passed=2)
+    rows = table_rows(result.outlines)
+    assert set(rows) == {"test_measured.py::test_hash_a_mebibyte", "test_measured.py::test_threaded"}
+    clock, ipc, per_byte = rows["test_measured.py::test_hash_a_mebibyte"]
+    assert float(clock) >= 40
+    # Worker threads count: the main thread only waits in join().
+    assert float(rows["test_measured.py::test_threaded"][0]) >= 80
+    # IPC and cycles/byte need a PMU; without one they say n/a, and why.
+    if ipc == "n/a":
+        assert per_byte == "n/a"
+        result.stdout.fnmatch_lines(["cycles: *"])
+    else:
+        assert float(ipc) > 0 and float(per_byte) > 0
+
+
+def test_no_table_without_the_option(pytester):
+    pytester.makepyfile(test_measured=MEASURED)
+    result = run(pytester)
+    result.assert_outcomes(passed=2)
+    assert "perfprof" not in result.stdout.str()
+
+
+def test_marker_is_registered(pytester):
+    result = run(pytester, "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.perfprof_bytes(n):*"])
+
+
+@pytest.mark.parametrize("arg", ["0", "'many'", "1, 2"])
+def test_bad_byte_marker_fails_the_test(pytester, arg):
+    pytester.makepyfile(f"import pytest\n@pytest.mark.perfprof_bytes({arg})\ndef test_x():\n    pass\n")
+    result = run(pytester, "--perfprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*MarkerError*perfprof_bytes*"])
+
+
+def test_perf_counters_fixture_gives_started_profilers(pytester):
+    pytester.makepyfile(
+        """
+        def test_uses_fixture(perf_counters):
+            profiler = perf_counters(["task-clock", "page-faults"])
+            bytearray(8 << 20)[::4096]
+            reading = profiler.read()
+            assert reading["task-clock"] > 0 and reading["page-faults"] > 0
+            assert perf_counters().read()["task-clock"] is not None
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)

@@ -1,0 +1,181 @@
+"""Profiler against the real perf_event_open syscall (software events),
+plus the fallbacks driven by errnos the kernel here does not produce."""
+
+import errno
+import threading
+import time
+
+import pytest
+
+from perfprof import Profiler, ProfilerStateError, _abi, reasons
+
+PAGE = 4096
+HARDWARE = ["cycles", "instructions", "branches", "branch-misses", "cache-references", "cache-misses",
+            "L1-dcache-loads", "L1-dcache-load-misses"]
+
+
+def spin(seconds):
+    # CPU time of this thread, not wall time: task-clock counts the former,
+    # and other processes on a busy machine would widen the gap.
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_task_clock_grows_with_work():
+    with Profiler(["task-clock"]) as short:
+        spin(0.02)
+    with Profiler(["task-clock"]) as long:
+        spin(0.2)
+    short_ns, long_ns = short.read()["task-clock"], long.read()["task-clock"]
+    assert 0.015e9 < short_ns < long_ns
+    assert long_ns > 0.15e9
+
+
+def test_page_faults_count_a_64_mib_touch():
+    with Profiler(["page-faults"]) as profiler:
+        buf = bytearray(64 << 20)
+        for offset in range(0, len(buf), PAGE):
+            buf[offset] = 1
+    assert profiler.read()["page-faults"] >= (64 << 20) // PAGE
+
+
+def test_context_switches_count_sleeps():
+    with Profiler(["context-switches"]) as profiler:
+        for _ in range(20):
+            time.sleep(0.001)
+    assert profiler.read()["context-switches"] >= 20
+
+
+def test_software_events_share_one_group_read_in_one_go():
+    names = ["task-clock", "page-faults", "context-switches", "cpu-migrations"]
+    with Profiler(names) as profiler:
+        spin(0.01)
+        assert len(profiler._groups) == 1 and len(profiler._groups[0]) == 4
+    reading = profiler.read()
+    assert list(reading) == names
+    assert all(isinstance(reading[name], int) for name in names)
+    assert reading.multiplexed == {}
+
+
+def test_hardware_events_are_counted_or_none_with_a_reason_never_zero():
+    with Profiler(HARDWARE) as profiler:
+        spin(0.01)
+    reading = profiler.read()
+    for name in HARDWARE:
+        if reading[name] is None:
+            assert reading.reasons[name]
+        else:
+            assert reading[name] > 0
+    if reading["instructions"] is None or reading["cycles"] is None:
+        assert reading.ipc is None
+    else:
+        assert reading.ipc > 0
+
+
+def test_inherit_counts_a_worker_thread_started_after_start():
+    def measure(inherit):
+        with Profiler(["task-clock"], inherit=inherit) as profiler:
+            worker = threading.Thread(target=spin, args=(0.2,))
+            worker.start()
+            worker.join()
+        return profiler.read()["task-clock"]
+
+    assert measure(inherit=False) < 0.05e9
+    assert measure(inherit=True) > 0.15e9
+
+
+def test_inherit_falls_back_to_ungrouped_reads_when_the_kernel_refuses_group(monkeypatch):
+    real_open = _abi.perf_event_open
+
+    def old_kernel(attr, *args):
+        # What kernels before 4.13 said to PERF_FORMAT_GROUP with inherit.
+        if attr.inherit and attr.read_format & _abi.PERF_FORMAT_GROUP:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(attr, *args)
+
+    monkeypatch.setattr(_abi, "perf_event_open", old_kernel)
+    with Profiler(["task-clock", "page-faults"], inherit=True) as profiler:
+        worker = threading.Thread(target=spin, args=(0.1,))
+        worker.start()
+        worker.join()
+        assert [len(group) for group in profiler._groups] == [1, 1]
+    assert profiler.read()["task-clock"] > 0.05e9
+    assert profiler.read()["page-faults"] is not None
+
+
+def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeypatch, tmp_path):
+    paranoid = tmp_path / "perf_event_paranoid"
+    paranoid.write_text("2\n")
+    monkeypatch.setattr(reasons, "PARANOID_PATH", str(paranoid))
+    real_open = _abi.perf_event_open
+
+    def paranoid_kernel(attr, *args):
+        # perf_event_paranoid=2 without CAP_PERFMON: no kernel-mode counting.
+        if not attr.exclude_kernel:
+            raise OSError(errno.EACCES, "Permission denied")
+        return real_open(attr, *args)
+
+    monkeypatch.setattr(_abi, "perf_event_open", paranoid_kernel)
+    with Profiler(["task-clock", "context-switches"], exclude_kernel=False) as profiler:
+        spin(0.01)
+    reading = profiler.read()
+    assert reading["context-switches"] is None
+    assert "perf_event_paranoid = 2" in reading.reasons["context-switches"]
+    assert "kernel.perf_event_paranoid=1" in reading.reasons["context-switches"]
+    # task-clock was retried user-only rather than lost.
+    assert reading["task-clock"] > 0 and reading.user_only == {"task-clock"}
+
+
+def test_unsupported_machine_gives_all_none_with_reason(monkeypatch):
+    monkeypatch.setattr(_abi.platform, "machine", lambda: "riscv64")
+    with Profiler(["task-clock", "cycles"]) as profiler:
+        spin(0.001)
+    reading = profiler.read()
+    assert dict(reading) == {"task-clock": None, "cycles": None}
+    assert all("riscv64" in why for why in reading.reasons.values())
+
+
+def test_read_after_close_returns_the_final_reading_and_frees_fds():
+    profiler = Profiler(["task-clock"]).start()
+    spin(0.01)
+    profiler.close()
+    first = profiler.read()
+    spin(0.01)
+    assert profiler.read() is first and profiler._groups == []
+
+
+def test_wrong_state_is_a_typed_error():
+    profiler = Profiler(["task-clock"])
+    with pytest.raises(ProfilerStateError):
+        profiler.read()
+    with pytest.raises(ProfilerStateError):
+        profiler.stop()
+    profiler.start()
+    with pytest.raises(ProfilerStateError):
+        profiler.start()
+    stopped = profiler.stop()
+    spin(0.01)
+    assert profiler.read()["task-clock"] == stopped["task-clock"]
+    profiler.close()
+
+
+def test_hardware_event_that_does_not_fit_the_group_starts_a_new_one(monkeypatch):
+    real_open = _abi.perf_event_open
+
+    def two_counter_pmu(attr, pid, cpu, group_fd, flags):
+        # A PMU too small for any two hardware events together; each one
+        # alone is served by a real software counter so that it reads.
+        if attr.type == _abi.PERF_TYPE_HARDWARE:
+            if group_fd != -1:
+                raise OSError(errno.EINVAL, "Invalid argument")
+            attr.type, attr.config = _abi.PERF_TYPE_SOFTWARE, 1
+        return real_open(attr, pid, cpu, group_fd, flags)
+
+    monkeypatch.setattr(_abi, "perf_event_open", two_counter_pmu)
+    with Profiler(["cycles", "instructions", "task-clock"]) as profiler:
+        spin(0.01)
+        assert [[c.name for c in group] for group in profiler._groups] == [["cycles"], ["instructions"], ["task-clock"]]
+    reading = profiler.read()
+    assert all(reading[name] > 0 for name in reading)
+    assert reading.ipc == pytest.approx(1.0, rel=0.2)
