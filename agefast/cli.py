@@ -1,0 +1,292 @@
+"""The agefast command: age's command line over the agefast library.
+
+Flags and their combinations follow the Go age tool, so scripts written for
+`age` work with `agefast`. Every failure is reported as one line on stderr,
+`agefast: error: ...`, with exit status 1.
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+
+import agefast
+from agefast import errors
+from agefast._terminal import TerminalError, is_terminal, read_passphrase
+
+USAGE = """\
+agefast [--encrypt] (-r RECIPIENT | -R PATH | -i PATH)... [--armor] [-o OUTPUT] [INPUT]
+       agefast [--encrypt] --passphrase [--armor] [-o OUTPUT] [INPUT]
+       agefast --decrypt [-i PATH]... [-o OUTPUT] [INPUT]"""
+
+EPILOG = """\
+INPUT defaults to standard input, and OUTPUT defaults to standard output.
+If OUTPUT exists, it is replaced only once the whole result was written.
+RECIPIENT is an age public key (age1..., age1pq1...); -R PATH is a file of
+them, one per line, with # comments. -i PATH is an identity file as written by
+agefast-keygen or age-keygen; with -e it encrypts to the identity's public key.
+PATH "-" reads standard input."""
+
+COPY_SIZE = 1024 * 1024
+
+
+class UsageError(Exception):
+    """The command line asks for something that cannot be done."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are UsageErrors, reported like any other."""
+
+    def error(self, message):
+        # argparse would print the whole usage and exit 2; age-style tools
+        # report one line and exit 1.
+        raise UsageError(message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = Parser(prog="agefast", usage=USAGE, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-e", "--encrypt", action="store_true", help="encrypt the input (the default)")
+    p.add_argument("-d", "--decrypt", action="store_true", help="decrypt the input")
+    p.add_argument("-o", "--output", metavar="OUTPUT", help="write the result to OUTPUT")
+    p.add_argument("-a", "--armor", action="store_true", help="encrypt to a PEM encoded format")
+    p.add_argument("-p", "--passphrase", action="store_true", help="encrypt with a passphrase")
+    p.add_argument("-r", "--recipient", dest="recipients", action="append", default=[],
+                   metavar="RECIPIENT", help="encrypt to RECIPIENT; can be repeated")
+    p.add_argument("-R", "--recipients-file", dest="recipients_files", action="append", default=[],
+                   metavar="PATH", help="encrypt to the recipients listed at PATH; can be repeated")
+    p.add_argument("-i", "--identity", dest="identities", action="append", default=[],
+                   metavar="PATH", help="use the identity file at PATH; can be repeated")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="worker threads for the payload (default: the library's choice)")
+    p.add_argument("input", nargs="?", metavar="INPUT", help="the file to read (default: standard input)")
+    return p
+
+
+def _check_flags(args) -> None:
+    """Reject the flag combinations age rejects, with age's reasons."""
+    readers_of_stdin = [*args.recipients_files, *args.identities, args.input or "-"].count("-")
+    if readers_of_stdin > 1:
+        raise UsageError("standard input can't be read for more than one of INPUT, -R and -i")
+    if args.decrypt:
+        if args.encrypt:
+            raise UsageError("-e/--encrypt can't be used with -d/--decrypt")
+        if args.armor:
+            raise UsageError("-a/--armor can't be used with -d/--decrypt (armored files are detected automatically)")
+        if args.passphrase:
+            raise UsageError("-p/--passphrase can't be used with -d/--decrypt"
+                             " (passphrase-encrypted files are detected automatically)")
+        if args.recipients or args.recipients_files:
+            raise UsageError("-r/--recipient and -R/--recipients-file can't be used with -d/--decrypt"
+                             " (did you mean -i/--identity?)")
+        return
+    if args.identities and not args.encrypt:
+        raise UsageError("-i/--identity can't be used in encryption mode unless -e/--encrypt is given"
+                         " (did you forget -d/--decrypt?)")
+    if args.passphrase:
+        if args.recipients or args.recipients_files or args.identities:
+            raise UsageError("-p/--passphrase can't be combined with -r/--recipient,"
+                             " -R/--recipients-file or -i/--identity")
+    elif not (args.recipients or args.recipients_files or args.identities):
+        raise UsageError("missing recipients: did you forget -r/--recipient, -R/--recipients-file"
+                         " or -p/--passphrase?")
+    # "-o -" names stdout on purpose, which is how age lets a user force
+    # binary output onto a terminal.
+    if args.output is None and not args.armor and is_terminal(sys.stdout):
+        raise UsageError('refusing to output binary to the terminal, did you mean to use -a?'
+                         ' (force it with "-o -")')
+
+
+def read_key_file(path: str, purpose: str) -> str:
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
+
+
+def _load_identities(paths) -> list:
+    identities = []
+    for path in paths:
+        try:
+            identities += agefast.parse_identities(read_key_file(path, "identity file"))
+        except agefast.IdentityError as e:
+            raise agefast.IdentityError(f"identity file {path}: {e}") from None
+    return identities
+
+
+def _load_recipients(args) -> list:
+    if args.passphrase:
+        return [agefast.passphrase.Recipient(_new_passphrase())]
+    recipients = []
+    for text in args.recipients:
+        try:
+            parsed = agefast.parse_recipients(text)
+        except agefast.RecipientError as e:
+            raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
+        if len(parsed) != 1:
+            raise agefast.RecipientError(f"recipient {text!r}: not a recipient")
+        recipients += parsed
+    for path in args.recipients_files:
+        try:
+            recipients += agefast.parse_recipients(read_key_file(path, "recipients file"))
+        except agefast.RecipientError as e:
+            raise agefast.RecipientError(f"recipients file {path}: {e}") from None
+    recipients += [identity.to_public() for identity in _load_identities(args.identities)]
+    return recipients
+
+
+def _new_passphrase() -> str:
+    passphrase = read_passphrase("Enter passphrase: ")
+    if not passphrase:
+        # age would autogenerate one; we ask the user to choose instead.
+        raise UsageError("empty passphrase; agefast does not generate passphrases, please type one")
+    if read_passphrase("Confirm passphrase: ") != passphrase:
+        raise UsageError("passphrases didn't match")
+    return passphrase
+
+
+@contextlib.contextmanager
+def _open_input(path):
+    if path is None or path == "-":
+        yield sys.stdin.buffer
+    else:
+        with open(path, "rb") as f:
+            yield f
+
+
+def _creation_mode() -> int:
+    """The mode a plain open() would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def _open_output(path):
+    """stdout, or a temporary file next to `path` renamed over it on success.
+
+    Writing through a temporary file means a failure half way (a corrupt
+    chunk, a full disk) never leaves a truncated or unauthenticated file at
+    `path`, and an existing file there survives until the new one is whole.
+    """
+    if path is None or path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.chmod(tmp, _creation_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _encrypt(args) -> None:
+    recipients = _load_recipients(args)
+    with _open_input(args.input) as src, _open_output(args.output) as dst:
+        with agefast.encryptor(dst, recipients, armored=args.armor, threads=args.threads) as w:
+            shutil.copyfileobj(src, w, COPY_SIZE)
+
+
+class _PassphrasePrompt:
+    """An identity that asks for a passphrase only if the file has an scrypt stanza.
+
+    This is how age decrypts passphrase-encrypted files without a -p flag on
+    decryption: the user is prompted only when a passphrase could help.
+    """
+
+    def __init__(self):
+        self.asked = False
+
+    def unwrap(self, stanzas):
+        if not any(s.type == agefast.passphrase.STANZA_TYPE for s in stanzas):
+            return None
+        self.asked = True
+        return agefast.passphrase.Identity(read_passphrase("Enter passphrase: ")).unwrap(stanzas)
+
+
+def _decrypt(args) -> None:
+    prompt = _PassphrasePrompt()
+    identities = [prompt, *_load_identities(args.identities)]
+    with _open_input(args.input) as src, _open_output(args.output) as dst:
+        try:
+            reader = agefast.decryptor(src, identities, threads=args.threads)
+        except errors.NoIdentityMatchError:
+            if prompt.asked:
+                raise UsageError("incorrect passphrase") from None
+            if not args.identities:
+                raise UsageError("the file is not passphrase-encrypted: did you forget -i/--identity?") from None
+            raise
+        with reader:
+            shutil.copyfileobj(reader, dst, COPY_SIZE)
+
+
+# What to put before the library's message, most specific class first. The
+# library's messages already say what failed; a prefix is added only where
+# the message alone would not say which part of the file was bad.
+_PREFIXES = (
+    (errors.HeaderMACError, ""),
+    (errors.NoIdentityMatchError, ""),
+    (errors.ArmorError, ""),
+    (errors.HeaderError, "invalid header: "),
+    (errors.PayloadError, "invalid payload: "),
+    (agefast.DecryptError, "decryption failed: "),
+    (agefast.EncryptError, "encryption failed: "),
+)
+
+
+def describe(exc: Exception) -> str:
+    """One line for the user about `exc`."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return where + (exc.strerror or str(exc))
+    prefix = next((p for cls, p in _PREFIXES if isinstance(exc, cls)), "")
+    return prefix + str(exc)
+
+
+def _silence_stdout() -> None:
+    # The reader of our stdout went away; point stdout at /dev/null so the
+    # interpreter's final flush does not print a second, noisy error.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def main(argv=None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        _check_flags(args)
+        if args.decrypt:
+            _decrypt(args)
+        else:
+            _encrypt(args)
+        return 0
+    except (UsageError, TerminalError, errors.AgeError, OSError) as e:
+        if isinstance(e, BrokenPipeError):
+            _silence_stdout()
+        message = describe(e)
+    except KeyboardInterrupt:
+        message = "interrupted"
+    print(f"agefast: error: {message}", file=sys.stderr)
+    return 1

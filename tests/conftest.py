@@ -1,0 +1,119 @@
+"""Shared fixtures: deterministic plaintexts, running the commands, a pty driver."""
+
+import fcntl
+import os
+import random
+import select
+import subprocess
+import sys
+import termios
+import time
+from dataclasses import dataclass
+
+import pytest
+
+
+@pytest.fixture
+def make_plaintext():
+    """Deterministic pseudo-random bytes of a given size (seeded by the size)."""
+
+    def make(size: int, seed: int = 0) -> bytes:
+        return random.Random(f"agefast-{seed}-{size}").randbytes(size)
+
+    return make
+
+
+def _run_module(module: str, args, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("capture_output", True)
+    kwargs.setdefault("timeout", 300)
+    if "input" not in kwargs and "stdin" not in kwargs:
+        kwargs["stdin"] = subprocess.DEVNULL
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], **kwargs)
+
+
+@pytest.fixture
+def run_agefast():
+    """Run `python -m agefast ARGS` (subprocess.run keywords pass through)."""
+    return lambda *args, **kwargs: _run_module("agefast", args, **kwargs)
+
+
+@pytest.fixture
+def run_keygen():
+    """Run `python -m agefast.keygen ARGS`."""
+    return lambda *args, **kwargs: _run_module("agefast.keygen", args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def age_key(tmp_path_factory):
+    """An X25519 identity file written by the Go age-keygen, and its recipient."""
+    path = tmp_path_factory.mktemp("age-key") / "key.txt"
+    subprocess.run(["age-keygen", "-o", path], check=True, capture_output=True)
+    recipient = subprocess.run(["age-keygen", "-y", path], check=True, capture_output=True, text=True).stdout.strip()
+    return path, recipient
+
+
+@dataclass
+class TtyResult:
+    returncode: int
+    # Everything the program wrote to the terminal (prompts, stderr, and
+    # stdout too when stdout was the terminal).
+    transcript: bytes
+
+
+def _take_controlling_tty():
+    # Runs in the child after setsid(): make the pty on fd 2 the controlling
+    # terminal, so the program can open /dev/tty as age does.
+    fcntl.ioctl(2, termios.TIOCSCTTY, 0)
+
+
+def _run_with_tty(argv, replies=(), *, stdin=None, stdout=None, timeout=120) -> TtyResult:
+    """Run `argv` with a fresh pseudo-terminal as its controlling terminal and stderr.
+
+    `replies` are (prompt, answer) pairs: once `prompt` (bytes) appears on the
+    terminal, `answer` and a newline are typed. `stdin` / `stdout` are paths;
+    when None the terminal is used.
+    """
+    master, slave = os.openpty()
+    files = []
+    try:
+        stdin_f = open(stdin, "rb") if stdin is not None else slave
+        stdout_f = open(stdout, "wb") if stdout is not None else slave
+        files = [f for f in (stdin_f, stdout_f) if f is not slave]
+        proc = subprocess.Popen(list(map(str, argv)), stdin=stdin_f, stdout=stdout_f, stderr=slave,
+                                start_new_session=True, preexec_fn=_take_controlling_tty)
+    finally:
+        os.close(slave)
+        for f in files:
+            f.close()
+    pending = list(replies)
+    transcript = bytearray()
+    searched = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if not ready:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break  # EIO: every copy of the slave side is closed, the program is done
+            if not data:
+                break
+            transcript += data
+            while pending and pending[0][0] in transcript[searched:]:
+                prompt, answer = pending.pop(0)
+                searched = transcript.index(prompt, searched) + len(prompt)
+                os.write(master, answer.encode() + b"\n")
+        else:
+            proc.kill()
+            raise TimeoutError(f"{argv[0]} did not finish in {timeout}s; terminal said {bytes(transcript)!r}")
+        return TtyResult(proc.wait(timeout=timeout), bytes(transcript))
+    finally:
+        os.close(master)
+
+
+@pytest.fixture
+def tty_run():
+    """_run_with_tty: run a program on a pseudo-terminal, answering its prompts."""
+    return _run_with_tty

@@ -1,0 +1,356 @@
+"""The agefast and agefast-keygen commands: flags, failures, terminals, key files.
+
+Every failure must be one `agefast: error: ...` line on stderr with exit
+status 1, no traceback, and no file left at -o.
+"""
+
+import base64
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import agefast
+
+CHUNK = 64 * 1024
+AGEFAST = [sys.executable, "-m", "agefast"]
+VERSION_LINE = b"age-encryption.org/v1\n"
+
+
+def _b64(data: bytes) -> bytes:
+    return base64.b64encode(data).rstrip(b"=")
+
+
+def _stanza(*args: bytes, body: bytes) -> bytes:
+    return b"-> " + b" ".join(args) + b"\n" + _b64(body) + b"\n"
+
+
+def _header(*stanzas: bytes) -> bytes:
+    return VERSION_LINE + b"".join(stanzas) + b"--- " + _b64(bytes(32)) + b"\n"
+
+
+def _assert_one_error_line(stderr: bytes, fragment: str, prog: str = "agefast") -> None:
+    text = stderr.decode()
+    assert "Traceback" not in text
+    lines = text.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), text
+    assert fragment.lower() in lines[0].lower(), text
+
+
+@pytest.fixture
+def other_key(tmp_path):
+    """An identity file no test file is encrypted to."""
+    path = tmp_path / "other.txt"
+    path.write_text(f"{agefast.x25519.Identity.generate()}\n")
+    return path
+
+
+@pytest.fixture
+def encrypt_to_age_key(age_key):
+    _, recipient = age_key
+
+    def encrypt(plaintext: bytes, armored: bool = False) -> bytes:
+        return agefast.encrypt(plaintext, [agefast.x25519.Recipient.from_str(recipient)], armored=armored)
+
+    return encrypt
+
+
+# --- flags -------------------------------------------------------------------
+
+FLAG_ERRORS = [
+    (["-e", "-d"], "-e/--encrypt can't be used with -d/--decrypt"),
+    (["-p", "-r", "{recipient}"], "can't be combined"),
+    ([], "missing recipients"),
+    (["-d", "-r", "{recipient}"], "-r/--recipient"),
+    (["-d", "-a"], "-a/--armor"),
+    (["-d", "-p"], "-p/--passphrase"),
+    (["-i", "{key}"], "unless -e/--encrypt"),
+    (["-r", "age1notakey"], "recipient 'age1notakey': malformed"),
+    (["-r", "{recipient}", "--threads", "0"], "positive integer"),
+    (["-r", "{recipient}", "a", "b"], "unrecognized arguments"),
+    (["-r", "{recipient}", "/nonexistent/input"], "No such file"),
+    (["-d", "-i", "/nonexistent/key.txt"], "No such file"),
+    (["-e", "-i", "-"], "standard input can't be read for more than one"),
+]
+
+
+@pytest.mark.parametrize(("args", "fragment"), FLAG_ERRORS, ids=[" ".join(a) or "none" for a, _ in FLAG_ERRORS])
+def test_flag_errors(args, fragment, age_key, run_agefast):
+    key_path, recipient = age_key
+    done = run_agefast(*(a.format(recipient=recipient, key=key_path) for a in args), input=b"")
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, fragment)
+
+
+def test_help_lists_age_flags(run_agefast):
+    done = run_agefast("--help")
+    assert done.returncode == 0
+    for flag in ["--encrypt", "--decrypt", "--recipient", "--recipients-file", "--identity",
+                 "--armor", "--output", "--passphrase", "--threads"]:
+        assert flag in done.stdout.decode()
+
+
+# --- round trips ---------------------------------------------------------------
+
+def test_every_recipient_flag_can_decrypt(tmp_path, age_key, other_key, run_agefast, make_plaintext):
+    """-r, -R (with comments) and -e -i each add a recipient that can decrypt."""
+    age_key_path, age_recipient = age_key
+    third = agefast.x25519.Identity.generate()
+    third_path = tmp_path / "third.txt"
+    third_path.write_text(f"# a comment\n\n{third}\n")
+    recipients_file = tmp_path / "recipients.txt"
+    recipients_file.write_text(f"# the Go age-keygen key\n{age_recipient}\n\n")
+    other_recipient = str(agefast.parse_identities(other_key.read_text())[0].to_public())
+    plaintext = make_plaintext(CHUNK + 1)
+    encrypted = run_agefast("-r", other_recipient, "-R", recipients_file, "-e", "-i", third_path, "-a",
+                            input=plaintext)
+    assert encrypted.returncode == 0, encrypted.stderr
+    assert encrypted.stdout.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----\n")
+    for key in (age_key_path, other_key, third_path):
+        decrypted = run_agefast("-d", "-i", key, input=encrypted.stdout)
+        assert decrypted.returncode == 0, decrypted.stderr
+        assert decrypted.stdout == plaintext
+
+
+def test_output_file_replaced_only_when_whole(tmp_path, age_key, run_agefast, make_plaintext):
+    key_path, recipient = age_key
+    src, out = tmp_path / "plain", tmp_path / "out" / "file.age"
+    out.parent.mkdir()
+    out.write_bytes(b"old contents")
+    src.write_bytes(make_plaintext(3 * CHUNK + 100))
+    assert run_agefast("-r", recipient, "-o", out, src).returncode == 0
+    assert os.listdir(out.parent) == ["file.age"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+    decrypted = run_agefast("-d", "-i", key_path, out)
+    assert decrypted.stdout == src.read_bytes()
+
+
+def test_missing_identity_hint(encrypt_to_age_key, run_agefast):
+    done = run_agefast("-d", input=encrypt_to_age_key(b"x"))
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, "did you forget -i/--identity")
+
+
+# --- bad input -------------------------------------------------------------------
+
+def _payload_start(ciphertext: bytes) -> int:
+    return ciphertext.index(b"\n", ciphertext.index(b"\n---")) + 1
+
+
+def _flip(data: bytes, i: int) -> bytes:
+    return data[:i] + bytes([data[i] ^ 1]) + data[i + 1:]
+
+
+def _bad_armor(armored: bytes) -> bytes:
+    # A character outside the base64 alphabet in the middle of the body.
+    return armored.replace(b"\n", b"\n!", 2)
+
+
+# name -> (ciphertext from (binary 3-chunk file, armored file, 2-chunk file), expected fragment)
+BAD_INPUTS = {
+    "corrupted chunk": (lambda b, a, two: _flip(b, _payload_start(b) + 16 + 100), "payload"),
+    "corrupted last chunk": (lambda b, a, two: _flip(b, len(b) - 1), "payload"),
+    "truncated in a chunk": (lambda b, a, two: b[:-1], "payload"),
+    "truncated at a chunk boundary": (lambda b, a, two: two[:-(CHUNK + 16)], "payload"),
+    "truncated header": (lambda b, a, two: b[:40], "header"),
+    "trailing data": (lambda b, a, two: b + b"\0", "payload"),
+    "empty file": (lambda b, a, two: b"", "header"),
+    "bad armor": (lambda b, a, two: _bad_armor(a), "armor"),
+    "armor without end line": (lambda b, a, two: a[:a.index(b"-----END")], "armor"),
+    # An extra stanza is ignored when unwrapping, but the header MAC covers it.
+    "altered header": (lambda b, a, two: VERSION_LINE + _stanza(b"extra", body=b"") + b[len(VERSION_LINE):],
+                       "header MAC"),
+    "unknown stanza only": (lambda b, a, two: _header(_stanza(b"unknown-type", b"arg", body=b"x" * 10)) + bytes(40),
+                            "no identity matched"),
+    "oversized header line": (lambda b, a, two: VERSION_LINE + b"-> X25519 " + b"A" * (1 << 20) + b"\n", "header"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_INPUTS)
+def test_bad_input(name, tmp_path, age_key, encrypt_to_age_key, run_agefast, make_plaintext):
+    key_path, _ = age_key
+    make, fragment = BAD_INPUTS[name]
+    plaintext = make_plaintext(3 * CHUNK + 100)
+    data = make(encrypt_to_age_key(plaintext), encrypt_to_age_key(plaintext, armored=True),
+                encrypt_to_age_key(make_plaintext(2 * CHUNK)))
+    src = tmp_path / "bad.age"
+    src.write_bytes(data)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    done = run_agefast("-d", "-i", key_path, "-o", out_dir / "plain", src)
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, fragment)
+    assert os.listdir(out_dir) == []
+
+
+def test_wrong_key(tmp_path, other_key, encrypt_to_age_key, run_agefast):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    done = run_agefast("-d", "-i", other_key, "-o", out_dir / "plain", input=encrypt_to_age_key(b"secret"))
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, "no identity matched")
+    assert os.listdir(out_dir) == []
+
+
+def test_failure_keeps_existing_output(tmp_path, other_key, encrypt_to_age_key, run_agefast):
+    out = tmp_path / "plain"
+    out.write_bytes(b"precious")
+    done = run_agefast("-d", "-i", other_key, "-o", out, input=encrypt_to_age_key(b"secret"))
+    assert done.returncode == 1
+    assert sorted(os.listdir(tmp_path)) == ["other.txt", "plain"]
+    assert out.read_bytes() == b"precious"
+
+
+def _scrypt_stanza(work_factor: bytes) -> bytes:
+    return _stanza(b"scrypt", _b64(bytes(range(16))), work_factor, body=bytes(32))
+
+
+@pytest.mark.parametrize(("name", "fragment"), [
+    ("work factor above the cap", "work factor"),
+    ("scrypt mixed with X25519", "header"),
+])
+def test_bad_passphrase_file(name, fragment, tmp_path, age_key, encrypt_to_age_key, tty_run):
+    """scrypt headers that must be refused; the prompt (if any) is answered."""
+    key_path, _ = age_key
+    if name == "work factor above the cap":
+        data = _header(_scrypt_stanza(b"23")) + bytes(40)
+    else:
+        real = encrypt_to_age_key(b"x")
+        data = VERSION_LINE + _scrypt_stanza(b"18") + real[len(VERSION_LINE):]
+    src = tmp_path / "bad.age"
+    src.write_bytes(data)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    done = tty_run([*AGEFAST, "-d", "-i", key_path, "-o", out_dir / "plain", src],
+                   [(b"Enter passphrase", "anything")])
+    assert done.returncode == 1
+    last = done.transcript.decode().splitlines()[-1]
+    assert last.startswith("agefast: error: ") and fragment in last, done.transcript
+    assert b"Traceback" not in done.transcript
+    assert os.listdir(out_dir) == []
+
+
+# --- terminals and passphrases ------------------------------------------------------
+
+def test_refuses_binary_to_terminal(tmp_path, age_key, tty_run):
+    _, recipient = age_key
+    src = tmp_path / "plain"
+    src.write_bytes(b"hello")
+    done = tty_run([*AGEFAST, "-r", recipient, src])
+    assert done.returncode == 1
+    assert b"agefast: error: refusing to output binary to the terminal, did you mean to use -a?" in done.transcript
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["-a"], b"-----BEGIN AGE ENCRYPTED FILE-----"),
+    (["-o", "-"], b"age-encryption.org/v1"),
+])
+def test_terminal_output_allowed(flags, expected, tmp_path, age_key, tty_run):
+    """Armor may go to a terminal; "-o -" forces binary there, as with age."""
+    _, recipient = age_key
+    src = tmp_path / "plain"
+    src.write_bytes(b"hello")
+    done = tty_run([*AGEFAST, "-r", recipient, *flags, src])
+    assert done.returncode == 0, done.transcript
+    assert expected in done.transcript
+
+
+def test_wrong_passphrase(tmp_path, tty_run):
+    src = tmp_path / "in.age"
+    src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("right", work_factor=10)]))
+    done = tty_run([*AGEFAST, "-d", src], [(b"Enter passphrase", "wrong")])
+    assert done.returncode == 1
+    assert done.transcript.decode().splitlines()[-1] == "agefast: error: incorrect passphrase"
+
+
+@pytest.mark.parametrize(("answers", "fragment"), [
+    (["one", "two"], "passphrases didn't match"),
+    ([""], "empty passphrase"),
+])
+def test_passphrase_prompt_refusals(answers, fragment, tmp_path, tty_run):
+    src, out = tmp_path / "plain", tmp_path / "out.age"
+    src.write_bytes(b"hello")
+    prompts = [b"Enter passphrase", b"Confirm passphrase"]
+    done = tty_run([*AGEFAST, "-p", "-o", out, src], list(zip(prompts, answers)))
+    assert done.returncode == 1
+    assert fragment in done.transcript.decode().splitlines()[-1]
+    assert not out.exists()
+
+
+def test_passphrase_needs_a_terminal(run_agefast):
+    # A new session has no controlling terminal, so /dev/tty cannot be opened.
+    done = run_agefast("-p", "-a", input=b"data", start_new_session=True)
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, "/dev/tty is not available")
+
+
+# --- agefast-keygen -------------------------------------------------------------------
+
+KEY_FILE = re.compile(
+    r"# created: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)\n"
+    r"# public key: (age1[02-9ac-hj-np-z]+)\n"
+    r"(AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]+)\n")
+
+
+def _age_keygen_y(path) -> str:
+    return subprocess.run(["age-keygen", "-y", path], check=True, capture_output=True, text=True).stdout
+
+
+def test_keygen_output_matches_age_keygen(tmp_path, run_keygen):
+    done = run_keygen()
+    assert done.returncode == 0
+    match = KEY_FILE.fullmatch(done.stdout.decode())
+    assert match, done.stdout
+    public = match.group(2)
+    assert done.stderr.decode() == f"Public key: {public}\n"
+    path = tmp_path / "key.txt"
+    path.write_bytes(done.stdout)
+    assert _age_keygen_y(path) == f"{public}\n"
+
+
+def test_keygen_file_mode_and_no_overwrite(tmp_path, run_keygen):
+    path = tmp_path / "key.txt"
+    done = run_keygen("-o", path)
+    assert done.returncode == 0
+    assert path.stat().st_mode & 0o777 == 0o600
+    public = KEY_FILE.fullmatch(path.read_text()).group(2)
+    assert done.stderr.decode() == f"Public key: {public}\n"
+    before = path.read_bytes()
+    again = run_keygen("-o", path)
+    assert again.returncode == 1
+    _assert_one_error_line(again.stderr, "File exists", prog="agefast-keygen")
+    assert path.read_bytes() == before
+
+
+def test_keygen_y_agrees_with_age_keygen(age_key, run_keygen):
+    path, recipient = age_key
+    assert run_keygen("-y", path).stdout.decode() == f"{recipient}\n"
+    assert run_keygen("-y", input=path.read_bytes()).stdout.decode() == f"{recipient}\n"
+
+
+def test_keygen_y_bad_input(run_keygen):
+    done = run_keygen("-y", input=b"AGE-SECRET-KEY-1NOTAKEY\n")
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, "malformed identity on line 1", prog="agefast-keygen")
+
+
+def test_keygen_post_quantum(tmp_path, run_keygen):
+    path = tmp_path / "pq.txt"
+    assert run_keygen("-pq", "-o", path).returncode == 0
+    lines = path.read_text().splitlines()
+    assert lines[1].startswith("# public key: age1pq1") and lines[2].startswith("AGE-SECRET-KEY-PQ-1")
+    assert run_keygen("-y", path).stdout.decode() == lines[1].removeprefix("# public key: ") + "\n"
+
+
+def test_keygen_key_works_with_age(tmp_path, run_keygen, run_agefast):
+    path = tmp_path / "key.txt"
+    assert run_keygen("-o", path).returncode == 0
+    public = _age_keygen_y(path).strip()
+    by_age = subprocess.run(["age", "-r", public], input=b"to agefast", capture_output=True, check=True).stdout
+    assert run_agefast("-d", "-i", path, input=by_age).stdout == b"to agefast"
+    by_agefast = run_agefast("-r", public, input=b"to age").stdout
+    assert subprocess.run(["age", "-d", "-i", path], input=by_agefast, capture_output=True).stdout == b"to age"
