@@ -1,0 +1,163 @@
+"""Bad input gets a clear, typed error and releases no unverified plaintext."""
+
+import io
+import random
+
+import pytest
+
+import agefast
+from agefast import errors, passphrase
+from agefast.format import Stanza, encode_header_without_mac, encode_mac_line
+
+CHUNK = 64 * 1024
+SEALED = CHUNK + 16
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+DATA = random.Random(1).randbytes(3 * CHUNK + 100)
+CT = agefast.encrypt(DATA, [RECIPIENT])
+CHUNKS_START = len(CT) - (len(DATA) + 4 * 16)  # the header and nonce end here
+
+
+def released_before_error(ct, identities=(IDENTITY,), step=1000):
+    """Read a decryptor to its end or error; return (plaintext, error)."""
+    got = bytearray()
+    try:
+        r = agefast.decryptor(io.BytesIO(ct), list(identities))
+        while chunk := r.read(step):
+            got += chunk
+    except agefast.DecryptError as e:
+        return bytes(got), e
+    return bytes(got), None
+
+
+def test_wrong_key():
+    with pytest.raises(errors.NoIdentityMatchError):
+        agefast.decrypt(CT, [agefast.x25519.Identity.generate()])
+
+
+@pytest.mark.parametrize("chunk", [0, 1, 3])
+def test_corrupted_chunk_releases_only_the_verified_prefix(chunk):
+    ct = bytearray(CT)
+    ct[CHUNKS_START + chunk * SEALED + 5] ^= 1
+    got, error = released_before_error(bytes(ct))
+    assert isinstance(error, errors.PayloadError)
+    assert got == DATA[:chunk * CHUNK]
+    with pytest.raises(errors.PayloadError):
+        agefast.decrypt(bytes(ct), [IDENTITY])
+
+
+@pytest.mark.parametrize("cut", [1, 15, 16, 17, 100, SEALED, SEALED + 1])
+def test_truncated_file(cut):
+    got, error = released_before_error(CT[:-cut])
+    assert isinstance(error, errors.PayloadError)
+    assert DATA.startswith(got) and len(got) % CHUNK == 0 and len(got) < len(DATA)
+
+
+def test_truncated_before_payload():
+    for end in (CHUNKS_START - 16, CHUNKS_START - 1):
+        with pytest.raises(errors.HeaderError):
+            agefast.decrypt(CT[:end], [IDENTITY])
+    with pytest.raises(errors.PayloadError, match="no chunks"):
+        agefast.decrypt(CT[:CHUNKS_START], [IDENTITY])
+
+
+@pytest.mark.parametrize("extra", [b"\x00", b"x" * 100, bytes(SEALED)])
+def test_trailing_data(extra):
+    got, error = released_before_error(CT + extra)
+    assert isinstance(error, errors.PayloadError)
+    with pytest.raises(errors.PayloadError):
+        agefast.decrypt(CT + extra, [IDENTITY])
+
+
+def test_failed_reader_keeps_failing():
+    ct = bytearray(CT)
+    ct[-1] ^= 1
+    r = agefast.decryptor(io.BytesIO(bytes(ct)), [IDENTITY])
+    first = None
+    with pytest.raises(errors.PayloadError) as info:
+        r.read()
+    first = info.value
+    for _ in range(3):
+        with pytest.raises(errors.PayloadError) as again:
+            r.read(10)
+        assert again.value is first
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda a: a.replace(b"-----BEGIN AGE ENCRYPTED FILE-----", b"-----BEGIN AGE ENCRYPTED FILE----- "),
+    lambda a: a.replace(b"\n", b"\n\n", 2),
+    lambda a: a + b"junk\n",
+    lambda a: a[:100] + b"*" + a[101:],
+    lambda a: a.rstrip(b"\n")[:-40],
+])
+def test_bad_armor(mangle):
+    armored = agefast.encrypt(DATA[:1000], [RECIPIENT], armored=True)
+    with pytest.raises(errors.ArmorError):
+        agefast.decrypt(mangle(armored), [IDENTITY])
+
+
+def test_unknown_stanza_is_ignored_but_alone_matches_nothing():
+    header = encode_header_without_mac([Stanza("example.com/enigma", ["x"], b"body")])
+    ct = header + encode_mac_line(bytes(32)) + bytes(16)
+    with pytest.raises(errors.NoIdentityMatchError):
+        agefast.decrypt(ct, [IDENTITY])
+
+
+def test_oversized_header_line():
+    ct = b"age-encryption.org/v1\n-> X25519 " + b"A" * (1 << 20) + b"\n"
+    with pytest.raises(errors.HeaderError, match="too long"):
+        agefast.decrypt(ct, [IDENTITY])
+
+
+def test_not_an_age_file():
+    for junk in (b"", b"hello world\n", b"age-encryption.org/v2\n"):
+        with pytest.raises(errors.HeaderError):
+            agefast.decrypt(junk, [IDENTITY])
+
+
+def test_header_mac_mismatch():
+    ct = bytearray(CT)
+    mac_line = ct.index(b"\n--- ") + 5
+    ct[mac_line] = ord("A") if ct[mac_line] != ord("A") else ord("B")
+    with pytest.raises(errors.HeaderMACError):
+        agefast.decrypt(bytes(ct), [IDENTITY])
+
+
+def test_scrypt_work_factor_cap():
+    ct = agefast.encrypt(b"secret", [passphrase.Recipient("pw", work_factor=12)])
+    assert agefast.decrypt(ct, [passphrase.Identity("pw", max_work_factor=12)]) == b"secret"
+    with pytest.raises(errors.HeaderError, match="work factor 12 is above the limit of 11"):
+        agefast.decrypt(ct, [passphrase.Identity("pw", max_work_factor=11)])
+    with pytest.raises(errors.NoIdentityMatchError):
+        agefast.decrypt(ct, [passphrase.Identity("wrong", max_work_factor=12)])
+
+
+def test_scrypt_cannot_be_mixed():
+    with pytest.raises(agefast.EncryptError):
+        agefast.encrypt(b"x", [passphrase.Recipient("pw", work_factor=2), RECIPIENT])
+    with pytest.raises(agefast.EncryptError):
+        agefast.encrypt(b"x", [passphrase.Recipient("a", work_factor=2), passphrase.Recipient("b", work_factor=2)])
+
+
+def test_post_quantum_cannot_be_mixed_with_classical():
+    pq = agefast.pq.Identity.generate()
+    with pytest.raises(agefast.EncryptError):
+        agefast.encrypt(b"x", [pq.to_public(), RECIPIENT])
+    ct = agefast.encrypt(b"x", [pq.to_public(), agefast.pq.Identity.generate().to_public()])
+    assert agefast.decrypt(ct, [pq]) == b"x"
+
+
+def test_no_recipients():
+    with pytest.raises(agefast.EncryptError):
+        agefast.encrypt(b"x", [])
+
+
+@pytest.mark.parametrize("text,error", [
+    ("age1qqqq", agefast.RecipientError),
+    ("AGE-SECRET-KEY-1QQQQ", agefast.IdentityError),
+    ("ssh-nonsense AAAA", agefast.RecipientError),
+])
+def test_malformed_keys(text, error):
+    parse = agefast.parse_recipients if error is agefast.RecipientError else agefast.parse_identities
+    with pytest.raises(error, match="line 1"):
+        parse(text)

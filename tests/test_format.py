@@ -1,0 +1,64 @@
+"""Units of the format: bech32, canonical base64, header round trips."""
+
+import io
+
+import pytest
+
+from agefast import bech32
+from agefast._source import Source
+from agefast.errors import HeaderError
+from agefast.format import b64decode, b64encode, encode_header_without_mac, parse_header
+
+from test_vectors import FILES, load
+
+
+def test_bech32_round_trip_without_length_limit():
+    data = bytes(range(256)) * 8
+    s = bech32.encode("age1pq", data)
+    assert len(s) > 90 and bech32.decode(s) == ("age1pq", data)
+    upper = bech32.encode("AGE-SECRET-KEY-", b"\x01" * 32)
+    assert upper.isupper() and bech32.decode(upper) == ("AGE-SECRET-KEY-", b"\x01" * 32)
+
+
+@pytest.mark.parametrize("bad", [
+    "age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwJ",  # mixed case
+    "age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwk",  # checksum
+    "age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujbj",  # bad character
+    "1qqqqqq",
+])
+def test_bech32_rejects(bad):
+    with pytest.raises(bech32.Bech32Error):
+        bech32.decode(bad)
+
+
+def test_bech32_known_age_recipient():
+    hrp, data = bech32.decode("age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwj")
+    assert hrp == "age" and len(data) == 32
+
+
+@pytest.mark.parametrize("text", ["AAA=", "AB", "AAB", "A", "AA\n", "AA A"])
+def test_base64_rejects_non_canonical(text):
+    with pytest.raises(ValueError):
+        b64decode(text)
+
+
+def test_base64_round_trip():
+    for n in range(70):
+        data = bytes(range(n))
+        assert b64decode(b64encode(data)) == data
+
+
+NON_HEADER_FAILURES = [p for p in FILES if load(p)[0]["expect"] not in ("header failure", "armor failure")
+                       and load(p)[0].get("armored") != "yes"]
+
+
+@pytest.mark.parametrize("path", NON_HEADER_FAILURES, ids=[p.name for p in NON_HEADER_FAILURES])
+def test_header_reencodes_to_the_same_bytes(path):
+    _, _, body = load(path)
+    header = parse_header(Source(io.BytesIO(body)))
+    assert encode_header_without_mac(header.stanzas) == header.mac_input
+
+
+def test_header_needs_a_stanza():
+    with pytest.raises(HeaderError):
+        parse_header(Source(io.BytesIO(b"age-encryption.org/v1\n--- " + b"A" * 43 + b"\n")))

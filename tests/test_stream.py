@@ -1,0 +1,150 @@
+"""Streams of every awkward length through encryptor/decryptor, with every
+awkward read and write step, and with readers and writers that do less than
+they are asked to."""
+
+import io
+import random
+
+import pytest
+
+import agefast
+
+CHUNK = 64 * 1024
+BATCH = 16 * CHUNK  # the stream's internal batch: its edges matter too
+LENGTHS = [0, 1, 7, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 3 * CHUNK + 100,
+           BATCH - 1, BATCH, BATCH + 1, BATCH + CHUNK]
+STEPS = [1, 7, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 1 << 20]
+
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+
+
+def plaintext(n: int) -> bytes:
+    return random.Random(n).randbytes(n)
+
+
+def cases():
+    for length in LENGTHS:
+        for step in STEPS:
+            # One-byte steps over a megabyte only measure Python call overhead.
+            if step == 1 and length > 3 * CHUNK + 100:
+                continue
+            yield pytest.param(length, step, id=f"{length}-{step}")
+
+
+class Trickle(io.RawIOBase):
+    """A reader that returns at most `step` bytes per call."""
+
+    def __init__(self, data: bytes, step: int):
+        self._data = memoryview(data)
+        self._step = step
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), self._step, len(self._data))
+        b[:n] = self._data[:n]
+        self._data = self._data[n:]
+        return n
+
+
+class ShortWriter(io.RawIOBase):
+    """A raw writer that accepts at most `step` bytes per call."""
+
+    def __init__(self, step: int):
+        self.out = bytearray()
+        self._step = step
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        n = min(len(b), self._step)
+        self.out += memoryview(b)[:n]
+        return n
+
+
+@pytest.mark.parametrize("length,step", cases())
+def test_write_steps(length, step):
+    data = plaintext(length)
+    out = ShortWriter(step)
+    with agefast.encryptor(out, [RECIPIENT]) as w:
+        for i in range(0, length, step):
+            assert w.write(data[i:i + step]) == len(data[i:i + step])
+    assert agefast.decrypt(bytes(out.out), [IDENTITY]) == data
+
+
+@pytest.mark.parametrize("length,step", cases())
+def test_read_steps(length, step):
+    data = plaintext(length)
+    ct = agefast.encrypt(data, [RECIPIENT])
+    got = bytearray()
+    r = agefast.decryptor(Trickle(ct, step), [IDENTITY])
+    while chunk := r.read(step):
+        assert len(chunk) <= step
+        got += chunk
+    assert got == data
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_armored_streams(length):
+    data = plaintext(length)
+    out = io.BytesIO()
+    with agefast.encryptor(out, [RECIPIENT], armored=True) as w:
+        w.write(data)
+    assert out.getvalue().startswith(b"-----BEGIN AGE ENCRYPTED FILE-----\n")
+    assert agefast.decryptor(Trickle(out.getvalue(), 4093), [IDENTITY]).read() == data
+
+
+def test_io_functions_and_files(tmp_path):
+    data = plaintext(3 * CHUNK + 100)
+    (tmp_path / "plain").write_bytes(data)
+    agefast.encrypt_file(str(tmp_path / "plain"), str(tmp_path / "ct"), [RECIPIENT])
+    agefast.decrypt_file(str(tmp_path / "ct"), str(tmp_path / "back"), [IDENTITY])
+    assert (tmp_path / "back").read_bytes() == data
+    out = io.BytesIO()
+    agefast.decrypt_io(io.BytesIO((tmp_path / "ct").read_bytes()), out, [IDENTITY])
+    assert out.getvalue() == data
+    ct = io.BytesIO()
+    agefast.encrypt_io(Trickle(data, 999), ct, [RECIPIENT], armored=True)
+    assert agefast.decrypt(ct.getvalue(), [IDENTITY]) == data
+
+
+def test_readinto_unaligned_memoryview():
+    data = plaintext(2 * CHUNK + 3)
+    r = agefast.decryptor(io.BytesIO(agefast.encrypt(data, [RECIPIENT])), [IDENTITY])
+    buf = bytearray(len(data) + 5)
+    view = memoryview(buf)[3:]
+    n = 0
+    while got := r.readinto(view[n:n + 12345]):
+        n += got
+    assert bytes(view[:n]) == data
+
+
+def test_encryptor_leaves_dst_open_unless_asked():
+    out = io.BytesIO()
+    with agefast.encryptor(out, [RECIPIENT]) as w:
+        w.write(b"hello")
+    assert not out.closed
+    with agefast.encryptor(out, [RECIPIENT], close_dst=True) as w:
+        w.write(b"hello")
+    assert out.closed
+
+
+def test_interrupted_encryptor_output_never_decrypts():
+    out = io.BytesIO()
+    with pytest.raises(RuntimeError):
+        with agefast.encryptor(out, [RECIPIENT]) as w:
+            w.write(plaintext(CHUNK + 10))
+            raise RuntimeError("interrupted")
+    with pytest.raises(agefast.errors.PayloadError):
+        agefast.decrypt(out.getvalue(), [IDENTITY])
+    with pytest.raises(agefast.EncryptError):
+        w.write(b"more")
+
+
+def test_multiple_recipients_and_identities():
+    others = [agefast.x25519.Identity.generate() for _ in range(3)]
+    ct = agefast.encrypt(b"to many", [o.to_public() for o in others] + [RECIPIENT])
+    assert agefast.decrypt(ct, [agefast.x25519.Identity.generate(), IDENTITY]) == b"to many"
