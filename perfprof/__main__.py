@@ -43,10 +43,10 @@ def _spawn_paused(command):
 def run(command, events, exclude_kernel):
     """Run command under counters; return (exit code, Reading, seconds elapsed)."""
     pid, go = _spawn_paused(command)
-    # Counters go on the child before it execs; enable_on_exec switches
-    # them on at its first instruction, and inherit follows its children.
-    profiler = Profiler(events, pid=pid, inherit=True, exclude_kernel=exclude_kernel, enable_on_exec=True)
     try:
+        # Counters go on the child before it execs; enable_on_exec switches
+        # them on at its first instruction, and inherit follows its children.
+        profiler = Profiler(events, pid=pid, inherit=True, exclude_kernel=exclude_kernel, enable_on_exec=True)
         profiler.open()
     except BaseException:
         os.close(go)  # the child reads EOF and exits without running command

@@ -24,7 +24,7 @@ class _Counter:
 
 
 class _GroupRefusedWithInherit(Exception):
-    """The kernel takes inherit only without PERF_FORMAT_GROUP (pre-4.13 kernels)."""
+    """The kernel takes inherit only without PERF_FORMAT_GROUP (older kernels)."""
 
 
 class Profiler:
@@ -36,9 +36,11 @@ class Profiler:
 
     pid=0 counts the calling thread only.  inherit=True also counts every
     thread and child process the counted task starts after the counters
-    are opened (threads that already exist are not counted).  Kernels before
-    4.13 refuse inherit with PERF_FORMAT_GROUP; perfprof then opens each
-    counter on its own, still with inherit, and reads them one by one.
+    are opened (threads that already exist are not counted).  Older kernels
+    refuse inherit with PERF_FORMAT_GROUP (EINVAL; perf_event_open(2): "Inherit
+    does not work for some combinations of read_format values, such as
+    PERF_FORMAT_GROUP"); perfprof then opens each counter on its own, still
+    with inherit, and reads them one by one.
 
     exclude_kernel=True (the default) counts user space only, which
     perf_event_paranoid=2 allows without privilege.  context-switches and

@@ -1,22 +1,18 @@
 """The pytest plugin, run in an inner pytest session through pytester."""
 
+import inspect
+
+import perfprof_workload
 import pytest
 
 pytest_plugins = ["pytester"]
 
-MEASURED = """
-import threading, time
+MEASURED = inspect.getsource(perfprof_workload) + """
+import threading
 import pytest
 
-def spin(seconds):
-    # CPU time of this thread, not wall time: task-clock counts the former,
-    # and other processes on a busy machine would widen the gap.
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-
 @pytest.mark.perfprof_bytes(1 << 20)
-def test_hash_a_mebibyte():
+def test_declares_a_mebibyte():
     spin(0.05)
 
 def test_threaded():
@@ -43,8 +39,8 @@ def test_perfprof_option_prints_a_per_test_table(pytester):
     result = run(pytester, "--perfprof")
     result.assert_outcomes(passed=2)
     rows = table_rows(result.outlines)
-    assert set(rows) == {"test_measured.py::test_hash_a_mebibyte", "test_measured.py::test_threaded"}
-    clock, ipc, per_byte = rows["test_measured.py::test_hash_a_mebibyte"]
+    assert set(rows) == {"test_measured.py::test_declares_a_mebibyte", "test_measured.py::test_threaded"}
+    clock, ipc, per_byte = rows["test_measured.py::test_declares_a_mebibyte"]
     assert float(clock) >= 40
     # Worker threads count: the main thread only waits in join().
     assert float(rows["test_measured.py::test_threaded"][0]) >= 80

@@ -2,10 +2,12 @@
 plus the fallbacks driven by errnos the kernel here does not produce."""
 
 import errno
+import os
 import threading
 import time
 
 import pytest
+from perfprof_workload import spin
 
 from perfprof import Profiler, ProfilerStateError, _abi, reasons
 
@@ -14,12 +16,16 @@ HARDWARE = ["cycles", "instructions", "branches", "branch-misses", "cache-refere
             "L1-dcache-loads", "L1-dcache-load-misses"]
 
 
-def spin(seconds):
-    # CPU time of this thread, not wall time: task-clock counts the former,
-    # and other processes on a busy machine would widen the gap.
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
+def refuse(monkeypatch, err, when):
+    """Make perf_event_open fail with errno err for attrs where when(attr), as some kernels do."""
+    real_open = _abi.perf_event_open
+
+    def kernel(attr, *args):
+        if when(attr):
+            raise OSError(err, os.strerror(err))
+        return real_open(attr, *args)
+
+    monkeypatch.setattr(_abi, "perf_event_open", kernel)
 
 
 def test_task_clock_grows_with_work():
@@ -86,15 +92,8 @@ def test_inherit_counts_a_worker_thread_started_after_start():
 
 
 def test_inherit_falls_back_to_ungrouped_reads_when_the_kernel_refuses_group(monkeypatch):
-    real_open = _abi.perf_event_open
-
-    def old_kernel(attr, *args):
-        # What kernels before 4.13 said to PERF_FORMAT_GROUP with inherit.
-        if attr.inherit and attr.read_format & _abi.PERF_FORMAT_GROUP:
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(attr, *args)
-
-    monkeypatch.setattr(_abi, "perf_event_open", old_kernel)
+    # What older kernels say to PERF_FORMAT_GROUP with inherit.
+    refuse(monkeypatch, errno.EINVAL, lambda attr: attr.inherit and attr.read_format & _abi.PERF_FORMAT_GROUP)
     with Profiler(["task-clock", "page-faults"], inherit=True) as profiler:
         worker = threading.Thread(target=spin, args=(0.1,))
         worker.start()
@@ -108,15 +107,8 @@ def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeyp
     paranoid = tmp_path / "perf_event_paranoid"
     paranoid.write_text("2\n")
     monkeypatch.setattr(reasons, "PARANOID_PATH", str(paranoid))
-    real_open = _abi.perf_event_open
-
-    def paranoid_kernel(attr, *args):
-        # perf_event_paranoid=2 without CAP_PERFMON: no kernel-mode counting.
-        if not attr.exclude_kernel:
-            raise OSError(errno.EACCES, "Permission denied")
-        return real_open(attr, *args)
-
-    monkeypatch.setattr(_abi, "perf_event_open", paranoid_kernel)
+    # perf_event_paranoid=2 without CAP_PERFMON: no kernel-mode counting.
+    refuse(monkeypatch, errno.EACCES, lambda attr: not attr.exclude_kernel)
     with Profiler(["task-clock", "context-switches"], exclude_kernel=False) as profiler:
         spin(0.01)
     reading = profiler.read()
