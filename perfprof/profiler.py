@@ -125,7 +125,7 @@ class Profiler:
 
     def read(self):
         """Return a Reading; after close(), the reading taken at close."""
-        if self._state == "closed":
+        if self._final is not None:
             return self._final
         self._require("open", "running", "stopped")
         if self._unavailable:

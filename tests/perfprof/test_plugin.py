@@ -2,24 +2,32 @@
 
 import inspect
 
-import perfprof_workload
 import pytest
 
 pytest_plugins = ["pytester"]
 
-MEASURED = inspect.getsource(perfprof_workload) + """
+# The conftest's burn_cpu is appended to this source.
+MEASURED = """
 import threading
+import time
 import pytest
 
 @pytest.mark.perfprof_bytes(1 << 20)
 def test_declares_a_mebibyte():
-    spin(0.05)
+    burn_cpu(0.05)
 
 def test_threaded():
-    worker = threading.Thread(target=spin, args=(0.1,))
+    worker = threading.Thread(target=burn_cpu, args=(0.1,))
     worker.start()
     worker.join()
+
 """
+
+
+@pytest.fixture
+def measured(pytester, spin):
+    """An inner test file: a test declaring bytes, and one with a worker thread."""
+    pytester.makepyfile(test_measured=MEASURED + inspect.getsource(spin))
 
 
 def run(pytester, *args):
@@ -34,8 +42,7 @@ def table_rows(lines):
     return {line.split()[0]: line.split()[1:] for line in lines[start + 3:] if "::" in line}
 
 
-def test_perfprof_option_prints_a_per_test_table(pytester):
-    pytester.makepyfile(test_measured=MEASURED)
+def test_perfprof_option_prints_a_per_test_table(pytester, measured):
     result = run(pytester, "--perfprof")
     result.assert_outcomes(passed=2)
     rows = table_rows(result.outlines)
@@ -52,8 +59,7 @@ def test_perfprof_option_prints_a_per_test_table(pytester):
         assert float(ipc) > 0 and float(per_byte) > 0
 
 
-def test_no_table_without_the_option(pytester):
-    pytester.makepyfile(test_measured=MEASURED)
+def test_no_table_without_the_option(pytester, measured):
     result = run(pytester)
     result.assert_outcomes(passed=2)
     assert "perfprof" not in result.stdout.str()

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-from perfprof_workload import spin
 
 from perfprof import Profiler, ProfilerStateError, _abi, reasons
 
@@ -28,7 +27,7 @@ def refuse(monkeypatch, err, when):
     monkeypatch.setattr(_abi, "perf_event_open", kernel)
 
 
-def test_task_clock_grows_with_work():
+def test_task_clock_grows_with_work(spin):
     with Profiler(["task-clock"]) as short:
         spin(0.02)
     with Profiler(["task-clock"]) as long:
@@ -53,7 +52,7 @@ def test_context_switches_count_sleeps():
     assert profiler.read()["context-switches"] >= 20
 
 
-def test_software_events_share_one_group_read_in_one_go():
+def test_software_events_share_one_group_read_in_one_go(spin):
     names = ["task-clock", "page-faults", "context-switches", "cpu-migrations"]
     with Profiler(names) as profiler:
         spin(0.01)
@@ -64,7 +63,7 @@ def test_software_events_share_one_group_read_in_one_go():
     assert reading.multiplexed == {}
 
 
-def test_hardware_events_are_counted_or_none_with_a_reason_never_zero():
+def test_hardware_events_are_counted_or_none_with_a_reason_never_zero(spin):
     with Profiler(HARDWARE) as profiler:
         spin(0.01)
     reading = profiler.read()
@@ -79,7 +78,7 @@ def test_hardware_events_are_counted_or_none_with_a_reason_never_zero():
         assert reading.ipc > 0
 
 
-def test_inherit_counts_a_worker_thread_started_after_start():
+def test_inherit_counts_a_worker_thread_started_after_start(spin):
     def measure(inherit):
         with Profiler(["task-clock"], inherit=inherit) as profiler:
             worker = threading.Thread(target=spin, args=(0.2,))
@@ -91,7 +90,7 @@ def test_inherit_counts_a_worker_thread_started_after_start():
     assert measure(inherit=True) > 0.15e9
 
 
-def test_inherit_falls_back_to_ungrouped_reads_when_the_kernel_refuses_group(monkeypatch):
+def test_inherit_falls_back_to_ungrouped_reads_when_the_kernel_refuses_group(monkeypatch, spin):
     # What older kernels say to PERF_FORMAT_GROUP with inherit.
     refuse(monkeypatch, errno.EINVAL, lambda attr: attr.inherit and attr.read_format & _abi.PERF_FORMAT_GROUP)
     with Profiler(["task-clock", "page-faults"], inherit=True) as profiler:
@@ -103,7 +102,7 @@ def test_inherit_falls_back_to_ungrouped_reads_when_the_kernel_refuses_group(mon
     assert profiler.read()["page-faults"] is not None
 
 
-def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeypatch, tmp_path):
+def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeypatch, tmp_path, spin):
     paranoid = tmp_path / "perf_event_paranoid"
     paranoid.write_text("2\n")
     monkeypatch.setattr(reasons, "PARANOID_PATH", str(paranoid))
@@ -119,7 +118,7 @@ def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeyp
     assert reading["task-clock"] > 0 and reading.user_only == {"task-clock"}
 
 
-def test_unsupported_machine_gives_all_none_with_reason(monkeypatch):
+def test_unsupported_machine_gives_all_none_with_reason(monkeypatch, spin):
     monkeypatch.setattr(_abi.platform, "machine", lambda: "riscv64")
     with Profiler(["task-clock", "cycles"]) as profiler:
         spin(0.001)
@@ -128,7 +127,7 @@ def test_unsupported_machine_gives_all_none_with_reason(monkeypatch):
     assert all("riscv64" in why for why in reading.reasons.values())
 
 
-def test_read_after_close_returns_the_final_reading_and_frees_fds():
+def test_read_after_close_returns_the_final_reading_and_frees_fds(spin):
     profiler = Profiler(["task-clock"]).start()
     spin(0.01)
     profiler.close()
@@ -137,7 +136,7 @@ def test_read_after_close_returns_the_final_reading_and_frees_fds():
     assert profiler.read() is first and profiler._groups == []
 
 
-def test_wrong_state_is_a_typed_error():
+def test_wrong_state_is_a_typed_error(spin):
     profiler = Profiler(["task-clock"])
     with pytest.raises(ProfilerStateError):
         profiler.read()
@@ -150,9 +149,13 @@ def test_wrong_state_is_a_typed_error():
     spin(0.01)
     assert profiler.read()["task-clock"] == stopped["task-clock"]
     profiler.close()
+    never_opened = Profiler(["task-clock"])
+    never_opened.close()
+    with pytest.raises(ProfilerStateError):
+        never_opened.read()
 
 
-def test_hardware_event_that_does_not_fit_the_group_starts_a_new_one(monkeypatch):
+def test_hardware_event_that_does_not_fit_the_group_starts_a_new_one(monkeypatch, spin):
     real_open = _abi.perf_event_open
 
     def two_counter_pmu(attr, pid, cpu, group_fd, flags):
