@@ -13,6 +13,7 @@ from . import armor, chunks
 from ._source import Source
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
+from .seekable import SeekablePayload
 from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
 
 _COPY_BUFFER = 1 << 20
@@ -77,25 +78,57 @@ class Encryptor(io.RawIOBase):
             self.abort()
 
 
+def _is_seekable(src) -> bool:
+    seekable = getattr(src, "seekable", None)
+    return seekable is not None and seekable()
+
+
 class Decryptor(io.RawIOBase):
     """A readable binary stream of the plaintext of `src`.
 
     The header is read and checked on construction. Plaintext is released only
     chunk by chunk after each chunk's tag verified; after a failure every
     further read raises the same error.
+
+    Over a seekable, unarmored source the stream is seekable too: the final
+    chunk is authenticated on construction, and seek/tell/pread work anywhere.
     """
 
     def __init__(self, src, identities, *, close_src=False, threads=None):
         super().__init__()
         self._src = src
         self._close_src = close_src
+        start = src.tell() if _is_seekable(src) else None
         source = Source(src)
-        if armor.starts_armored(source):
+        armored = armor.starts_armored(source)
+        if armored:
             source = Source(armor.ArmorReader(source))
-        self._payload = PayloadReader(source, open_header(source, identities), threads)
+        key = open_header(source, identities)
+        if start is not None and not armored:
+            self._payload = SeekablePayload(src, start + source.consumed, key, threads)
+        else:
+            self._payload = PayloadReader(source, key, threads)
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return isinstance(self._payload, SeekablePayload)
+
+    def _seekable_payload(self) -> SeekablePayload:
+        if not self.seekable():
+            raise io.UnsupportedOperation("the source is not seekable (or is armored)")
+        return self._payload
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._seekable_payload().seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._seekable_payload().pos
+
+    def pread(self, offset: int, size: int) -> bytes:
+        """Thread-safe positional read; does not move the stream position."""
+        return self._seekable_payload().pread(offset, size)
 
     def readinto(self, b) -> int:
         if self.closed:

@@ -6,6 +6,7 @@ import random
 import pytest
 
 import agefast
+from streams import Trickle
 from agefast import errors, passphrase
 from agefast.format import Stanza, encode_header_without_mac, encode_mac_line
 
@@ -18,11 +19,11 @@ CT = agefast.encrypt(DATA, [RECIPIENT])
 CHUNKS_START = len(CT) - (len(DATA) + 4 * 16)  # the header and nonce end here
 
 
-def released_before_error(ct, identities=(IDENTITY,), step=1000):
+def released_before_error(ct, seekable=False, step=1000):
     """Read a decryptor to its end or error; return (plaintext, error)."""
     got = bytearray()
     try:
-        r = agefast.decryptor(io.BytesIO(ct), list(identities))
+        r = agefast.decryptor(io.BytesIO(ct) if seekable else Trickle(ct), [IDENTITY])
         while chunk := r.read(step):
             got += chunk
     except agefast.DecryptError as e:
@@ -35,13 +36,15 @@ def test_wrong_key():
         agefast.decrypt(CT, [agefast.x25519.Identity.generate()])
 
 
+@pytest.mark.parametrize("seekable", [False, True])
 @pytest.mark.parametrize("chunk", [0, 1, 3])
-def test_corrupted_chunk_releases_only_the_verified_prefix(chunk):
+def test_corrupted_chunk_releases_only_the_verified_prefix(chunk, seekable):
     ct = bytearray(CT)
     ct[CHUNKS_START + chunk * SEALED + 5] ^= 1
-    got, error = released_before_error(bytes(ct))
+    got, error = released_before_error(bytes(ct), seekable)
     assert isinstance(error, errors.PayloadError)
-    assert got == DATA[:chunk * CHUNK]
+    # Random access authenticates the final chunk (3) before releasing anything.
+    assert got == (b"" if seekable and chunk == 3 else DATA[:chunk * CHUNK])
     with pytest.raises(errors.PayloadError):
         agefast.decrypt(bytes(ct), [IDENTITY])
 
@@ -51,6 +54,8 @@ def test_truncated_file(cut):
     got, error = released_before_error(CT[:-cut])
     assert isinstance(error, errors.PayloadError)
     assert DATA.startswith(got) and len(got) % CHUNK == 0 and len(got) < len(DATA)
+    got, error = released_before_error(CT[:-cut], seekable=True)
+    assert isinstance(error, errors.PayloadError) and got == b""
 
 
 def test_truncated_before_payload():
@@ -65,22 +70,28 @@ def test_truncated_before_payload():
 def test_trailing_data(extra):
     got, error = released_before_error(CT + extra)
     assert isinstance(error, errors.PayloadError)
+    got, error = released_before_error(CT + extra, seekable=True)
+    assert isinstance(error, errors.PayloadError) and got == b""
     with pytest.raises(errors.PayloadError):
         agefast.decrypt(CT + extra, [IDENTITY])
 
 
-def test_failed_reader_keeps_failing():
+@pytest.mark.parametrize("seekable", [False, True])
+def test_failed_reader_keeps_failing(seekable):
     ct = bytearray(CT)
-    ct[-1] ^= 1
-    r = agefast.decryptor(io.BytesIO(bytes(ct)), [IDENTITY])
-    first = None
+    ct[CHUNKS_START + SEALED + 1] ^= 1
+    r = agefast.decryptor(io.BytesIO(bytes(ct)) if seekable else Trickle(bytes(ct)), [IDENTITY])
+    assert r.read(CHUNK) == DATA[:CHUNK]
     with pytest.raises(errors.PayloadError) as info:
         r.read()
-    first = info.value
     for _ in range(3):
         with pytest.raises(errors.PayloadError) as again:
             r.read(10)
-        assert again.value is first
+        assert again.value is info.value
+    if seekable:
+        r.seek(0)
+        with pytest.raises(errors.PayloadError):
+            r.read(10)
 
 
 @pytest.mark.parametrize("mangle", [

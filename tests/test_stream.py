@@ -8,6 +8,7 @@ import random
 import pytest
 
 import agefast
+from streams import ShortWriter, Trickle
 
 CHUNK = 64 * 1024
 BATCH = 16 * CHUNK  # the stream's internal batch: its edges matter too
@@ -30,39 +31,6 @@ def cases():
             if step == 1 and length > 3 * CHUNK + 100:
                 continue
             yield pytest.param(length, step, id=f"{length}-{step}")
-
-
-class Trickle(io.RawIOBase):
-    """A reader that returns at most `step` bytes per call."""
-
-    def __init__(self, data: bytes, step: int):
-        self._data = memoryview(data)
-        self._step = step
-
-    def readable(self):
-        return True
-
-    def readinto(self, b):
-        n = min(len(b), self._step, len(self._data))
-        b[:n] = self._data[:n]
-        self._data = self._data[n:]
-        return n
-
-
-class ShortWriter(io.RawIOBase):
-    """A raw writer that accepts at most `step` bytes per call."""
-
-    def __init__(self, step: int):
-        self.out = bytearray()
-        self._step = step
-
-    def writable(self):
-        return True
-
-    def write(self, b):
-        n = min(len(b), self._step)
-        self.out += memoryview(b)[:n]
-        return n
 
 
 @pytest.mark.parametrize("length,step", cases())

@@ -1,0 +1,156 @@
+"""Random access to the payload of a seekable age file.
+
+The payload can be seeked by chunk: chunk i sits at a fixed offset and is
+opened on its own. Before releasing anything, the reader authenticates the
+final chunk at the end of the file, so the plaintext length is trusted: a
+file that was truncated at a chunk boundary, extended, or had its chunks
+reordered fails on open, before any plaintext is released.
+"""
+
+import io
+import os
+import threading
+
+from . import chunks
+from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
+from .errors import PayloadError
+from .stream import BATCH_CHUNKS
+
+
+class SeekablePayload:
+    """The plaintext of the payload in `src` from byte `start` to its end."""
+
+    def __init__(self, src, start: int, payload_key: bytes, threads: int | None = None):
+        self._src = src
+        self._start = start
+        self._key = payload_key
+        self._threads = threads
+        self._lock = threading.Lock()
+        try:
+            self._fd = src.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            self._fd = None
+        end = src.seek(0, io.SEEK_END)
+        full, rest = divmod(end - start, SEALED_CHUNK_SIZE)
+        if rest and rest < TAG_SIZE:
+            raise PayloadError("the payload is truncated inside a chunk")
+        self._chunks = full + (1 if rest else 0)
+        if self._chunks == 0:
+            raise PayloadError("the payload has no chunks")
+        last = rest or SEALED_CHUNK_SIZE
+        if last == TAG_SIZE and self._chunks > 1:
+            raise PayloadError("the final chunk is empty")
+        self.size = (self._chunks - 1) * CHUNK_SIZE + last - TAG_SIZE
+        # Authenticate the final chunk now, so `size` can be trusted.
+        self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
+        self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+        self._count, error = self._load(self._chunks - 1, self._plain, self._sealed)
+        if error is not None:
+            raise error
+        self._first = self._chunks - 1  # the cached chunks: [first, first + count)
+        self.pos = 0
+        self._pending = None  # why the chunk after the cached ones failed
+        self._error = None  # raised by every read once a read has failed
+
+    def _pread(self, buf: memoryview, offset: int) -> int:
+        if self._fd is not None:
+            n = 0
+            while n < len(buf):
+                got = os.preadv(self._fd, [buf[n:]], offset + n)
+                if got == 0:
+                    break
+                n += got
+            return n
+        with self._lock:
+            self._src.seek(offset)
+            n = 0
+            while n < len(buf):
+                got = self._src.readinto(buf[n:])
+                if not got:
+                    break
+                n += got
+            return n
+
+    def _load(self, first: int, plain, sealed) -> tuple[int, PayloadError | None]:
+        """Open chunks from `first` on, as many as `plain` holds, into it.
+
+        Returns how many verified, in order, and the error that stopped it.
+        """
+        count = min(len(plain) // CHUNK_SIZE, self._chunks - first)
+        final = first + count == self._chunks
+        size = count * SEALED_CHUNK_SIZE
+        if final:
+            size += self.size - self._chunks * CHUNK_SIZE
+        view = memoryview(sealed)[:size]
+        if self._pread(view, self._start + first * SEALED_CHUNK_SIZE) != size:
+            return 0, PayloadError("the file changed size while being read")
+        ok = chunks.open_chunks(self._key, first, view, plain, final, threads=self._threads)
+        if ok != count:
+            return ok, PayloadError(f"failed to authenticate payload chunk {first + ok}")
+        return ok, None
+
+    def _cached(self, index: int) -> bool:
+        return self._first <= index < self._first + self._count
+
+    def readinto(self, b) -> int:
+        if self._error is not None:
+            raise self._error
+        mv = memoryview(b).cast("B")
+        n = 0
+        while n < len(mv) and self.pos < self.size:
+            index = self.pos // CHUNK_SIZE
+            if not self._cached(index) and self._pending is None:
+                self._count = 0  # the buffer is about to be overwritten
+                self._count, self._pending = self._load(index, self._plain, self._sealed)
+                self._first = index
+            if not self._cached(index):
+                # Chunks before the failed one were released; from here on
+                # every read fails.
+                self._error = self._pending
+                if n:
+                    return n
+                raise self._error
+            offset = self.pos - self._first * CHUNK_SIZE
+            take = min(len(mv) - n, self._count * CHUNK_SIZE - offset, self.size - self.pos)
+            mv[n:n + take] = memoryview(self._plain)[offset:offset + take]
+            n += take
+            self.pos += take
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self.pos + offset
+        elif whence == io.SEEK_END:
+            pos = self.size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if pos < 0:
+            raise ValueError("negative seek position")
+        self.pos = pos
+        return pos
+
+    def pread(self, offset: int, size: int) -> bytes:
+        """Read `size` bytes at `offset` without moving the cursor.
+
+        Safe to call from many threads at once: each call opens its chunks
+        into buffers of its own.
+        """
+        if offset < 0 or size < 0:
+            raise ValueError("negative offset or size")
+        end = min(offset + size, self.size)
+        out = bytearray(max(0, end - offset))
+        pos = offset
+        while pos < end:
+            index = pos // CHUNK_SIZE
+            count = min(BATCH_CHUNKS, -(-end // CHUNK_SIZE) - index)
+            plain = bytearray(count * CHUNK_SIZE)
+            _, error = self._load(index, plain, bytearray(count * SEALED_CHUNK_SIZE))
+            if error is not None:
+                raise error
+            skip = pos - index * CHUNK_SIZE
+            take = min(end - pos, count * CHUNK_SIZE - skip)
+            out[pos - offset:pos - offset + take] = memoryview(plain)[skip:skip + take]
+            pos += take
+        return bytes(out)

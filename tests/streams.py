@@ -1,0 +1,46 @@
+"""File-like test doubles shared by the tests."""
+
+import io
+
+
+class Trickle(io.RawIOBase):
+    """A reader that returns at most `step` bytes per call and cannot seek."""
+
+    def __init__(self, data: bytes, step: int = 1 << 30):
+        self._data = memoryview(data)
+        self._step = step
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), self._step, len(self._data))
+        b[:n] = self._data[:n]
+        self._data = self._data[n:]
+        return n
+
+
+class ShortWriter(io.RawIOBase):
+    """A raw writer that accepts at most `step` bytes per call."""
+
+    def __init__(self, step: int):
+        self.out = bytearray()
+        self._step = step
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        n = min(len(b), self._step)
+        self.out += memoryview(b)[:n]
+        return n
+
+
+class Sink(io.RawIOBase):
+    """A writer that discards everything."""
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        return len(b)

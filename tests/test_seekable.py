@@ -1,0 +1,139 @@
+"""Random access through decryptor over seekable sources."""
+
+import io
+import random
+import threading
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import agefast
+from agefast import errors
+from streams import Trickle
+
+CHUNK = 64 * 1024
+SEALED = CHUNK + 16
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+DATA = random.Random(7).randbytes(20 * CHUNK + 1234)  # more than one batch of 16
+CT = agefast.encrypt(DATA, [RECIPIENT])
+CHUNKS_START = len(CT) - (len(DATA) + 21 * 16)
+
+
+def open_file(ct=CT):
+    return agefast.decryptor(io.BytesIO(ct), [IDENTITY])
+
+
+operations = st.lists(st.tuples(
+    st.sampled_from([io.SEEK_SET, io.SEEK_CUR, io.SEEK_END]),
+    st.integers(-len(DATA) - 10, len(DATA) + 10),
+    st.sampled_from([0, 1, 15, 16, 17, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK, 17 * CHUNK])),
+    max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(operations)
+def test_random_seeks_and_reads_match_the_plaintext(ops):
+    r = open_file()
+    pos = 0
+    for whence, offset, size in ops:
+        target = {io.SEEK_SET: 0, io.SEEK_CUR: pos, io.SEEK_END: len(DATA)}[whence] + offset
+        if target < 0:
+            with pytest.raises(ValueError):
+                r.seek(offset, whence)
+            continue
+        pos = r.seek(offset, whence)
+        assert pos == target == r.tell()
+        got = r.read(size)
+        assert got == DATA[pos:pos + size]
+        pos += len(got)
+        assert r.tell() == pos
+
+
+def test_seek_end_reports_the_authenticated_length():
+    r = open_file()
+    assert r.seekable()
+    assert r.seek(0, io.SEEK_END) == len(DATA)
+    assert r.read() == b""
+    r.seek(-5, io.SEEK_END)
+    assert r.read() == DATA[-5:]
+
+
+def test_readinto_across_batches():
+    r = open_file()
+    r.seek(CHUNK - 3)
+    buf = bytearray(17 * CHUNK)
+    assert r.readinto(buf) == len(buf)
+    assert buf == DATA[CHUNK - 3:CHUNK - 3 + len(buf)]
+
+
+def test_pread_from_many_threads_does_not_move_the_cursor():
+    r = open_file()
+    r.seek(12345)
+    rng = random.Random(3)
+    requests = [(rng.randrange(len(DATA)), rng.randrange(3 * CHUNK)) for _ in range(64)]
+    results = {}
+
+    def work(i, offset, size):
+        results[i] = r.pread(offset, size)
+
+    threads = [threading.Thread(target=work, args=(i, o, s)) for i, (o, s) in enumerate(requests)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (offset, size) in enumerate(requests):
+        assert results[i] == DATA[offset:offset + size]
+    assert r.tell() == 12345
+
+
+def chunk_list(ct):
+    body = ct[CHUNKS_START:]
+    return ct[:CHUNKS_START], [body[i:i + SEALED] for i in range(0, len(body), SEALED)]
+
+
+def tampered():
+    head, cs = chunk_list(CT)
+    yield "truncated at a chunk boundary", head + b"".join(cs[:-1])
+    yield "truncated inside the final chunk", CT[:-1]
+    yield "extended by a byte", CT + b"\x00"
+    yield "extended by a chunk", CT + cs[0]
+    yield "final chunk moved", head + b"".join(cs[:3] + cs[-1:] + cs[3:-1])
+    yield "final and previous swapped", head + b"".join(cs[:-2] + [cs[-1], cs[-2]])
+    yield "middle chunk dropped", head + b"".join(cs[:5] + cs[6:])
+    yield "middle chunk duplicated", head + b"".join(cs[:5] + cs[4:])
+
+
+@pytest.mark.parametrize("name,ct", list(tampered()), ids=[n for n, _ in tampered()])
+def test_tampered_files_fail_before_any_plaintext(name, ct):
+    with pytest.raises(errors.PayloadError):
+        open_file(ct)
+
+
+def test_reordered_middle_chunks_fail_at_the_first_bad_chunk():
+    head, cs = chunk_list(CT)
+    ct = head + b"".join(cs[:2] + [cs[3], cs[2]] + cs[4:])
+    r = open_file(ct)
+    assert r.read(2 * CHUNK) == DATA[:2 * CHUNK]
+    with pytest.raises(errors.PayloadError, match="chunk 2"):
+        r.read(1)
+    with pytest.raises(errors.PayloadError):
+        r.pread(0, 1) and r.pread(2 * CHUNK, 1)
+
+
+def test_unseekable_and_armored_sources_are_not_seekable():
+    for r in (agefast.decryptor(Trickle(CT), [IDENTITY]),
+              agefast.decryptor(io.BytesIO(agefast.encrypt(b"x", [RECIPIENT], armored=True)), [IDENTITY])):
+        assert not r.seekable()
+        with pytest.raises(io.UnsupportedOperation):
+            r.seek(0)
+
+
+def test_seekable_real_file(tmp_path):
+    path = tmp_path / "f.age"
+    path.write_bytes(CT)
+    with open(path, "rb") as f:
+        r = agefast.decryptor(f, [IDENTITY])
+        assert r.pread(5 * CHUNK - 1, 10) == DATA[5 * CHUNK - 1:5 * CHUNK + 9]
+        r.seek(-100, io.SEEK_END)
+        assert r.read() == DATA[-100:]
