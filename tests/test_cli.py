@@ -259,6 +259,17 @@ def test_terminal_output_allowed(flags, expected, tmp_path, age_key, tty_run):
     assert expected in done.transcript
 
 
+def test_passphrase_round_trip_without_echo(tmp_path, tty_run):
+    src, encrypted, decrypted = tmp_path / "plain", tmp_path / "file.age", tmp_path / "again"
+    src.write_bytes(b"hello")
+    answers = [(b"Enter passphrase", "not on screen"), (b"Confirm passphrase", "not on screen")]
+    for args, prompts in ([["-p", "-o", encrypted, src], answers], [["-d", "-o", decrypted, encrypted], answers[:1]]):
+        done = tty_run([*AGEFAST, *args], prompts)
+        assert done.returncode == 0, done.transcript
+        assert b"not on screen" not in done.transcript
+    assert decrypted.read_bytes() == b"hello"
+
+
 def test_wrong_passphrase(tmp_path, tty_run):
     src = tmp_path / "in.age"
     src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("right", work_factor=10)]))
