@@ -1,0 +1,326 @@
+"""The ssh-ed25519 and ssh-rsa recipient types: age to existing SSH keys.
+
+These exist for compatibility with keys people already have; native X25519
+keys should be preferred. Each stanza starts with a tag, the first four bytes
+of the SHA-256 of the SSH wire-format public key, so an identity can skip
+stanzas meant for other keys without trying them.
+
+An ssh-ed25519 key is used for X25519 by mapping the Edwards point to its
+Montgomery form. The shared secret is then "tweaked" by a scalar derived from
+the SSH public key, binding the wrap to that key rather than to any Ed25519
+key with the same Montgomery form.
+"""
+
+import base64
+import hashlib
+import hmac
+import os
+import struct
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+from .errors import EncryptError, HeaderError, IdentityError, RecipientError
+from .format import Stanza, b64decode, b64encode
+from .primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
+
+ED25519_TYPE = "ssh-ed25519"
+RSA_TYPE = "ssh-rsa"
+_ED25519_LABEL = b"age-encryption.org/v1/ssh-ed25519"
+_RSA_LABEL = b"age-encryption.org/v1/ssh-rsa"
+# Below 2048 bits RSA is breakable; far above 16384 bits a key only makes
+# every wrap and unwrap slow, which a hostile recipients file could exploit.
+MIN_RSA_BITS = 2048
+MAX_RSA_BITS = 16384
+_P = 2**255 - 19
+
+
+def _wire(public_key) -> bytes:
+    """The SSH wire encoding of a public key (the base64 field of authorized_keys)."""
+    text = public_key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return base64.b64decode(text.split()[1])
+
+
+def _tag(wire: bytes) -> str:
+    return b64encode(hashlib.sha256(wire).digest()[:4])
+
+
+def _montgomery(ed_public: bytes) -> bytes:
+    """The X25519 (Montgomery u) form of an Ed25519 public key: u = (1 + y) / (1 - y)."""
+    y = int.from_bytes(ed_public, "little") & ((1 << 255) - 1)
+    if y % _P == 1:
+        # The identity point: it has no Montgomery form.
+        raise ValueError("the Ed25519 public key is the identity point")
+    u = (1 + y) * pow(1 - y, -1, _P) % _P
+    return u.to_bytes(32, "little")
+
+
+def _x25519(scalar: bytes, point: bytes, error: type[Exception]) -> bytes:
+    try:
+        return X25519PrivateKey.from_private_bytes(scalar).exchange(X25519PublicKey.from_public_bytes(point))
+    except ValueError:
+        # OpenSSL refuses the all-zero result of a low-order point.
+        raise error("ssh-ed25519 key or share is a low-order point") from None
+
+
+def _tweak(wire: bytes) -> bytes:
+    return hkdf(b"", wire, _ED25519_LABEL)
+
+
+class UnsupportedKeyError(RecipientError):
+    """A well-formed SSH public key of a type age cannot encrypt to (ecdsa, dsa, ...)."""
+
+
+class PassphraseNeededError(IdentityError):
+    """The SSH private key is passphrase-protected and no passphrase was given."""
+
+
+def key_type(line: str) -> str | None:
+    """The type of an authorized_keys-style line `TYPE BASE64 ...`, if it is one.
+
+    As age checks it: the type named in the line must be the one inside the
+    base64 key blob.
+    """
+    fields = line.split()
+    if len(fields) < 2:
+        return None
+    try:
+        blob = base64.b64decode(fields[1], validate=True)
+        (size,) = struct.unpack_from(">I", blob)
+    except (ValueError, struct.error):
+        return None
+    return fields[0] if blob[4:4 + size] == fields[0].encode("ascii", "replace") else None
+
+
+def _check_rsa_size(key, error: type[Exception]) -> None:
+    bits = key.key_size
+    if bits < MIN_RSA_BITS:
+        raise error(f"ssh-rsa key is {bits} bits; at least {MIN_RSA_BITS} are required")
+    if bits > MAX_RSA_BITS:
+        raise error(f"ssh-rsa key is {bits} bits; at most {MAX_RSA_BITS} are supported")
+
+
+def _oaep() -> padding.OAEP:
+    return padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=_RSA_LABEL)
+
+
+class Recipient:
+    """An SSH public key, as in authorized_keys: `ssh-ed25519 AAAA... comment`."""
+
+    labels: frozenset = frozenset()
+
+    def __init__(self, public_key):
+        if isinstance(public_key, ed25519.Ed25519PublicKey):
+            self.type = ED25519_TYPE
+            try:
+                self._x25519 = _montgomery(public_key.public_bytes_raw())
+            except ValueError as e:
+                raise RecipientError(f"invalid ssh-ed25519 public key: {e}") from None
+        elif isinstance(public_key, rsa.RSAPublicKey):
+            self.type = RSA_TYPE
+            _check_rsa_size(public_key, RecipientError)
+        else:
+            raise RecipientError(f"unsupported SSH key type: {type(public_key).__name__}")
+        self._key = public_key
+        self._wire = _wire(public_key)
+
+    @classmethod
+    def from_str(cls, s: str) -> "Recipient":
+        fields = s.strip().split()
+        if len(fields) < 2:
+            raise RecipientError("malformed SSH public key: expected `TYPE BASE64 [COMMENT]`")
+        if fields[0] not in (ED25519_TYPE, RSA_TYPE):
+            if key_type(s) is not None:
+                raise UnsupportedKeyError(f"unsupported SSH key type: {fields[0][:32]!r}")
+            raise RecipientError(f"unknown SSH key type: {fields[0][:32]!r}")
+        try:
+            key = serialization.load_ssh_public_key(" ".join(fields[:2]).encode("ascii"))
+        except (ValueError, UnsupportedAlgorithm, UnicodeEncodeError) as e:
+            raise RecipientError(f"malformed SSH public key: {e}") from None
+        return cls(key)
+
+    def __str__(self) -> str:
+        return f"{self.type} {base64.b64encode(self._wire).decode('ascii')}"
+
+    def __repr__(self) -> str:
+        return f"<ssh.Recipient {self.type} {_tag(self._wire)}>"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Recipient) and other._wire == self._wire
+
+    def __hash__(self) -> int:
+        return hash(self._wire)
+
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        tag = _tag(self._wire)
+        if self.type == RSA_TYPE:
+            return [Stanza(RSA_TYPE, [tag], self._key.encrypt(file_key, _oaep()))]
+        ephemeral = os.urandom(32)
+        share = X25519PrivateKey.from_private_bytes(ephemeral).public_key().public_bytes_raw()
+        secret = _x25519(ephemeral, self._x25519, EncryptError)
+        secret = _x25519(_tweak(self._wire), secret, EncryptError)
+        wrap_key = hkdf(secret, share + self._x25519, _ED25519_LABEL)
+        return [Stanza(ED25519_TYPE, [tag, b64encode(share)], wrap_file_key(wrap_key, file_key))]
+
+
+def _load_private_key(data: bytes, passphrase: bytes | None):
+    """Load an OpenSSH or PEM private key; IdentityError for anything unusable."""
+    loader = serialization.load_ssh_private_key
+    if not data.lstrip().startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----"):
+        loader = serialization.load_pem_private_key
+    try:
+        return loader(data, passphrase)
+    except TypeError:
+        # cryptography says TypeError for "encrypted but no password given"
+        # and for "password given but not encrypted".
+        if passphrase is None:
+            raise PassphraseNeededError("the SSH key is passphrase-protected: a passphrase is needed") from None
+        return loader(data, None)
+    except (ValueError, UnsupportedAlgorithm) as e:
+        if passphrase is not None:
+            # Both loaders report a wrong passphrase as corrupt data.
+            raise IdentityError("cannot open the SSH key: wrong passphrase, or a corrupt key") from None
+        if loader is serialization.load_pem_private_key:
+            raise IdentityError("malformed SSH private key: not an OpenSSH or PEM private key") from None
+        raise IdentityError(f"malformed SSH private key: {e}") from None
+
+
+class Identity:
+    """An ssh-ed25519 or ssh-rsa private key (OpenSSH or PEM format)."""
+
+    def __init__(self, private_key):
+        if isinstance(private_key, ed25519.Ed25519PrivateKey):
+            self.type = ED25519_TYPE
+            scalar = hashlib.sha512(private_key.private_bytes_raw()).digest()[:32]
+            self._scalar = scalar
+            self._x25519 = X25519PrivateKey.from_private_bytes(scalar).public_key().public_bytes_raw()
+        elif isinstance(private_key, rsa.RSAPrivateKey):
+            self.type = RSA_TYPE
+            _check_rsa_size(private_key, IdentityError)
+        else:
+            raise IdentityError(f"unsupported SSH key type: {type(private_key).__name__}")
+        self._key = private_key
+        self._wire = _wire(private_key.public_key())
+
+    @classmethod
+    def from_buffer(cls, data, passphrase: str | bytes | None = None) -> "Identity":
+        """Load a private key file's contents; `passphrase` opens a protected key."""
+        if isinstance(passphrase, str):
+            passphrase = passphrase.encode("utf-8")
+        return cls(_load_private_key(bytes(data), passphrase))
+
+    def __repr__(self) -> str:
+        return f"<ssh.Identity {self.type} {_tag(self._wire)}>"
+
+    def to_public(self) -> Recipient:
+        return Recipient(self._key.public_key())
+
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        tag = _tag(self._wire)
+        for s in stanzas:
+            if s.type != self.type:
+                continue
+            if s.type == RSA_TYPE:
+                file_key = self._unwrap_rsa(s, tag)
+            else:
+                file_key = self._unwrap_ed25519(s, tag)
+            if file_key is not None:
+                return file_key
+        return None
+
+    def _unwrap_rsa(self, s: Stanza, tag: str) -> bytes | None:
+        if len(s.args) != 1:
+            raise HeaderError("invalid ssh-rsa stanza: wrong number of arguments")
+        if not hmac.compare_digest(s.args[0], tag):
+            return None
+        try:
+            return self._key.decrypt(s.body, _oaep())
+        except ValueError:
+            # The tag says this stanza is ours, so as in age this is fatal.
+            raise HeaderError("ssh-rsa stanza for this key does not decrypt") from None
+
+    def _unwrap_ed25519(self, s: Stanza, tag: str) -> bytes | None:
+        if len(s.args) != 2:
+            raise HeaderError("invalid ssh-ed25519 stanza: wrong number of arguments")
+        try:
+            share = b64decode(s.args[1])
+        except ValueError:
+            raise HeaderError("invalid ssh-ed25519 stanza: malformed share") from None
+        if len(share) != 32:
+            raise HeaderError("invalid ssh-ed25519 stanza: share is not 32 bytes")
+        if not hmac.compare_digest(s.args[0], tag):
+            return None
+        if len(s.body) != FILE_KEY_SIZE + 16:
+            raise HeaderError("invalid ssh-ed25519 stanza: body is not 32 bytes")
+        secret = _x25519(self._scalar, share, HeaderError)
+        secret = _x25519(_tweak(self._wire), secret, HeaderError)
+        file_key = unwrap_file_key(hkdf(secret, share + self._x25519, _ED25519_LABEL), s.body)
+        if file_key is None:
+            raise HeaderError("ssh-ed25519 stanza for this key does not decrypt")
+        return file_key
+
+
+def openssh_public_key(data: bytes) -> Recipient | None:
+    """The public key stored in clear inside an OpenSSH private key file.
+
+    The openssh-key-v1 container keeps the public key unencrypted, which lets
+    an encrypted key match stanzas before its passphrase is asked for. None
+    for other formats (PEM keys need their ".pub" file instead).
+    """
+    text = data.strip()
+    begin, end = b"-----BEGIN OPENSSH PRIVATE KEY-----", b"-----END OPENSSH PRIVATE KEY-----"
+    if not (text.startswith(begin) and text.endswith(end)):
+        return None
+    try:
+        blob = base64.b64decode(b"".join(text[len(begin):-len(end)].split()), validate=True)
+        magic = b"openssh-key-v1\0"
+        if not blob.startswith(magic):
+            return None
+        offset = len(magic)
+        for _ in range(3):  # cipher name, KDF name, KDF options
+            (size,) = struct.unpack_from(">I", blob, offset)
+            offset += 4 + size
+        (count,) = struct.unpack_from(">I", blob, offset)
+        (size,) = struct.unpack_from(">I", blob, offset + 4)
+        wire = blob[offset + 8:offset + 8 + size]
+        if count != 1 or len(wire) != size:
+            return None
+        (type_size,) = struct.unpack_from(">I", wire, 0)
+        fields = [wire[4:4 + type_size].decode("ascii"), base64.b64encode(wire).decode("ascii")]
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return None
+    return Recipient.from_str(" ".join(fields))
+
+
+class EncryptedIdentity:
+    """A passphrase-protected SSH key that asks for its passphrase only when needed.
+
+    Like age, the passphrase is requested (through `passphrase()`, which returns
+    it) only once a stanza carries this key's tag, so decrypting a file meant
+    for another key never prompts. The decrypted key is kept for later files.
+    """
+
+    def __init__(self, data: bytes, public_key: Recipient, passphrase):
+        self._data = bytes(data)
+        self._public = public_key
+        self._passphrase = passphrase
+        self._identity = None
+
+    def __repr__(self) -> str:
+        return f"<ssh.EncryptedIdentity {self._public.type} {_tag(self._public._wire)}>"
+
+    def to_public(self) -> Recipient:
+        return self._public
+
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        if self._identity is None:
+            tag = _tag(self._public._wire)
+            if not any(s.type == self._public.type and s.args[:1] == [tag] for s in stanzas):
+                return None
+            identity = Identity.from_buffer(self._data, self._passphrase())
+            if identity._wire != self._public._wire:
+                raise IdentityError("the SSH private key does not match its public key")
+            self._identity = identity
+        return self._identity.unwrap(stanzas)

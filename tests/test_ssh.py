@@ -1,0 +1,172 @@
+"""ssh-ed25519 and ssh-rsa: both ways with the Go age CLI, protected keys, bad keys.
+
+Keys are made once per session with ssh-keygen (RSA 4096 is the slow one).
+"""
+
+import subprocess
+
+import pytest
+
+import agefast
+from agefast import errors, keys, ssh
+from agefast.format import Stanza, b64encode
+
+PASSPHRASE = "correct horse"
+PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
+
+
+def _keygen(directory, name, *args, passphrase=""):
+    path = directory / name
+    subprocess.run(["ssh-keygen", "-q", "-N", passphrase, "-C", f"{name}@test", "-f", path, *args],
+                   check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def ssh_keys(tmp_path_factory):
+    """name -> private key path (the public key is beside it, + ".pub")."""
+    d = tmp_path_factory.mktemp("ssh-keys")
+    return {
+        "ed25519": _keygen(d, "ed25519", "-t", "ed25519"),
+        "rsa2048": _keygen(d, "rsa2048", "-t", "rsa", "-b", "2048"),
+        "rsa3072": _keygen(d, "rsa3072", "-t", "rsa", "-b", "3072"),
+        "rsa4096": _keygen(d, "rsa4096", "-t", "rsa", "-b", "4096"),
+        "rsa2048-pem": _keygen(d, "rsa2048-pem", "-t", "rsa", "-b", "2048", "-m", "PEM"),
+        "rsa1024": _keygen(d, "rsa1024", "-t", "rsa", "-b", "1024"),
+        "ecdsa": _keygen(d, "ecdsa", "-t", "ecdsa"),
+        "ed25519-protected": _keygen(d, "ed25519-protected", "-t", "ed25519", passphrase=PASSPHRASE),
+        "rsa-protected": _keygen(d, "rsa-protected", "-t", "rsa", "-b", "2048", passphrase=PASSPHRASE),
+    }
+
+
+def _public(path) -> str:
+    return path.with_name(path.name + ".pub").read_text()
+
+
+@pytest.mark.parametrize("name", PLAIN_KEYS)
+def test_go_age_decrypts_ours(name, ssh_keys, tmp_path, make_plaintext):
+    plaintext = make_plaintext(70_000)
+    encrypted = tmp_path / "file.age"
+    encrypted.write_bytes(agefast.encrypt(plaintext, [ssh.Recipient.from_str(_public(ssh_keys[name]))]))
+    out = subprocess.run(["age", "-d", "-i", ssh_keys[name], encrypted], capture_output=True, check=True)
+    assert out.stdout == plaintext
+
+
+@pytest.mark.parametrize("name", PLAIN_KEYS)
+def test_we_decrypt_go_age(name, ssh_keys, tmp_path, make_plaintext):
+    plaintext = make_plaintext(70_000, seed=1)
+    source = tmp_path / "plain"
+    source.write_bytes(plaintext)
+    public = ssh_keys[name].with_name(ssh_keys[name].name + ".pub")
+    encrypted = subprocess.run(["age", "-R", public, source], capture_output=True, check=True).stdout
+    identity = ssh.Identity.from_buffer(ssh_keys[name].read_bytes())
+    assert agefast.decrypt(encrypted, [identity]) == plaintext
+    assert identity.to_public() == ssh.Recipient.from_str(_public(ssh_keys[name]))
+
+
+@pytest.mark.parametrize("name", ["ed25519-protected", "rsa-protected"])
+def test_protected_key_with_go_age(name, ssh_keys, tmp_path, tty_run):
+    key = ssh_keys[name]
+    recipient = ssh.Recipient.from_str(_public(key))
+    ours = tmp_path / "ours.age"
+    ours.write_bytes(agefast.encrypt(b"to a protected key", [recipient]))
+    # Go age reads the key's passphrase from /dev/tty.
+    result = tty_run(["age", "-d", "-i", key, "-o", tmp_path / "out", ours], [(b"passphrase", PASSPHRASE)])
+    assert result.returncode == 0, result.transcript
+    assert (tmp_path / "out").read_bytes() == b"to a protected key"
+
+    theirs = subprocess.run(["age", "-r", _public(key).strip()], input=b"from go", capture_output=True,
+                            check=True).stdout
+    assert agefast.decrypt(theirs, [ssh.Identity.from_buffer(key.read_bytes(), PASSPHRASE)]) == b"from go"
+
+
+def test_protected_key_prompts_only_for_its_own_stanzas(ssh_keys):
+    key = ssh_keys["ed25519-protected"]
+    asked = []
+
+    def passphrase(prompt):
+        asked.append(prompt)
+        return PASSPHRASE
+
+    [identity] = keys.load_identities(key.read_bytes(), name="id_test", passphrase=passphrase)
+    other = agefast.encrypt(b"x", [ssh.Recipient.from_str(_public(ssh_keys["ed25519"]))])
+    with pytest.raises(errors.NoIdentityMatchError):
+        agefast.decrypt(other, [identity])
+    assert asked == []
+    mine = agefast.encrypt(b"mine", [identity.to_public()])
+    assert agefast.decrypt(mine, [identity]) == b"mine"
+    assert agefast.decrypt(mine, [identity]) == b"mine"
+    assert asked == ["Enter passphrase for 'id_test': "]
+
+
+def test_protected_key_errors(ssh_keys):
+    data = ssh_keys["rsa-protected"].read_bytes()
+    with pytest.raises(ssh.PassphraseNeededError, match="passphrase-protected"):
+        ssh.Identity.from_buffer(data)
+    with pytest.raises(agefast.IdentityError, match="wrong passphrase"):
+        ssh.Identity.from_buffer(data, "not it")
+
+
+def test_ed25519_conversion_matches_the_private_key(ssh_keys):
+    # The recipient's Montgomery form of the Ed25519 point must be the X25519
+    # public key of the scalar derived from the private seed.
+    identity = ssh.Identity.from_buffer(ssh_keys["ed25519"].read_bytes())
+    assert ssh.Recipient.from_str(_public(ssh_keys["ed25519"]))._x25519 == identity._x25519
+
+
+def test_stanza_for_our_key_that_does_not_open_is_fatal(ssh_keys):
+    identity = ssh.Identity.from_buffer(ssh_keys["ed25519"].read_bytes())
+    [stanza] = identity.to_public().wrap(bytes(16))
+    broken = Stanza(stanza.type, stanza.args, bytes(32))
+    with pytest.raises(errors.HeaderError, match="does not decrypt"):
+        identity.unwrap([broken])
+    other_tag = Stanza(stanza.type, [b64encode(b"\0\0\0\0"), stanza.args[1]], bytes(32))
+    assert identity.unwrap([other_tag]) is None
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("ssh-ed25519", "expected `TYPE BASE64"),
+    ("ssh-ed25519 AAAA", "malformed SSH public key"),
+    ("ssh-ed25519 !!!notbase64", "malformed SSH public key"),
+    ("ssh-foo AAAAB3NzaC1kc3M=", "unknown SSH key type"),
+])
+def test_bad_recipients(line, fragment):
+    with pytest.raises(agefast.RecipientError, match=fragment) as e:
+        ssh.Recipient.from_str(line)
+    assert "\n" not in str(e.value)
+
+
+def test_refused_key_types(ssh_keys):
+    with pytest.raises(agefast.RecipientError, match="1024 bits; at least 2048"):
+        ssh.Recipient.from_str(_public(ssh_keys["rsa1024"]))
+    with pytest.raises(agefast.IdentityError, match="1024 bits; at least 2048"):
+        ssh.Identity.from_buffer(ssh_keys["rsa1024"].read_bytes())
+    with pytest.raises(ssh.UnsupportedKeyError, match="ecdsa"):
+        ssh.Recipient.from_str(_public(ssh_keys["ecdsa"]))
+    with pytest.raises(agefast.IdentityError, match="unsupported SSH key type"):
+        ssh.Identity.from_buffer(ssh_keys["ecdsa"].read_bytes())
+    # A key of the wrong type for its label: the blob says ed25519.
+    blob = _public(ssh_keys["ed25519"]).split()[1]
+    with pytest.raises(agefast.RecipientError, match="malformed SSH public key"):
+        ssh.Recipient.from_str(f"ssh-rsa {blob}")
+
+
+@pytest.mark.parametrize("data", [
+    b"garbage",
+    b"-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n",
+    b"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+])
+def test_bad_identities(data):
+    with pytest.raises(agefast.IdentityError, match="malformed SSH private key") as e:
+        ssh.Identity.from_buffer(data)
+    assert "\n" not in str(e.value)
+
+
+def test_recipients_file_with_authorized_keys_lines(ssh_keys):
+    text = "".join(_public(ssh_keys[name]) for name in ("ed25519", "rsa2048", "ecdsa"))
+    with pytest.raises(agefast.RecipientError, match="line 3: unsupported SSH key type"):
+        agefast.parse_recipients(text)
+    warnings = []
+    recipients = agefast.parse_recipients(text, warn=warnings.append)
+    assert [r.type for r in recipients] == ["ssh-ed25519", "ssh-rsa"]
+    assert warnings == ["ignoring line 3: unsupported SSH key type: 'ecdsa-sha2-nistp256'"]
