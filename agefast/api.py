@@ -1,8 +1,9 @@
 """The public encryption and decryption entry points.
 
-`encryptor`/`decryptor` are the streaming primitives; the pyrage-compatible
-one-shot functions are built on them, except that `encrypt` and `decrypt` of
-in-memory bytes hand the whole payload to the chunk engine in one call.
+`encryptor`/`decryptor` are file objects for streaming. `encrypt_io`,
+`decrypt_io` and the `*_file` functions run the whole payload through the
+overlapped pipeline, and `encrypt`/`decrypt` of in-memory bytes hand the whole
+payload to the chunk engine in one call.
 """
 
 import io
@@ -13,10 +14,53 @@ from . import armor, chunks
 from ._source import Source
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
+from .pipeline import open_stream, seal_stream
 from .seekable import SeekablePayload
 from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
 
-_COPY_BUFFER = 1 << 20
+_READ_SIZE = 1 << 20
+
+
+def _begin_file(dst, recipients, armored: bool):
+    """Write the header and nonce; return (payload destination, payload key)."""
+    header, file_key = make_header(recipients)
+    out = armor.ArmorWriter(dst) if armored else dst
+    nonce = os.urandom(NONCE_SIZE)
+    write_all(out, header + nonce)
+    return out, payload_key(file_key, nonce)
+
+
+def _open_file(src, identities):
+    """Read the header; return (Source at the first chunk, payload key, armored)."""
+    source = Source(src)
+    armored = armor.starts_armored(source)
+    if armored:
+        source = Source(armor.ArmorReader(source))
+    return source, open_header(source, identities), armored
+
+
+def _readinto(reader):
+    """A readinto callable for any reader, also one with only read()."""
+    readinto = getattr(reader, "readinto", None)
+    if readinto is not None:
+        return readinto
+
+    def from_read(b):
+        data = reader.read(len(b))
+        if data is None:
+            return None
+        b[:len(data)] = data
+        return len(data)
+
+    return from_read
+
+
+def _finish_file(out, dst) -> None:
+    if isinstance(out, armor.ArmorWriter):
+        out.close()
+    flush = getattr(dst, "flush", None)
+    if flush is not None:
+        flush()
 
 
 class Encryptor(io.RawIOBase):
@@ -29,14 +73,10 @@ class Encryptor(io.RawIOBase):
 
     def __init__(self, dst, recipients, *, armored=False, close_dst=False, threads=None):
         super().__init__()
-        header, file_key = make_header(recipients)
         self._dst = dst
         self._close_dst = close_dst
-        self._armor = armor.ArmorWriter(dst) if armored else None
-        out = self._armor or dst
-        nonce = os.urandom(NONCE_SIZE)
-        write_all(out, header + nonce)
-        self._payload = PayloadWriter(out, payload_key(file_key, nonce), threads)
+        self._out, key = _begin_file(dst, recipients, armored)
+        self._payload = PayloadWriter(self._out, key, threads)
 
     def writable(self) -> bool:
         return True
@@ -51,11 +91,7 @@ class Encryptor(io.RawIOBase):
             return
         try:
             self._payload.close()
-            if self._armor is not None:
-                self._armor.close()
-            flush = getattr(self._dst, "flush", None)
-            if flush is not None:
-                flush()
+            _finish_file(self._out, self._dst)
             if self._close_dst:
                 self._dst.close()
         finally:
@@ -99,11 +135,7 @@ class Decryptor(io.RawIOBase):
         self._src = src
         self._close_src = close_src
         start = src.tell() if _is_seekable(src) else None
-        source = Source(src)
-        armored = armor.starts_armored(source)
-        if armored:
-            source = Source(armor.ArmorReader(source))
-        key = open_header(source, identities)
+        source, key, armored = _open_file(src, identities)
         if start is not None and not armored:
             self._payload = SeekablePayload(src, start + source.consumed, key, threads)
         else:
@@ -137,7 +169,7 @@ class Decryptor(io.RawIOBase):
 
     def readall(self) -> bytes:
         out = bytearray()
-        buf = bytearray(_COPY_BUFFER)
+        buf = bytearray(_READ_SIZE)
         while n := self.readinto(buf):
             out += memoryview(buf)[:n]
         return bytes(out)
@@ -189,30 +221,24 @@ def decrypt(ciphertext, identities, *, threads=None) -> bytes:
     return bytes(memoryview(out)[:size])
 
 
-def _copy(reader, writer) -> None:
-    buf = bytearray(_COPY_BUFFER)
-    readinto = getattr(reader, "readinto", None)
-    while True:
-        if readinto is not None:
-            n = readinto(buf)
-            data = memoryview(buf)[:n or 0]
-        else:
-            data = reader.read(_COPY_BUFFER)
-        if data is None:
-            raise BlockingIOError("the reader has no data available (non-blocking read returned None)")
-        if not len(data):
-            return
-        write_all(writer, data)
-
-
 def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:
-    with encryptor(writer, recipients, armored=armored, threads=threads) as w:
-        _copy(reader, w)
+    """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
+    out, key = _begin_file(writer, recipients, armored)
+    seal_stream(_readinto(reader), out, key, threads)
+    _finish_file(out, writer)
 
 
 def decrypt_io(reader, writer, identities, *, threads=None) -> None:
-    with decryptor(reader, identities, threads=threads) as r:
-        _copy(r, writer)
+    """Decrypt all of `reader` onto `writer`.
+
+    Only verified plaintext is written, but on a PayloadError part of it has
+    been: discard the output then (decrypt_file does).
+    """
+    source, key, _ = _open_file(reader, identities)
+    open_stream(source.readinto, writer, key, threads)
+    flush = getattr(writer, "flush", None)
+    if flush is not None:
+        flush()
 
 
 def _to_file_atomically(outfile, produce) -> None:

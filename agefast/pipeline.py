@@ -1,0 +1,169 @@
+"""Overlapped reading, sealing (or opening) and writing of a whole payload.
+
+A reader thread fills batches from the source, the calling thread seals or
+opens them (the engine releases the GIL and may use every core), and a writer
+thread drains them to the destination. A fixed ring of buffers, allocated once,
+circulates through blocking queues: memory is bounded whatever the stream
+length, a slow destination holds everything back, and no thread ever spins.
+
+Whether a batch is the last one is only known once the read after it comes
+back empty, so the reader hands each batch on one read late.
+"""
+
+import queue
+import threading
+
+from . import chunks
+from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
+from .errors import PayloadError
+from .stream import open_batch, write_all
+
+BATCH_CHUNKS = 64
+DEPTH = 3
+_STOP = None
+
+
+class _Slot:
+    __slots__ = ("plain", "sealed", "size", "last")
+
+    def __init__(self):
+        self.plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
+        self.sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+        self.size = 0
+        self.last = False
+
+
+def _read_full(readinto, mv: memoryview) -> int:
+    n = 0
+    while n < len(mv):
+        got = readinto(mv[n:])
+        if got is None:
+            raise BlockingIOError("the source has no data available (non-blocking read returned None)")
+        if got == 0:
+            break
+        n += got
+    return n
+
+
+class _Pipeline:
+    def __init__(self, readinto, dst, input_field: str, output_field: str):
+        self._readinto = readinto
+        self._dst = dst
+        self._input = input_field
+        self._output = output_field
+        self._free = queue.Queue()
+        self._ready = queue.Queue()
+        self._done = queue.Queue()
+        for _ in range(DEPTH):
+            self._free.put(_Slot())
+        self._errors = []
+        self._cancel = threading.Event()
+
+    def _reader(self) -> None:
+        held = None
+        try:
+            while not self._cancel.is_set():
+                slot = self._free.get()
+                if slot is _STOP:
+                    return
+                buf = memoryview(getattr(slot, self._input))
+                slot.size = _read_full(self._readinto, buf)
+                if held is not None:
+                    # The batch before this one was full; it was the last one
+                    # only if nothing followed it.
+                    held.last = slot.size == 0
+                    self._ready.put(held)
+                    if held.last:
+                        return
+                if slot.size < len(buf):
+                    slot.last = True
+                    self._ready.put(slot)
+                    return
+                held = slot
+        except BaseException as e:  # reported by the calling thread
+            self._errors.append(e)
+        finally:
+            self._ready.put(_STOP)
+
+    def _writer(self) -> None:
+        try:
+            while True:
+                item = self._done.get()
+                if item is _STOP:
+                    return
+                slot, size = item
+                if not self._cancel.is_set():
+                    write_all(self._dst, memoryview(getattr(slot, self._output))[:size])
+                self._free.put(slot)
+        except BaseException as e:
+            self._errors.append(e)
+            self._cancel.set()
+            self._free.put(_STOP)
+
+    def run(self, process) -> None:
+        """Call process(slot) -> (output size, go on) for each batch in order."""
+        reader = threading.Thread(target=self._reader, name="agefast-reader", daemon=True)
+        writer = threading.Thread(target=self._writer, name="agefast-writer", daemon=True)
+        reader.start()
+        writer.start()
+        try:
+            more = True
+            while more and not self._errors:
+                slot = self._ready.get()
+                if slot is _STOP:
+                    break
+                size, more = process(slot)
+                self._done.put((slot, size))
+        except BaseException:
+            self._cancel.set()
+            raise
+        finally:
+            self._done.put(_STOP)
+            writer.join()
+            self._cancel.set()
+            # The reader may be blocked in a read of its own; it exits at its
+            # next step, and is joined only when it has finished by itself.
+            self._free.put(_STOP)
+        if self._errors:
+            raise self._errors[0]
+        if not more:
+            return
+        reader.join()
+        if self._errors:
+            raise self._errors[0]
+
+
+def seal_stream(readinto, dst, key: bytes, threads: int | None = None) -> None:
+    """Encrypt everything `readinto` yields as the STREAM payload onto `dst`."""
+    counter = 0
+
+    def seal(slot: _Slot) -> tuple[int, bool]:
+        nonlocal counter
+        size = chunks.seal_chunks(key, counter, memoryview(slot.plain)[:slot.size], slot.sealed,
+                                  slot.last, threads=threads)
+        counter += slot.size // CHUNK_SIZE
+        return size, True
+
+    _Pipeline(readinto, dst, "plain", "sealed").run(seal)
+
+
+def open_stream(readinto, dst, key: bytes, threads: int | None = None) -> None:
+    """Decrypt the STREAM payload `readinto` yields onto `dst`.
+
+    Verified plaintext is written as it is opened; a PayloadError is raised
+    after the last verified chunk, so a caller writing to a file must discard
+    it on error (decrypt_file and the CLI do).
+    """
+    counter = 0
+    problem = None
+
+    def open_(slot: _Slot) -> tuple[int, bool]:
+        nonlocal counter, problem
+        done, size, problem = open_batch(key, counter, memoryview(slot.sealed)[:slot.size], slot.plain,
+                                         slot.last, threads)
+        counter += done
+        return size, problem is None
+
+    _Pipeline(readinto, dst, "sealed", "plain").run(open_)
+    if problem is not None:
+        raise PayloadError(problem)
