@@ -1,0 +1,181 @@
+"""Numba ChaCha20-Poly1305 engine for batches of age STREAM chunks.
+
+`seal_chunks` and `open_chunks` have exactly the semantics of
+agefast.chunks.seal_chunks / open_chunks (same nonces, same return values, a
+chunk's plaintext reaches `dst` only after its tag verified), plus `threads`:
+the chunks of a batch are split into contiguous ranges, one per thread, each
+running the GIL-free kernel. This is the only package of agefast that imports
+numba; agefast.chunks imports it lazily, for large batches only.
+"""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from . import _engine
+
+CHUNK_SIZE = _engine.CHUNK
+TAG_SIZE = _engine.TAG
+SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+
+__all__ = ["seal_chunks", "open_chunks", "isa", "warm_up"]
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _cpu_count() -> int:
+    count = getattr(os, "process_cpu_count", None)
+    if count is not None:
+        return count() or 1
+    return len(os.sched_getaffinity(0))
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="agefast-kernel")
+        return _pool
+
+
+def _key(key) -> np.ndarray:
+    try:
+        raw = bytes(memoryview(key).cast("B"))
+    except TypeError:
+        raise TypeError("key must be a bytes-like object") from None
+    if len(raw) != 32:
+        raise ValueError("key must be 32 bytes")
+    return np.frombuffer(bytearray(raw), np.uint8)
+
+
+def _counter(counter) -> np.uint64:
+    if not isinstance(counter, int) or isinstance(counter, bool):
+        raise TypeError("counter must be an int")
+    if not 0 <= counter < 1 << 64:
+        raise ValueError("counter out of range")
+    return np.uint64(counter)
+
+
+def _source(src) -> np.ndarray:
+    # Always a read-only view, so the kernels are compiled for one source type
+    # whether the caller passes bytes or a bytearray.
+    arr = np.frombuffer(memoryview(src).cast("B"), np.uint8).view()
+    arr.flags.writeable = False
+    return arr
+
+
+def _destination(dst, size: int) -> np.ndarray:
+    view = memoryview(dst)
+    if view.readonly:
+        raise TypeError("dst must be a writable buffer")
+    arr = np.frombuffer(view.cast("B"), np.uint8)
+    if len(arr) < size:
+        raise ValueError(f"dst must hold at least {size} bytes")
+    return arr
+
+
+def _threads(threads, chunks: int) -> int:
+    if threads is None:
+        threads = _cpu_count()
+    if not isinstance(threads, int) or isinstance(threads, bool):
+        raise TypeError("threads must be an int or None")
+    if threads < 1:
+        raise ValueError("threads must be at least 1")
+    return min(threads, chunks)
+
+
+def _ranges(chunks: int, parts: int):
+    """Split chunk indices 0..chunks into `parts` contiguous (start, stop) ranges."""
+    step, extra = divmod(chunks, parts)
+    start = 0
+    for i in range(parts):
+        stop = start + step + (i < extra)
+        yield start, stop
+        start = stop
+
+
+def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
+    """Seal the plaintext in `src` as consecutive chunks into `dst`; returns bytes written.
+
+    `src` must hold a whole number of chunks unless `final`. `threads=None`
+    uses every CPU this process may run on.
+    """
+    k, ctr, s = _key(key), _counter(counter), _source(src)
+    n = len(s)
+    final = bool(final)
+    if not final and (n == 0 or n % CHUNK_SIZE):
+        raise ValueError("a non-final batch must hold whole chunks")
+    chunks = max(1, -(-n // CHUNK_SIZE))
+    d = _destination(dst, n + chunks * TAG_SIZE)
+    parts = _threads(threads, chunks)
+    if parts == 1:
+        return _engine._seal_batch(k, ctr, s, d, final, _engine.SLICE)
+
+    def run(span):
+        a, b = span
+        return _engine._seal_batch(k, ctr + np.uint64(a), s[a * CHUNK_SIZE:b * CHUNK_SIZE],
+                                   d[a * SEALED_CHUNK_SIZE:], final and b == chunks, _engine.SLICE)
+
+    return sum(_executor().map(run, _ranges(chunks, parts)))
+
+
+def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
+    """Open consecutive sealed chunks from `src` into `dst`; returns how many verified.
+
+    A chunk is decrypted into `dst` only after its tag verified; when the
+    return value is short of the number of chunks in `src`, the chunk at that
+    index failed and nothing of `dst` from that chunk on was touched. With
+    several threads every range is verified first and then decrypted up to
+    the first failure, so this holds across threads too.
+    """
+    k, ctr, s = _key(key), _counter(counter), _source(src)
+    n = len(s)
+    final = bool(final)
+    if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
+        raise ValueError("a batch must hold whole sealed chunks")
+    chunks = -(-n // SEALED_CHUNK_SIZE)
+    d = _destination(dst, max(0, n - chunks * TAG_SIZE))
+    parts = _threads(threads, chunks)
+    if parts == 1:
+        return _engine._open_batch(k, ctr, s, d, final, True, True)
+    spans = list(_ranges(chunks, parts))
+
+    def run(span, verify, decrypt):
+        a, b = span
+        last = final and b == chunks
+        done = _engine._open_batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
+                                   d[a * CHUNK_SIZE:], last, verify, decrypt)
+        return a + done
+
+    pool = _executor()
+    verified = list(pool.map(lambda span: run(span, True, False), spans))
+    good = next((v for v, (_, b) in zip(verified, spans) if v < b), chunks)
+    clipped = [(a, min(b, good)) for a, b in spans if a < good]
+    list(pool.map(lambda span: run(span, False, True), clipped))
+    return good
+
+
+def isa() -> str:
+    """The widest vector instruction set the kernels are compiled for: "avx512f", "avx2" or "baseline"."""
+    import llvmlite.binding as ll
+    from numba.core import config
+
+    features = config.CPU_FEATURES
+    if features is None:
+        features = ll.get_host_cpu_features().flatten()
+    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    for name in ("avx512f", "avx2"):
+        if name in enabled:
+            return name
+    return "baseline"
+
+
+def warm_up() -> None:
+    """Compile (or load from Numba's cache) every kernel the public functions use."""
+    key = bytes(32)
+    sealed = bytearray(SEALED_CHUNK_SIZE)
+    seal_chunks(key, 0, bytes(CHUNK_SIZE), sealed, True, threads=1)
+    open_chunks(key, 0, sealed, bytearray(CHUNK_SIZE), True, threads=1)
