@@ -13,7 +13,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
-from . import bech32
+from ._bech32key import Bech32Key
 from .errors import EncryptError, HeaderError, IdentityError, RecipientError
 from .format import Stanza, b64decode, b64encode
 from .primitives import FILE_KEY_SIZE
@@ -30,13 +30,12 @@ _SUITE = hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CH
 POSTQUANTUM_LABELS = frozenset({"postquantum"})
 
 
-def _x25519_raw(key) -> bytes:
-    return key.public_bytes_raw() if isinstance(key, x25519.X25519PublicKey) else key.private_bytes_raw()
-
-
-class Recipient:
+class Recipient(Bech32Key):
     """An MLKEM768-X25519 public key, `age1pq1...`."""
 
+    HRP = RECIPIENT_HRP
+    ERROR = RecipientError
+    KIND = "mlkem768x25519 recipient"
     labels = POSTQUANTUM_LABELS
 
     def __init__(self, public_key: bytes):
@@ -49,29 +48,10 @@ class Recipient:
             )
         except ValueError as e:
             raise RecipientError(f"invalid mlkem768x25519 recipient: {e}") from None
-        self._public = bytes(public_key)
-
-    @classmethod
-    def from_str(cls, s: str) -> "Recipient":
-        try:
-            hrp, data = bech32.decode(s)
-        except bech32.Bech32Error as e:
-            raise RecipientError(f"malformed mlkem768x25519 recipient: {e}") from None
-        if hrp != RECIPIENT_HRP:
-            raise RecipientError(f"malformed mlkem768x25519 recipient: unexpected prefix {hrp!r}")
-        return cls(data)
-
-    def __str__(self) -> str:
-        return bech32.encode(RECIPIENT_HRP, self._public)
+        self._raw = bytes(public_key)
 
     def __repr__(self) -> str:
         return f"<pq.Recipient {str(self)[:24]}...>"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Recipient) and other._public == self._public
-
-    def __hash__(self) -> int:
-        return hash(self._public)
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         try:
@@ -82,8 +62,12 @@ class Recipient:
         return [Stanza(STANZA_TYPE, [b64encode(enc)], body)]
 
 
-class Identity:
+class Identity(Bech32Key):
     """An MLKEM768-X25519 seed, `AGE-SECRET-KEY-PQ-1...`."""
+
+    HRP = IDENTITY_HRP
+    ERROR = IdentityError
+    KIND = "mlkem768x25519 secret key"
 
     def __init__(self, seed: bytes):
         if len(seed) != 32:
@@ -92,25 +76,12 @@ class Identity:
         kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
         dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])
         self._key = hpke.MLKEM768X25519PrivateKey(kem, dh)
-        self._seed = bytes(seed)
-        self._public = kem.public_key().public_bytes_raw() + _x25519_raw(dh.public_key())
+        self._raw = bytes(seed)
+        self._public = kem.public_key().public_bytes_raw() + dh.public_key().public_bytes_raw()
 
     @classmethod
     def generate(cls) -> "Identity":
         return cls(os.urandom(32))
-
-    @classmethod
-    def from_str(cls, s: str) -> "Identity":
-        try:
-            hrp, data = bech32.decode(s)
-        except bech32.Bech32Error as e:
-            raise IdentityError(f"malformed secret key: {e}") from None
-        if hrp != IDENTITY_HRP:
-            raise IdentityError(f"malformed secret key: unknown type {hrp!r}")
-        return cls(data)
-
-    def __str__(self) -> str:
-        return bech32.encode(IDENTITY_HRP, self._seed)
 
     def __repr__(self) -> str:
         return "<pq.Identity>"
