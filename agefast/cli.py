@@ -7,6 +7,7 @@ Flags and their combinations follow the Go age tool, so scripts written for
 
 import argparse
 import contextlib
+import errno
 import os
 import shutil
 import sys
@@ -15,6 +16,7 @@ import tempfile
 import agefast
 from agefast import errors
 from agefast._terminal import TerminalError, is_terminal, read_passphrase
+from agefast.keys import parse_recipient
 
 USAGE = """\
 agefast [--encrypt] (-r RECIPIENT | -R PATH | -i PATH)... [--armor] [-o OUTPUT] [INPUT]
@@ -137,12 +139,9 @@ def _load_recipients(args) -> list:
     recipients = []
     for text in args.recipients:
         try:
-            parsed = agefast.parse_recipients(text)
+            recipients.append(parse_recipient(text))
         except agefast.RecipientError as e:
             raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
-        if len(parsed) != 1:
-            raise agefast.RecipientError(f"recipient {text!r}: not a recipient")
-        recipients += parsed
     for path in args.recipients_files:
         try:
             recipients += agefast.parse_recipients(read_key_file(path, "recipients file"))
@@ -190,8 +189,14 @@ def _open_output(path):
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+    except OSError as e:
+        # Name the file the user asked for, not our temporary one.
+        raise type(e)(e.errno, e.strerror, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -265,14 +270,6 @@ def describe(exc: Exception) -> str:
     return prefix + str(exc)
 
 
-def _silence_stdout() -> None:
-    # The reader of our stdout went away; point stdout at /dev/null so the
-    # interpreter's final flush does not print a second, noisy error.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
 def main(argv=None) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -283,8 +280,6 @@ def main(argv=None) -> int:
             _encrypt(args)
         return 0
     except (UsageError, TerminalError, errors.AgeError, OSError) as e:
-        if isinstance(e, BrokenPipeError):
-            _silence_stdout()
         message = describe(e)
     except KeyboardInterrupt:
         message = "interrupted"

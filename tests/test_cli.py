@@ -72,6 +72,8 @@ FLAG_ERRORS = [
     (["-r", "{recipient}", "a", "b"], "unrecognized arguments"),
     (["-r", "{recipient}", "/nonexistent/input"], "No such file"),
     (["-d", "-i", "/nonexistent/key.txt"], "No such file"),
+    (["-d", "-o", "/nonexistent/dir/out", "-i", "{key}"], "/nonexistent/dir/out: No such file"),
+    (["-d", "-o", "/", "-i", "{key}"], "/: Is a directory"),
     (["-e", "-i", "-"], "standard input can't be read for more than one"),
 ]
 
@@ -120,13 +122,23 @@ def test_output_file_replaced_only_when_whole(tmp_path, age_key, run_agefast, ma
     out.parent.mkdir()
     out.write_bytes(b"old contents")
     src.write_bytes(make_plaintext(3 * CHUNK + 100))
-    assert run_agefast("-r", recipient, "-o", out, src).returncode == 0
+    assert run_agefast("-r", recipient, "--threads", "2", "-o", out, src).returncode == 0
     assert os.listdir(out.parent) == ["file.age"]
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask
-    decrypted = run_agefast("-d", "-i", key_path, out)
+    decrypted = run_agefast("-d", "--threads", "2", "-i", key_path, out)
     assert decrypted.stdout == src.read_bytes()
+
+
+def test_closed_stdout_is_one_error_line(age_key, encrypt_to_age_key):
+    key_path, _ = age_key
+    proc = subprocess.Popen([*AGEFAST, "-d", "-i", key_path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader goes away before any output
+    _, stderr = proc.communicate(encrypt_to_age_key(b"small"), timeout=60)
+    assert proc.returncode == 1
+    _assert_one_error_line(stderr, "Broken pipe")
 
 
 def test_missing_identity_hint(encrypt_to_age_key, run_agefast):
@@ -268,6 +280,15 @@ def test_passphrase_round_trip_without_echo(tmp_path, tty_run):
         assert done.returncode == 0, done.transcript
         assert b"not on screen" not in done.transcript
     assert decrypted.read_bytes() == b"hello"
+
+
+def test_interrupted_prompt(tmp_path, tty_run):
+    src = tmp_path / "plain"
+    src.write_bytes(b"hello")
+    done = tty_run([*AGEFAST, "-p", "-o", tmp_path / "out.age", src], [(b"Enter passphrase", "\x03")])
+    assert done.returncode == 1
+    assert done.transcript.decode().splitlines()[-1] == "agefast: error: interrupted"
+    assert os.listdir(tmp_path) == ["plain"]
 
 
 def test_wrong_passphrase(tmp_path, tty_run):
