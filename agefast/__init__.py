@@ -4,7 +4,7 @@ A superset of pyrage's API, so `import agefast as pyrage` works, plus true
 streaming through `encryptor` and `decryptor`.
 """
 
-from . import passphrase, pq, x25519
+from . import passphrase, plugin, pq, ssh, tag, tagpq, x25519
 from .api import (
     Decryptor,
     Encryptor,
@@ -18,7 +18,7 @@ from .api import (
     encryptor,
 )
 from .errors import DecryptError, EncryptError, IdentityError, RecipientError
-from .keys import parse_identities, parse_recipients
+from .keys import load_identities, parse_identities, parse_recipients
 
 __all__ = [
     "Decryptor",
@@ -35,9 +35,14 @@ __all__ = [
     "encrypt_file",
     "encrypt_io",
     "encryptor",
+    "load_identities",
     "parse_identities",
     "parse_recipients",
     "passphrase",
+    "plugin",
     "pq",
+    "ssh",
+    "tag",
+    "tagpq",
     "x25519",
 ]

@@ -1,12 +1,19 @@
-"""Identity files and recipients files: one key per line, `#` comments."""
+"""Identity files and recipients files: one key per line, `#` comments.
 
-from . import pq, x25519
-from .errors import IdentityError, RecipientError
+Recipients files may also hold SSH public keys in authorized_keys form. An
+identity file may instead be a whole SSH private key, or an age file
+encrypted with a passphrase whose plaintext is an identity file; see
+`load_identities`.
+"""
+
+from . import plugin, pq, ssh, tag, tagpq, x25519
+from .errors import DecryptError, EncryptError, IdentityError, RecipientError
 
 # Bech32 prefixes, upper-case for identities and lower-case for recipients,
 # as they appear in files; the longer prefix must be tried first.
 _IDENTITY_TYPES = (("AGE-SECRET-KEY-PQ-1", pq.Identity), ("AGE-SECRET-KEY-1", x25519.Identity))
-_RECIPIENT_TYPES = (("age1pq1", pq.Recipient), ("age1", x25519.Recipient))
+_RECIPIENT_TYPES = (("age1pq1", pq.Recipient), ("age1tagpq1", tagpq.Recipient), ("age1tag1", tag.Recipient))
+_SSH_PREFIX = "ssh-"
 
 
 def _lines(text: str):
@@ -16,26 +23,46 @@ def _lines(text: str):
             yield number, line
 
 
-def parse_identity(s: str):
+def parse_identity(s: str, callbacks=None):
+    """One identity string; plugin identities talk to the user through `callbacks`."""
     for prefix, cls in _IDENTITY_TYPES:
         if s.startswith(prefix):
             return cls.from_str(s)
+    if s.startswith("AGE-PLUGIN-"):
+        identity = plugin.Identity.from_str(s)
+        try:
+            return plugin.IdentityPluginV1(identity.plugin(), [identity], callbacks)
+        except DecryptError as e:
+            raise IdentityError(str(e)) from None
     raise IdentityError("unknown identity type")
 
 
-def parse_recipient(s: str):
+def parse_recipient(s: str, callbacks=None):
+    """One recipient string (Bech32, or an SSH public key line)."""
+    if s.startswith(_SSH_PREFIX) or ssh.key_type(s) is not None:
+        return ssh.Recipient.from_str(s)
     for prefix, cls in _RECIPIENT_TYPES:
         if s.startswith(prefix):
             return cls.from_str(s)
+    # A native X25519 recipient has a single "1", the Bech32 separator
+    # (the data alphabet has no "1"); age1NAME1... is a plugin's.
+    if s.startswith("age1") and s.count("1") > 1:
+        recipient = plugin.Recipient.from_str(s)
+        try:
+            return plugin.RecipientPluginV1(recipient.plugin(), [recipient], [], callbacks)
+        except EncryptError as e:
+            raise RecipientError(str(e)) from None
+    if s.startswith("age1"):
+        return x25519.Recipient.from_str(s)
     raise RecipientError("unknown recipient type")
 
 
-def parse_identities(text: str) -> list:
+def parse_identities(text: str, callbacks=None) -> list:
     """Parse identity-file text: one identity per line, `#` comments."""
     out = []
     for number, line in _lines(text):
         try:
-            out.append(parse_identity(line))
+            out.append(parse_identity(line, callbacks))
         except IdentityError as e:
             # Never echo the line itself: it may be a secret key.
             raise IdentityError(f"malformed identity on line {number}: {e}") from None
@@ -44,14 +71,107 @@ def parse_identities(text: str) -> list:
     return out
 
 
-def parse_recipients(text: str) -> list:
-    """Parse recipients-file text: one recipient per line, `#` comments."""
+def parse_recipients(text: str, callbacks=None, *, warn=None) -> list:
+    """Parse recipients-file text: one recipient per line, `#` comments.
+
+    An SSH key of a type age does not support (ecdsa, ...) is an error; if
+    `warn` is given it is called with a message instead and the line skipped,
+    as age does, so authorized_keys files with other key types stay usable.
+    """
     out = []
     for number, line in _lines(text):
         try:
-            out.append(parse_recipient(line))
+            out.append(parse_recipient(line, callbacks))
+        except ssh.UnsupportedKeyError as e:
+            if warn is None:
+                raise RecipientError(f"malformed recipient on line {number}: {e}") from None
+            warn(f"ignoring line {number}: {e}")
         except RecipientError as e:
             raise RecipientError(f"malformed recipient on line {number}: {e}") from None
     if not out:
         raise RecipientError("no recipients found")
     return out
+
+
+class EncryptedIdentityFile:
+    """An identity file encrypted to a passphrase, opened at first use.
+
+    As in age, the passphrase is asked for (through `passphrase(prompt)`)
+    the first time a file is decrypted with it, not when it is loaded.
+    """
+
+    def __init__(self, data: bytes, name: str, passphrase, callbacks=None):
+        self._data = bytes(data)
+        self._name = name
+        self._passphrase = passphrase
+        self._callbacks = callbacks
+        self._identities = None
+
+    def __repr__(self) -> str:
+        return f"<keys.EncryptedIdentityFile {self._name!r}>"
+
+    def identities(self) -> list:
+        if self._identities is None:
+            from . import api, passphrase  # api imports keys' users; import late
+
+            if self._passphrase is None:
+                raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
+            secret = self._passphrase(f"Enter passphrase for identity file {self._name!r}: ")
+            try:
+                text = api.decrypt(self._data, [passphrase.Identity(secret)])
+            except DecryptError as e:
+                raise IdentityError(f"identity file {self._name}: cannot decrypt it: {e}") from None
+            try:
+                self._identities = parse_identities(text.decode("utf-8"), self._callbacks)
+            except UnicodeDecodeError:
+                raise IdentityError(f"identity file {self._name}: the decrypted file is not text") from None
+        return self._identities
+
+    def recipients(self) -> list:
+        return [identity.to_public() for identity in self.identities()]
+
+    def unwrap(self, stanzas):
+        for identity in self.identities():
+            file_key = identity.unwrap(stanzas)
+            if file_key is not None:
+                return file_key
+        return None
+
+
+def _ssh_identity(data: bytes, name: str, passphrase, public_key):
+    try:
+        return ssh.Identity.from_buffer(data)
+    except ssh.PassphraseNeededError:
+        public = ssh.openssh_public_key(data) or public_key
+        if public is None:
+            raise IdentityError(
+                f"SSH key {name} is passphrase-protected and its public key is unknown: "
+                f"provide {name}.pub, or convert the key with ssh-keygen -p") from None
+        if passphrase is None:
+            raise
+        return ssh.EncryptedIdentity(data, public, lambda: passphrase(f"Enter passphrase for {name!r}: "))
+
+
+def load_identities(data: bytes, *, name: str = "-", passphrase=None, callbacks=None, ssh_public_key=None) -> list:
+    """The identities in an identity file's bytes, in any of age's forms.
+
+    - an age file (binary or armored) encrypted with a passphrase, holding
+      an identity file: opened at first use with `passphrase(prompt) -> str`;
+    - a PEM or OpenSSH private key (ssh-ed25519, ssh-rsa); a protected one
+      asks `passphrase(prompt)` once a file has a stanza for it, and needs its
+      public key, which OpenSSH files carry and `ssh_public_key` (an
+      ssh.Recipient, from the ".pub" file) gives for PEM ones;
+    - text, one identity per line.
+
+    `name` is how prompts and errors refer to the file.
+    """
+    data = bytes(data)
+    if data.startswith((b"age-encryption.org/", b"-----BEGIN AGE ENCRYPTED FILE-----")):
+        return [EncryptedIdentityFile(data, name, passphrase, callbacks)]
+    if data.startswith(b"-----BEGIN"):
+        return [_ssh_identity(data, name, passphrase, ssh_public_key)]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise IdentityError(f"identity file {name}: not a UTF-8 text file") from None
+    return parse_identities(text, callbacks)

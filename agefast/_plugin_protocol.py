@@ -1,0 +1,223 @@
+"""The client side of the age plugin protocol (C2SP age-plugin, v1 state machines).
+
+A plugin is a program `age-plugin-NAME` started with `--age-plugin=recipient-v1`
+or `--age-plugin=identity-v1`. Both sides speak in age stanzas over the
+plugin's stdin and stdout. Phase 1 is ours: we send what the plugin needs and
+`done`. Phase 2 is the plugin's: it sends a command, we answer each one, until
+it sends `done`.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import tempfile
+
+from .format import COLUMNS, Stanza, b64decode
+
+# A plugin's stanzas carry file keys, messages and wrapped keys: nothing
+# legitimate is near this, and a runaway plugin must not exhaust memory.
+_MAX_LINE = 64 * 1024
+_MAX_BODY = 1024 * 1024
+# How long a plugin gets to exit after its stdin closes and it is sent SIGINT.
+_EXIT_GRACE_SECONDS = 5
+
+
+class ProtocolError(Exception):
+    """The plugin broke the protocol, failed to start, or reported an error."""
+
+
+class Connection:
+    """A running plugin and the stanza stream to and from it."""
+
+    def __init__(self, binary: str, state_machine: str):
+        try:
+            # The working directory is an empty, neutral place: plugins must
+            # not depend on it, and clients differ in what it would be.
+            self._process = subprocess.Popen(
+                [binary, f"--age-plugin={state_machine}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                cwd=tempfile.gettempdir())
+        except OSError as e:
+            raise ProtocolError(f"couldn't start plugin: {e.strerror or e}") from None
+
+    def send(self, type_: str, args=(), body: bytes = b"") -> None:
+        try:
+            self._process.stdin.write(Stanza(type_, list(args), body).encode())
+            self._process.stdin.flush()
+        except OSError:
+            raise ProtocolError("the plugin stopped reading its input") from None
+
+    def send_grease(self) -> None:
+        # As age does: an unknown command the plugin must ignore, so that
+        # plugins keep tolerating commands added to the protocol later.
+        args = [str(random.randrange(100)) for _ in range(random.randrange(3))]
+        self.send(f"grease-{random.getrandbits(32):x}", args, os.urandom(random.randrange(100)))
+
+    def _line(self) -> bytes:
+        line = self._process.stdout.readline(_MAX_LINE + 1)
+        if not line.endswith(b"\n"):
+            if len(line) > _MAX_LINE:
+                raise ProtocolError("the plugin sent an overlong line")
+            raise ProtocolError("the plugin exited before finishing the protocol")
+        return line[:-1]
+
+    def receive(self) -> Stanza:
+        line = self._line()
+        if not line.startswith(b"-> "):
+            raise ProtocolError(f"the plugin sent a malformed stanza: {line[:80]!r}")
+        args = line[3:].decode("ascii", "replace").split(" ")
+        if not all(args) or any(not 33 <= ord(c) <= 126 for arg in args for c in arg):
+            raise ProtocolError(f"the plugin sent malformed stanza arguments: {line[:80]!r}")
+        body = bytearray()
+        while True:
+            text = self._line()
+            if len(text) > COLUMNS:
+                raise ProtocolError("the plugin sent a stanza body line longer than 64 columns")
+            try:
+                body += b64decode(text)
+            except ValueError as e:
+                raise ProtocolError(f"the plugin sent a malformed stanza body: {e}") from None
+            if len(body) > _MAX_BODY:
+                raise ProtocolError("the plugin sent an oversized stanza body")
+            if len(text) < COLUMNS:
+                return Stanza(args[0], args[1:], bytes(body))
+
+    def close(self) -> None:
+        # Closing our ends lets a plugin that is done exit by itself. One that
+        # is still busy (say, waiting on hardware) is then asked to stop with
+        # SIGINT, as age does, and killed if it ignores that too. Sending
+        # SIGINT at once would interrupt plugins in the middle of exiting.
+        for pipe in (self._process.stdin, self._process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            self._process.wait(_EXIT_GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            self._process.send_signal(signal.SIGINT)
+        try:
+            self._process.wait(_EXIT_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _call(callbacks, method: str, *args) -> tuple[bool, object]:
+    """(True, result) of a user callback, or (False, None) when it is missing or fails."""
+    function = getattr(callbacks, method, None)
+    if function is None:
+        return False, None
+    try:
+        return True, function(*args)
+    except Exception:
+        # age reports a failing callback to the plugin as `fail` and lets
+        # the plugin decide whether that is fatal; so do we.
+        return False, None
+
+
+def _answer_ui(conn: Connection, s: Stanza, callbacks) -> None:
+    """Answer one of phase 2's user-interface commands, or `unsupported`."""
+    if s.type == "msg":
+        ok, _ = _call(callbacks, "display_message", s.body.decode("utf-8", "replace"))
+        conn.send("ok" if ok else "fail")
+    elif s.type in ("request-public", "request-secret"):
+        method = "request_public_string" if s.type == "request-public" else "request_passphrase"
+        _, value = _call(callbacks, method, s.body.decode("utf-8", "replace"))
+        if isinstance(value, str):
+            conn.send("ok", body=value.encode("utf-8"))
+        else:
+            conn.send("fail")
+    elif s.type == "confirm":
+        if len(s.args) not in (1, 2):
+            raise ProtocolError("malformed confirm command: wrong number of arguments")
+        try:
+            yes, no = [b64decode(a).decode("utf-8") for a in s.args] + [None] * (2 - len(s.args))
+        except (ValueError, UnicodeDecodeError):
+            raise ProtocolError("malformed confirm command: bad option encoding") from None
+        _, choice = _call(callbacks, "confirm", s.body.decode("utf-8", "replace"), yes, no)
+        if isinstance(choice, bool):
+            conn.send("ok", ["yes" if choice else "no"])
+        else:
+            conn.send("fail")
+    else:
+        conn.send("unsupported")
+
+
+def _index_zero(s: Stanza, minimum_args: int) -> None:
+    # We always send exactly one file (one file key, or one header), so
+    # every index the plugin sends back must be 0.
+    if len(s.args) < minimum_args:
+        raise ProtocolError(f"malformed {s.type} command: too few arguments")
+    if s.args[0] != "0":
+        raise ProtocolError(f"malformed {s.type} command: unexpected file index {s.args[0][:16]!r}")
+
+
+def wrap(binary: str, recipients, identities, file_key: bytes, callbacks) -> tuple[list[Stanza], frozenset]:
+    """Run recipient-v1: wrap `file_key` to the Bech32 `recipients` and `identities`.
+
+    Returns the stanzas and the labels the plugin asked for.
+    """
+    stanzas = []
+    labels = None
+    with Connection(binary, "recipient-v1") as conn:
+        for r in recipients:
+            conn.send("add-recipient", [r])
+        for i in identities:
+            conn.send("add-identity", [i])
+        conn.send_grease()
+        conn.send("wrap-file-key", body=file_key)
+        conn.send("extension-labels")
+        conn.send("done")
+        while (s := conn.receive()).type != "done":
+            if s.type == "recipient-stanza":
+                _index_zero(s, 2)
+                stanzas.append(Stanza(s.args[1], s.args[2:], s.body))
+                conn.send("ok")
+            elif s.type == "labels":
+                if labels is not None:
+                    raise ProtocolError("repeated labels command")
+                labels = frozenset(s.args)
+                conn.send("ok")
+            elif s.type == "error":
+                conn.send("ok")
+                raise ProtocolError(s.body.decode("utf-8", "replace"))
+            else:
+                _answer_ui(conn, s, callbacks)
+    if not stanzas:
+        raise ProtocolError("the plugin returned no recipient stanzas")
+    return stanzas, labels or frozenset()
+
+
+def unwrap(binary: str, identities, stanzas: list[Stanza], callbacks) -> bytes | None:
+    """Run identity-v1: offer every stanza of one header; the file key, or None."""
+    file_key = None
+    with Connection(binary, "identity-v1") as conn:
+        for i in identities:
+            conn.send("add-identity", [i])
+        conn.send_grease()
+        for s in stanzas:
+            conn.send("recipient-stanza", ["0", s.type, *s.args], s.body)
+        conn.send("done")
+        while (s := conn.receive()).type != "done":
+            if s.type == "file-key":
+                _index_zero(s, 1)
+                if len(s.args) != 1:
+                    raise ProtocolError("malformed file-key command: too many arguments")
+                if file_key is not None:
+                    raise ProtocolError("the plugin sent two file keys for one file")
+                file_key = s.body
+                conn.send("ok")
+            elif s.type == "error":
+                conn.send("ok")
+                raise ProtocolError(s.body.decode("utf-8", "replace"))
+            else:
+                _answer_ui(conn, s, callbacks)
+    return file_key

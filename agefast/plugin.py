@@ -1,0 +1,169 @@
+"""age plugins: recipients `age1NAME1...` and identities `AGE-PLUGIN-NAME-1...`
+served by a program `age-plugin-NAME` on the PATH.
+
+The API is pyrage's: parse strings with `Recipient.from_str` and
+`Identity.from_str`, then give `RecipientPluginV1` to `encrypt` and
+`IdentityPluginV1` to `decrypt`. `callbacks` is any object with some of
+pyrage's methods, called when the plugin wants the user:
+
+    display_message(message) -> None
+    confirm(message, yes_string, no_string_or_None) -> bool | None
+    request_public_string(description) -> str | None
+    request_passphrase(description) -> str | None
+
+A missing method, an exception or None is reported to the plugin as a refusal.
+"""
+
+import re
+import shutil
+
+from . import _plugin_protocol, bech32
+from .errors import DecryptError, EncryptError, IdentityError, RecipientError
+
+# Plugin names become part of a program name that is looked up on PATH, so
+# they are restricted to characters that cannot form a path ("../x", "/bin/sh").
+_NAME = re.compile(r"[A-Za-z0-9+\-._]+")
+_RECIPIENT_PREFIX = "age1"
+_IDENTITY_PREFIX = "AGE-PLUGIN-"
+
+
+def check_name(name: str, error: type[Exception]) -> str:
+    """`name` in lower case, or `error` if it is not a valid plugin name."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise error(f"invalid plugin name {name[:32]!r}: use only letters, digits and + - . _")
+    return name.lower()
+
+
+def _decode(s: str, error: type[Exception]) -> tuple[str, bytes]:
+    try:
+        return bech32.decode(s)
+    except bech32.Bech32Error as e:
+        raise error(f"invalid Bech32 encoding: {e}") from None
+
+
+def _binary(name: str, error: type[Exception]) -> str:
+    binary = shutil.which(f"age-plugin-{name}")
+    if binary is None:
+        raise error(f"could not find age-plugin-{name} on the PATH; is the plugin installed?")
+    return binary
+
+
+class Recipient:
+    """A plugin recipient, `age1NAME1...`; its plugin does the wrapping."""
+
+    def __init__(self, name: str, data: bytes):
+        self._name = check_name(name, RecipientError)
+        self._encoding = bech32.encode(_RECIPIENT_PREFIX + self._name, data)
+
+    @classmethod
+    def from_str(cls, s: str) -> "Recipient":
+        hrp, data = _decode(s, RecipientError)
+        if not hrp.startswith(_RECIPIENT_PREFIX) or hrp != hrp.lower() or len(hrp) == len(_RECIPIENT_PREFIX):
+            raise RecipientError(f"not a plugin recipient: prefix {hrp[:32]!r} is not age1NAME")
+        return cls(hrp[len(_RECIPIENT_PREFIX):], data)
+
+    def plugin(self) -> str:
+        return self._name
+
+    def __str__(self) -> str:
+        return self._encoding
+
+    def __repr__(self) -> str:
+        return f"<plugin.Recipient {self._encoding}>"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Recipient) and other._encoding == self._encoding
+
+    def __hash__(self) -> int:
+        return hash(self._encoding)
+
+
+class Identity:
+    """A plugin identity, `AGE-PLUGIN-NAME-1...`; its plugin does the unwrapping."""
+
+    def __init__(self, name: str, data: bytes):
+        self._name = check_name(name, IdentityError)
+        self._encoding = bech32.encode(f"{_IDENTITY_PREFIX}{self._name.upper()}-", data)
+
+    @classmethod
+    def from_str(cls, s: str) -> "Identity":
+        hrp, data = _decode(s, IdentityError)
+        if not (hrp.startswith(_IDENTITY_PREFIX) and hrp.endswith("-") and hrp == hrp.upper()
+                and len(hrp) > len(_IDENTITY_PREFIX) + 1):
+            raise IdentityError("not a plugin identity: prefix is not AGE-PLUGIN-NAME-")
+        return cls(hrp[len(_IDENTITY_PREFIX):-1], data)
+
+    @classmethod
+    def default_for_plugin(cls, plugin: str) -> "Identity":
+        """The data-less identity that lets a plugin pick its own keys (age -j NAME)."""
+        return cls(plugin, b"")
+
+    def plugin(self) -> str:
+        return self._name
+
+    def __str__(self) -> str:
+        return self._encoding
+
+    def __repr__(self) -> str:
+        return f"<plugin.Identity for age-plugin-{self._name}>"
+
+
+def _same_plugin(name: str, keys, error: type[Exception]) -> list[str]:
+    keys = list(keys)
+    for key in keys:
+        if not isinstance(key, (Recipient, Identity)):
+            raise TypeError(f"expected plugin.Recipient or plugin.Identity, not {type(key).__name__}")
+        if key.plugin() != name:
+            # Handing a key to a different plugin would leak it to that program.
+            raise error(f"{key.plugin()} key given to the {name} plugin")
+    return [str(key) for key in keys]
+
+
+class RecipientPluginV1:
+    """Wraps file keys with plugin `plugin_name` to its recipients and identities."""
+
+    def __init__(self, plugin_name: str, recipients, identities, callbacks):
+        self._name = check_name(plugin_name, EncryptError)
+        self._binary = _binary(self._name, EncryptError)
+        self._recipients = _same_plugin(self._name, recipients, EncryptError)
+        self._identities = _same_plugin(self._name, identities, EncryptError)
+        if not self._recipients and not self._identities:
+            raise EncryptError(f"no recipients or identities for the {self._name} plugin")
+        self._callbacks = callbacks
+        # What make_header sees before wrapping. A plugin that asks for labels
+        # (say, "postquantum") is refused below rather than mixed unchecked.
+        self.labels = frozenset()
+
+    def __repr__(self) -> str:
+        return f"<plugin.RecipientPluginV1 age-plugin-{self._name}>"
+
+    def wrap(self, file_key: bytes):
+        try:
+            stanzas, labels = _plugin_protocol.wrap(
+                self._binary, self._recipients, self._identities, file_key, self._callbacks)
+        except _plugin_protocol.ProtocolError as e:
+            raise EncryptError(f"{self._name} plugin: {e}") from None
+        if labels != self.labels:
+            raise EncryptError(
+                f"{self._name} plugin: it requires the recipient labels {sorted(labels)}, "
+                "which agefast cannot check against the other recipients of a file")
+        return stanzas
+
+
+class IdentityPluginV1:
+    """Unwraps file keys with plugin `plugin_name`, using its identities."""
+
+    def __init__(self, plugin_name: str, identities, callbacks):
+        self._name = check_name(plugin_name, DecryptError)
+        self._binary = _binary(self._name, DecryptError)
+        self._identities = _same_plugin(self._name, identities, DecryptError)
+        self._callbacks = callbacks
+
+    def __repr__(self) -> str:
+        return f"<plugin.IdentityPluginV1 age-plugin-{self._name}>"
+
+    def unwrap(self, stanzas):
+        try:
+            return _plugin_protocol.unwrap(self._binary, self._identities, stanzas, self._callbacks)
+        except _plugin_protocol.ProtocolError as e:
+            raise DecryptError(f"{self._name} plugin: {e}") from None

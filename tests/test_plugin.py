@@ -1,0 +1,144 @@
+"""age plugins through the test plugin tests/plugins/age-plugin-agefasttest.
+
+The plugin is put on PATH behind a shim that runs it with this interpreter.
+Its keys are symmetric: the recipient and identity with the same Bech32 data
+are a pair; data starting with "pin" makes it ask for the secret "1234".
+"""
+
+import os
+import pathlib
+import sys
+
+import pyrage
+import pytest
+
+import agefast
+from agefast import bech32, keys, plugin
+
+PLUGIN = pathlib.Path(__file__).parent / "plugins" / "age-plugin-agefasttest"
+
+
+@pytest.fixture
+def on_path(tmp_path, monkeypatch):
+    shim = tmp_path / "age-plugin-agefasttest"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{PLUGIN}" "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+def recipient(data: bytes) -> str:
+    return bech32.encode("age1agefasttest", data)
+
+
+def identity(data: bytes) -> str:
+    return bech32.encode("AGE-PLUGIN-AGEFASTTEST-", data)
+
+
+class Callbacks:
+    def __init__(self, secret="1234"):
+        self.secret = secret
+        self.seen = []
+
+    def display_message(self, message):
+        self.seen.append(message)
+
+    def request_passphrase(self, description):
+        self.seen.append(description)
+        return self.secret
+
+
+def _encrypt(lib, data, callbacks, plaintext=b"through a plugin"):
+    recipients = [lib.plugin.Recipient.from_str(recipient(data))]
+    return lib.encrypt(plaintext, [lib.plugin.RecipientPluginV1("agefasttest", recipients, [], callbacks)])
+
+
+def _decrypt(lib, data, ciphertext, callbacks):
+    identities = [lib.plugin.Identity.from_str(identity(data))]
+    return lib.decrypt(ciphertext, [lib.plugin.IdentityPluginV1("agefasttest", identities, callbacks)])
+
+
+@pytest.mark.parametrize("writer, reader", [(agefast, agefast), (agefast, pyrage), (pyrage, agefast)])
+def test_round_trip(writer, reader, on_path):
+    callbacks = Callbacks()
+    encrypted = _encrypt(writer, b"key one", callbacks)
+    assert _decrypt(reader, b"key one", encrypted, callbacks) == b"through a plugin"
+    assert callbacks.seen[0] == "hello from recipient-v1" and "hello from identity-v1" in callbacks.seen
+
+
+def test_secret_requests(on_path):
+    callbacks = Callbacks()
+    encrypted = _encrypt(agefast, b"pin key", callbacks)
+    assert _decrypt(agefast, b"pin key", encrypted, callbacks) == b"through a plugin"
+    assert callbacks.seen.count("enter the PIN for the test key") == 2
+    with pytest.raises(agefast.EncryptError, match="agefasttest plugin: wrong PIN"):
+        _encrypt(agefast, b"pin key", Callbacks(secret="0000"))
+    # A callbacks object without request_passphrase is a refusal too.
+    with pytest.raises(agefast.EncryptError, match="wrong PIN"):
+        _encrypt(agefast, b"pin key", object())
+
+
+def test_no_match_and_file_key_errors(on_path):
+    encrypted = _encrypt(agefast, b"key one", Callbacks())
+    with pytest.raises(agefast.errors.NoIdentityMatchError):
+        _decrypt(agefast, b"key two", encrypted, Callbacks())
+
+
+def test_plugin_labels_are_refused(on_path):
+    with pytest.raises(agefast.EncryptError, match=r"requires the recipient labels \['postquantum'\]"):
+        _encrypt(agefast, b"labels", Callbacks())
+
+
+def test_plugin_keys_in_files(on_path):
+    [r] = keys.parse_recipients(f"# a plugin recipient\n{recipient(b'file key')}\n", Callbacks())
+    [i] = keys.parse_identities(f"{identity(b'file key')}\n", Callbacks())
+    assert agefast.decrypt(agefast.encrypt(b"via files", [r]), [i]) == b"via files"
+    default = plugin.IdentityPluginV1("agefasttest", [plugin.Identity.default_for_plugin("agefasttest")], None)
+    with pytest.raises(agefast.errors.NoIdentityMatchError):
+        agefast.decrypt(agefast.encrypt(b"x", [r]), [default])
+
+
+def test_missing_plugin(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    r = plugin.Recipient.from_str(recipient(b"k"))
+    with pytest.raises(agefast.EncryptError, match="could not find age-plugin-agefasttest on the PATH"):
+        plugin.RecipientPluginV1("agefasttest", [r], [], Callbacks())
+    with pytest.raises(agefast.DecryptError, match="could not find age-plugin-agefasttest"):
+        plugin.IdentityPluginV1("agefasttest", [], Callbacks())
+    with pytest.raises(agefast.RecipientError, match="could not find"):
+        keys.parse_recipient(recipient(b"k"))
+
+
+@pytest.mark.parametrize("name", ["../../bin/sh", "a/b", "", "x y", "evil~", "名前"])
+def test_bad_plugin_names_are_refused(name, on_path):
+    with pytest.raises(agefast.IdentityError, match="invalid plugin name"):
+        plugin.Identity.default_for_plugin(name)
+    with pytest.raises(agefast.EncryptError, match="invalid plugin name"):
+        plugin.RecipientPluginV1(name, [], [], Callbacks())
+    with pytest.raises(agefast.DecryptError, match="invalid plugin name"):
+        plugin.IdentityPluginV1(name, [], Callbacks())
+
+
+@pytest.mark.parametrize("hrp", ["age1../../bin/sh", "age1a/b"])
+def test_bad_plugin_names_in_keys(hrp):
+    # Bech32 allows these characters in the prefix; the plugin name must not.
+    with pytest.raises(agefast.RecipientError, match="invalid plugin name"):
+        plugin.Recipient.from_str(bech32.encode(hrp, b"data"))
+    with pytest.raises(agefast.IdentityError, match="invalid plugin name"):
+        plugin.Identity.from_str(bech32.encode(f"AGE-PLUGIN-{hrp[4:].upper()}-", b"data"))
+
+
+def test_keys_of_another_plugin_are_not_handed_over(on_path):
+    other = plugin.Recipient.from_str(bech32.encode("age1other", b"k"))
+    with pytest.raises(agefast.EncryptError, match="other key given to the agefasttest plugin"):
+        plugin.RecipientPluginV1("agefasttest", [other], [], Callbacks())
+
+
+@pytest.mark.parametrize("text, error, fragment", [
+    ("invalid~~~", agefast.RecipientError, "invalid Bech32 encoding"),
+    (bech32.encode("AGE-PLUGIN-X-", b"k"), agefast.RecipientError, "not a plugin recipient"),
+    (bech32.encode("age1x", b"k"), agefast.IdentityError, "not a plugin identity"),
+])
+def test_malformed_plugin_keys(text, error, fragment):
+    cls = plugin.Recipient if error is agefast.RecipientError else plugin.Identity
+    with pytest.raises(error, match=fragment):
+        cls.from_str(text)
