@@ -59,7 +59,7 @@ def _positive_int(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="agefast", usage=USAGE, epilog=EPILOG,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-e", "--encrypt", action="store_true", help="encrypt the input (the default)")
     p.add_argument("-d", "--decrypt", action="store_true", help="decrypt the input")
     p.add_argument("-o", "--output", metavar="OUTPUT", help="write the result to OUTPUT")

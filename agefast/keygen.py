@@ -33,7 +33,7 @@ recipient of each identity in it."""
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="agefast-keygen", usage=USAGE, epilog=EPILOG,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", metavar="OUTPUT", help="write to OUTPUT, a new file (default: standard output)")
     p.add_argument("-y", dest="convert", action="store_true", help="print the recipients of an identity file")
     p.add_argument("-pq", dest="pq", action="store_true", help="generate a post-quantum hybrid identity")

@@ -358,6 +358,17 @@ def test_keygen_file_mode_and_no_overwrite(tmp_path, run_keygen):
     assert path.read_bytes() == before
 
 
+def test_keygen_warns_about_world_readable_output(tmp_path, run_keygen):
+    path = tmp_path / "key.txt"
+    path.touch(mode=0o644)
+    path.chmod(0o644)
+    with open(path, "w") as out:
+        done = run_keygen(capture_output=False, stdout=out, stderr=subprocess.PIPE)
+    assert done.returncode == 0
+    assert "warning: writing secret key to a world-readable file" in done.stderr.decode()
+    assert KEY_FILE.fullmatch(path.read_text())
+
+
 def test_keygen_y_agrees_with_age_keygen(age_key, run_keygen):
     path, recipient = age_key
     assert run_keygen("-y", path).stdout.decode() == f"{recipient}\n"
