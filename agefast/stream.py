@@ -83,26 +83,32 @@ class PayloadWriter:
 
     def write(self, data) -> int:
         mv = memoryview(data).cast("B")
+        batch = len(self._plain)
         pos = 0
         while pos < len(mv):
-            if self._fill == len(self._plain):
+            if self._fill == batch:
                 # More data follows, so none of these chunks is the final one.
-                self._seal(final=False)
-            take = min(len(mv) - pos, len(self._plain) - self._fill)
+                self._seal(memoryview(self._plain), final=False)
+                self._fill = 0
+            if self._fill == 0 and len(mv) - pos > batch:
+                # Whole batches are sealed straight from the caller's buffer,
+                # without a copy; data follows each, so none is final.
+                self._seal(mv[pos:pos + batch], final=False)
+                pos += batch
+                continue
+            take = min(len(mv) - pos, batch - self._fill)
             self._plain[self._fill:self._fill + take] = mv[pos:pos + take]
             self._fill += take
             pos += take
         return len(mv)
 
-    def _seal(self, final: bool) -> None:
-        size = chunks.seal_chunks(self._key, self._counter, memoryview(self._plain)[:self._fill],
-                                  self._sealed, final, threads=self._threads)
+    def _seal(self, plain: memoryview, final: bool) -> None:
+        size = chunks.seal_chunks(self._key, self._counter, plain, self._sealed, final, threads=self._threads)
         write_all(self._dst, memoryview(self._sealed)[:size])
-        self._counter += -(-self._fill // CHUNK_SIZE)
-        self._fill = 0
+        self._counter += -(-len(plain) // CHUNK_SIZE)
 
     def close(self) -> None:
-        self._seal(final=True)
+        self._seal(memoryview(self._plain)[:self._fill], final=True)
 
 
 class PayloadReader:
@@ -125,14 +131,14 @@ class PayloadReader:
         self._done = False
         self._error = None  # raised once the verified plaintext is drained
 
-    def _next_batch(self) -> None:
+    def _next_batch(self, plain: memoryview) -> int:
+        """Open the next batch into `plain`; return the plaintext size."""
         sealed = memoryview(self._sealed)
         n = self._carry + self._src.readinto(sealed[self._carry:])
         more = n == len(sealed)
         size = n - 1 if more else n
-        done, self._end, problem = open_batch(self._key, self._counter, sealed[:size], self._plain,
-                                              not more, self._threads)
-        self._start = 0
+        done, released, problem = open_batch(self._key, self._counter, sealed[:size], plain, not more,
+                                             self._threads)
         self._counter += done
         if problem is not None:
             self._error = PayloadError(problem)
@@ -142,6 +148,7 @@ class PayloadReader:
             self._carry = 1
         else:
             self._done = True
+        return released
 
     def readinto(self, b) -> int:
         mv = memoryview(b).cast("B")
@@ -152,7 +159,12 @@ class PayloadReader:
                     if self._error is not None and n == 0:
                         raise self._error
                     break
-                self._next_batch()
+                if len(mv) - n >= len(self._plain):
+                    # Open straight into the caller's buffer: open_chunks
+                    # never leaves unverified plaintext in it.
+                    n += self._next_batch(mv[n:n + len(self._plain)])
+                else:
+                    self._start, self._end = 0, self._next_batch(memoryview(self._plain))
                 continue
             take = min(len(mv) - n, self._end - self._start)
             mv[n:n + take] = memoryview(self._plain)[self._start:self._start + take]

@@ -116,3 +116,22 @@ def test_multiple_recipients_and_identities():
     others = [agefast.x25519.Identity.generate() for _ in range(3)]
     ct = agefast.encrypt(b"to many", [o.to_public() for o in others] + [RECIPIENT])
     assert agefast.decrypt(ct, [agefast.x25519.Identity.generate(), IDENTITY]) == b"to many"
+
+
+@pytest.mark.parametrize("pieces", [[3 * BATCH + 5], [10, 3 * BATCH], [BATCH + 1, BATCH - 1, 2 * BATCH],
+                                    [2 * BATCH], [2 * BATCH + 1]])
+def test_writes_larger_than_a_batch(pieces):
+    # Whole batches of a large write are sealed from the caller's buffer.
+    data = plaintext(sum(pieces))
+    out = io.BytesIO()
+    with agefast.encryptor(out, [RECIPIENT]) as w:
+        pos = 0
+        for size in pieces:
+            w.write(data[pos:pos + size])
+            pos += size
+    r = agefast.decryptor(Trickle(out.getvalue()), [IDENTITY])
+    buf = bytearray(len(data) + 10)
+    n = 0
+    while got := r.readinto(memoryview(buf)[n:]):
+        n += got
+    assert buf[:n] == data
