@@ -1,0 +1,123 @@
+"""Batched seal/open: identical to agefast.chunks' cryptography path, tamper handling, allocation."""
+
+import random
+
+import numpy as np
+import pytest
+from numba.core.runtime import _nrt_python, rtsys
+
+from agefast import chunks
+from agefast import kernels
+from agefast.kernels import _engine
+
+CHUNK = kernels.CHUNK_SIZE
+SEALED = kernels.SEALED_CHUNK_SIZE
+KEY = bytes(range(100, 132))
+SIZES = (0, 1, 15, 16, 17, 1023, 1024, 4096, CHUNK - 1, CHUNK, CHUNK + 1,
+         2 * CHUNK - 17, 2 * CHUNK, 2 * CHUNK + 1, 3 * CHUNK + 1000)
+COUNTERS = (0, 0xFFFFFF, (1 << 56) - 2)     # carries across the nonce's 32-bit words
+
+
+def reference_seal(counter, src, final):
+    dst = bytearray(chunks.sealed_size(len(src)))
+    return bytes(dst[:chunks.seal_chunks(KEY, counter, src, dst, final)])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_final_batches_match_cryptography(threads):
+    rng = random.Random(threads)
+    for n in SIZES:
+        counter = rng.choice(COUNTERS)
+        src = rng.randbytes(n)
+        expect = reference_seal(counter, src, True)
+        dst = bytearray(len(expect) + 5)
+        assert kernels.seal_chunks(KEY, counter, src, dst, True, threads=threads) == len(expect)
+        assert bytes(dst[:len(expect)]) == expect and dst[len(expect):] == bytes(5), n
+        back = bytearray(n)
+        assert kernels.open_chunks(KEY, counter, expect, back, True, threads=threads) == max(1, -(-n // CHUNK))
+        assert back == src, n
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_non_final_batches_match_cryptography(threads):
+    rng = random.Random(10 + threads)
+    for count in (1, 2, 3):
+        src = rng.randbytes(count * CHUNK)
+        for counter in COUNTERS:
+            expect = reference_seal(counter, src, False)
+            dst = bytearray(len(expect))
+            assert kernels.seal_chunks(KEY, counter, src, dst, False, threads=threads) == len(expect)
+            assert bytes(dst) == expect
+            back = bytearray(len(src))
+            assert kernels.open_chunks(KEY, counter, expect, back, False, threads=threads) == count
+            assert back == src
+            # the final flag is part of the nonce: a non-final batch does not open as final
+            assert kernels.open_chunks(KEY, counter, expect, bytearray(len(src)), True, threads=threads) == count - 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tampered_chunk_stops_open_and_leaves_rest_untouched(threads):
+    rng = random.Random(20 + threads)
+    n = 4 * CHUNK + 777
+    src = rng.randbytes(n)
+    sealed = reference_seal(5, src, True)
+    for k in range(5):
+        start = k * SEALED
+        end = min(start + SEALED, len(sealed))
+        for pos in (start, end - 1, rng.randrange(start, end)):   # ciphertext and tag bytes
+            bad = bytearray(sealed)
+            bad[pos] ^= 1 << rng.randrange(8)
+            dst = bytearray(b"\xa5" * n)
+            assert kernels.open_chunks(KEY, 5, bytes(bad), dst, True, threads=threads) == k
+            assert dst[:k * CHUNK] == src[:k * CHUNK]
+            assert dst[k * CHUNK:] == b"\xa5" * (n - k * CHUNK)
+            expect = bytearray(b"\xa5" * n)
+            assert chunks.open_chunks(KEY, 5, bytes(bad), expect, True) == k
+
+
+def test_kernels_allocate_nothing_per_chunk():
+    key = np.frombuffer(bytearray(KEY), np.uint8)
+
+    def allocations(count):
+        src = np.zeros(count * CHUNK, np.uint8)
+        sealed = np.zeros(count * SEALED, np.uint8)
+        before = rtsys.get_allocation_stats()
+        _engine._seal_batch(key, np.uint64(0), src, sealed, False, _engine.SLICE)
+        _engine._open_batch(key, np.uint64(0), sealed, src, False, True, True)
+        after = rtsys.get_allocation_stats()
+        return after.alloc - before.alloc, after.mi_alloc - before.mi_alloc
+
+    _nrt_python.memsys_enable_stats()
+    try:
+        allocations(1)      # compile outside the measurement
+        small, large = allocations(1), allocations(64)
+    finally:
+        _nrt_python.memsys_disable_stats()
+    assert small == large
+    # per call: 6 scratch arrays, plus one NRT wrapper per array argument (3)
+    assert small[0] <= 2 * (6 + 3)
+
+
+def test_validation():
+    with pytest.raises(ValueError):
+        kernels.seal_chunks(KEY[:31], 0, b"x", bytearray(17), True)
+    with pytest.raises(TypeError):
+        kernels.seal_chunks("k" * 32, 0, b"x", bytearray(17), True)
+    with pytest.raises(ValueError):
+        kernels.seal_chunks(KEY, 0, b"x", bytearray(17), False)
+    with pytest.raises(ValueError):
+        kernels.seal_chunks(KEY, 0, b"x", bytearray(16), True)
+    with pytest.raises(TypeError):
+        kernels.seal_chunks(KEY, 0, b"x", bytes(17), True)
+    with pytest.raises(ValueError):
+        kernels.seal_chunks(KEY, -1, b"x", bytearray(17), True)
+    with pytest.raises(ValueError):
+        kernels.seal_chunks(KEY, 0, b"x", bytearray(17), True, threads=0)
+    with pytest.raises(ValueError):
+        kernels.open_chunks(KEY, 0, bytes(15), bytearray(1), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunks(KEY, 0, bytes(SEALED + 1), bytearray(CHUNK + 1), False)
+
+
+def test_isa_names_the_compiled_instruction_set():
+    assert kernels.isa() in ("avx512f", "avx2", "baseline")
