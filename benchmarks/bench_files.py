@@ -1,0 +1,102 @@
+"""File to file throughput: agefast (CLI and in-process) vs Go age and pyrage.
+
+Encrypts and decrypts one page-cached file with each tool, all cases
+interleaved round by round. Every decryption reads the same ciphertext
+(written by Go age), every encryption output is checked by decrypting it with
+Go age, and every decryption output is compared with the plaintext.
+
+    python benchmarks/bench_files.py [--size MiB] [--reps N] [--dir DIR]
+
+AGEFAST_ENGINE (cryptography|numba) is passed on to agefast, in-process and
+to the CLI alike; results go to benchmarks/results/files-<engine>.json.
+"""
+
+import argparse
+import os
+from pathlib import Path
+
+import agefast
+import pyrage
+
+import common
+from common import AGE, AGEFAST, MiB
+
+
+def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> dict:
+    """{(op, tool): timed callable}; in-process tools get key objects parsed once."""
+    key_text = key.read_text()
+    ag_ids = agefast.parse_identities(key_text)
+    ag_rcp = agefast.parse_recipients(recipient)
+    py_id = pyrage.x25519.Identity.from_str(next(l for l in key_text.splitlines() if l.startswith("AGE-SECRET-KEY-")))
+    py_rcp = pyrage.x25519.Recipient.from_str(recipient)
+    p, s, o, k = str(plain), str(sealed), str(out), str(key)
+    return {
+        ("encrypt", "agefast-cli"): lambda: common.run([AGEFAST, "-r", recipient, "-o", o, p]),
+        ("encrypt", "agefast-cli-t1"): lambda: common.run([AGEFAST, "--threads", "1", "-r", recipient, "-o", o, p]),
+        ("encrypt", "age-cli"): lambda: common.run([AGE, "-r", recipient, "-o", o, p]),
+        ("encrypt", "agefast"): lambda: agefast.encrypt_file(p, o, ag_rcp),
+        ("encrypt", "pyrage"): lambda: pyrage.encrypt_file(p, o, [py_rcp]),
+        ("decrypt", "agefast-cli"): lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s]),
+        ("decrypt", "agefast-cli-t1"): lambda: common.run([AGEFAST, "-d", "--threads", "1", "-i", k, "-o", o, s]),
+        ("decrypt", "age-cli"): lambda: common.run([AGE, "-d", "-i", k, "-o", o, s]),
+        ("decrypt", "agefast"): lambda: agefast.decrypt_file(s, o, ag_ids),
+        ("decrypt", "pyrage"): lambda: pyrage.decrypt_file(s, o, [py_id]),
+    }
+
+
+# Which pairs the targets are about: agefast's CLI against Go age's, and the
+# in-process file functions against pyrage's (both run inside this process).
+RATIOS = {
+    "agefast-cli / age-cli": ("agefast-cli", "age-cli"),
+    "agefast-cli-t1 / age-cli": ("agefast-cli-t1", "age-cli"),
+    "agefast / pyrage": ("agefast", "pyrage"),
+    "agefast-cli / pyrage": ("agefast-cli", "pyrage"),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=256, help="file size in MiB (default 256)")
+    ap.add_argument("--reps", type=int, default=5, help="rounds of every case (default 5)")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    size = args.size * MiB
+    plain, sealed, out, check = (args.dir / n for n in ("plain", "plain.age", "out", "check"))
+    digest = common.make_file(plain, size)
+    key, recipient = common.make_key(args.dir)
+    common.run([AGE, "-r", recipient, "-o", str(sealed), str(plain)])
+    common.warm(plain, sealed)
+    work = cases(key, recipient, plain, sealed, out)
+
+    def prepare(name):
+        out.unlink(missing_ok=True)
+
+    def verify(name):
+        op, tool = name
+        if op == "encrypt":
+            check.unlink(missing_ok=True)
+            common.run([AGE, "-d", "-i", str(key), "-o", str(check), str(out)])
+            produced = common.sha256_file(check)
+        else:
+            produced = common.sha256_file(out)
+        if produced != digest:
+            raise SystemExit(f"{op} with {tool}: the output does not round-trip to the input")
+
+    result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "size": size, "ops": {}}
+    for op in ("encrypt", "decrypt"):
+        chosen = {tool: fn for (o, tool), fn in work.items() if o == op}
+        raw = common.interleave(chosen, args.reps, prepare=lambda t: prepare((op, t)),
+                                verify=lambda t: verify((op, t)))
+        result["ops"][op] = {
+            "cases": {tool: {**common.summarize(c, size), **c} for tool, c in raw.items()},
+            "ratios": {label: common.paired_ratio(raw[a], raw[b]) for label, (a, b) in RATIOS.items()},
+        }
+    for path in (plain, sealed, out, check):
+        path.unlink(missing_ok=True)
+    engine = os.environ.get("AGEFAST_ENGINE", "default")
+    common.save(f"files-{engine}", result)
+
+
+if __name__ == "__main__":
+    main()

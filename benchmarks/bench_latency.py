@@ -1,0 +1,99 @@
+"""Small-file latency: the agefast command on a 1 KiB file, start to exit.
+
+Interleaves the agefast console script, the same script through the pyenv
+shim that `agefast` resolves to on PATH here, Go age, and a bare
+`python -c pass` (the floor any Python command pays). Then checks that the
+small path never imports numba, both through the API and through the CLI
+(`python -X importtime`), and lists the slowest imports of the CLI.
+
+    python benchmarks/bench_latency.py [--reps N] [--dir DIR]
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import common
+from common import AGE, AGEFAST
+
+SIZE = 1024
+
+API_PROBE = """
+import json, sys
+import agefast
+ids = agefast.parse_identities(open(sys.argv[1]).read())
+rcp = [i.to_public() for i in ids]
+data = bytes(range(256)) * 4
+assert agefast.decrypt(agefast.encrypt(data, rcp), ids) == data
+print(json.dumps({m: m in sys.modules for m in ("numba", "numpy", "llvmlite", "agefast.kernels")}))
+"""
+
+
+def import_profile(argv: list[str]) -> dict:
+    """Run argv under -X importtime: the slowest top-level imports, their total, and any numeric module."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True)
+    top, names = [], []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = line.removeprefix("import time:").split("|")
+        names.append(name.strip())
+        # Top-level imports (no indentation) add up to the whole import cost
+        # without counting a nested import twice.
+        if not name.startswith("  "):
+            top.append({"module": name.strip(), "cumulative_s": int(cumulative) / 1e6})
+    top.sort(key=lambda r: -r["cumulative_s"])
+    return {"top": top[:12], "total_s": sum(r["cumulative_s"] for r in top),
+            "numeric_modules_imported": [n for n in names if n.split(".")[0] in ("numba", "numpy", "llvmlite")]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=30, help="rounds of every case (default 30)")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    plain, sealed, out = (args.dir / n for n in ("small", "small.age", "small.out"))
+    digest = common.make_file(plain, SIZE)
+    key, recipient = common.make_key(args.dir)
+    common.run([AGE, "-r", recipient, "-o", str(sealed), str(plain)])
+    p, s, o, k = str(plain), str(sealed), str(out), str(key)
+    shim = shutil.which("agefast")
+    cases = {
+        ("encrypt", "agefast-cli"): [AGEFAST, "-r", recipient, "-o", o, p],
+        ("encrypt", "agefast-shim"): [shim, "-r", recipient, "-o", o, p],
+        ("encrypt", "age-cli"): [AGE, "-r", recipient, "-o", o, p],
+        ("decrypt", "agefast-cli"): [AGEFAST, "-d", "-i", k, "-o", o, s],
+        ("decrypt", "agefast-shim"): [shim, "-d", "-i", k, "-o", o, s],
+        ("decrypt", "age-cli"): [AGE, "-d", "-i", k, "-o", o, s],
+    }
+
+    def verify(op, tool):
+        if op == "decrypt":
+            ok = common.sha256_file(out) == digest
+        else:
+            ok = subprocess.run([AGE, "-d", "-i", k, o], capture_output=True, check=True).stdout == plain.read_bytes()
+        if not ok:
+            raise SystemExit(f"{op} with {tool}: the output does not round-trip")
+
+    result = {"size": SIZE, "shim": shim, "ops": {}}
+    for op in ("encrypt", "decrypt"):
+        chosen = {tool: (lambda argv=argv: common.run(argv)) for (o_, tool), argv in cases.items() if o_ == op}
+        chosen["python-floor"] = lambda: common.run([sys.executable, "-c", "pass"])
+        raw = common.interleave(chosen, args.reps, prepare=lambda t: out.unlink(missing_ok=True),
+                                verify=lambda t: t != "python-floor" and verify(op, t), log=False)
+        result["ops"][op] = {"cases": {t: {**common.summarize(c, SIZE), **c} for t, c in raw.items()}}
+        print(op, {t: round(common.median_seconds(c), 4) for t, c in raw.items()}, file=sys.stderr)
+
+    probe = subprocess.run([sys.executable, "-c", API_PROBE, k], capture_output=True, text=True, check=True)
+    result["api_modules_after_1kib_round_trip"] = json.loads(probe.stdout)
+    result["cli_import_profile"] = import_profile(["-m", "agefast", "-r", recipient, "-o", o, p])
+    out.unlink(missing_ok=True)
+    common.save("latency", result)
+
+
+if __name__ == "__main__":
+    main()

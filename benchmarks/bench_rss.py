@@ -1,0 +1,75 @@
+"""Peak resident memory of the agefast command for a 64 MiB and a 1 GiB file.
+
+Each run is one `/usr/bin/time -v` process, whose "Maximum resident set
+size" is the command's own peak. A streaming tool needs the same memory for
+any file size; Go age is measured alongside for reference. Outputs are
+verified (Go age decrypts agefast's ciphertext; the decryption equals the
+plaintext).
+
+    python benchmarks/bench_rss.py [--reps N] [--dir DIR]
+"""
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import common
+from common import AGE, AGEFAST, GiB, MiB
+
+SIZES = (64 * MiB, GiB)
+
+
+def peak_kib(argv: list[str]) -> int:
+    done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, check=True)
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3, help="runs per command and size (default 3)")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    key, recipient = common.make_key(args.dir)
+    plain, sealed, out, check = (args.dir / n for n in ("rss", "rss.age", "rss.out", "rss.check"))
+    k = str(key)
+    result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "sizes": {}}
+    for size in SIZES:
+        digest = common.make_file(plain, size)
+        common.run([AGE, "-r", recipient, "-o", str(sealed), str(plain)])
+        p, s, o = str(plain), str(sealed), str(out)
+        commands = {
+            "agefast encrypt": [AGEFAST, "-r", recipient, "-o", o, p],
+            "agefast decrypt": [AGEFAST, "-d", "-i", k, "-o", o, s],
+            "age encrypt": [AGE, "-r", recipient, "-o", o, p],
+            "age decrypt": [AGE, "-d", "-i", k, "-o", o, s],
+        }
+        peaks = {}
+        for name, argv in commands.items():
+            runs = []
+            for _ in range(args.reps):
+                out.unlink(missing_ok=True)
+                runs.append(peak_kib(argv))
+                if name.endswith("encrypt"):
+                    check.unlink(missing_ok=True)
+                    common.run([AGE, "-d", "-i", k, "-o", str(check), o])
+                    ok = common.sha256_file(check) == digest
+                else:
+                    ok = common.sha256_file(out) == digest
+                if not ok:
+                    raise SystemExit(f"{name} of {common.size_name(size)}: the output does not round-trip")
+            peaks[name] = {"median_kib": statistics.median(runs), "runs_kib": runs}
+            print(common.size_name(size), name, peaks[name], file=sys.stderr)
+        result["sizes"][str(size)] = peaks
+    small, large = (result["sizes"][str(s)] for s in SIZES)
+    result["growth_kib"] = {name: large[name]["median_kib"] - small[name]["median_kib"] for name in small}
+    for path in (plain, sealed, out, check):
+        path.unlink(missing_ok=True)
+    common.save("rss", result)
+
+
+if __name__ == "__main__":
+    main()

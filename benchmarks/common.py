@@ -1,0 +1,214 @@
+"""What every agefast benchmark shares: test files, keys, the interleaved
+timing loop, perfprof readings, the machine description and the results file.
+
+Benchmarks here are measurements, not tests: every case does the same work
+(same input, same verified output), cases run alternately in one process so
+CPU frequency drift hits them all alike, and results are medians and ratios.
+"""
+
+import hashlib
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import perfprof
+
+RESULTS = Path(__file__).parent / "results"
+MiB = 1 << 20
+GiB = 1 << 30
+# Software counters work on this VM; the hardware ones are asked for anyway so
+# the results say why they are missing instead of showing a 0.
+EVENTS = ["task-clock", "page-faults", "context-switches", "cycles", "instructions"]
+# The installed console script itself, not a pyenv shim in front of it (the
+# shim costs a bash and a pyenv start per call; see bench_latency.py).
+AGEFAST = str(Path(sys.executable).with_name("agefast"))
+AGE = "/usr/bin/age"
+# The load before this benchmark started: others share this 2-core machine.
+LOAD_AT_START = os.getloadavg()
+KEYGEN = "/usr/bin/age-keygen"
+
+
+def size_name(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def make_file(path: Path, size: int) -> str:
+    """Write `size` random bytes to `path`; return their sha256."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            piece = os.urandom(min(left, 16 * MiB))
+            digest.update(piece)
+            f.write(piece)
+            left -= len(piece)
+    return digest.hexdigest()
+
+
+def sha256_file(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while piece := f.read(16 * MiB):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def warm(*paths) -> None:
+    """Read files once so every timed run finds them in the page cache."""
+    for path in paths:
+        sha256_file(path)
+
+
+def make_key(directory: Path) -> tuple[Path, str]:
+    """An X25519 identity file written by Go's age-keygen; returns (path, recipient)."""
+    path = directory / "key.txt"
+    path.unlink(missing_ok=True)
+    subprocess.run([KEYGEN, "-o", str(path)], check=True, capture_output=True)
+    for line in path.read_text().splitlines():
+        if line.startswith("# public key: "):
+            return path, line.removeprefix("# public key: ")
+    raise RuntimeError(f"no public key in {path}")
+
+
+def run(argv, env=None) -> None:
+    subprocess.run(argv, check=True, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def _cpu_seconds() -> float:
+    # RUSAGE_SELF covers every thread of this process, also pool threads that
+    # existed before a Profiler opened (which inherit=True cannot count).
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def measure(fn) -> tuple[dict, dict]:
+    """Time one call of fn; return (run record, {event: reason} for missing counts)."""
+    cpu = _cpu_seconds()
+    with perfprof.Profiler(EVENTS, inherit=True) as prof:
+        start = time.perf_counter()
+        fn()
+        seconds = time.perf_counter() - start
+    reading = prof.read()
+    record = {"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu}
+    record.update({name: reading[name] for name in EVENTS if reading[name] is not None})
+    return record, {name: reading.reasons[name] for name in EVENTS if reading[name] is None}
+
+
+def interleave(cases: dict, reps: int, *, prepare=None, verify=None, log=True) -> dict:
+    """Run every case `reps` times, round-robin, rotating who goes first.
+
+    `cases` maps a name to a callable doing the timed work. `prepare(name)`
+    runs untimed before each call (e.g. removing the last output), and
+    `verify(name)` untimed after it, so a case that produced a wrong result
+    aborts the benchmark instead of winning it. Returns {name: {"runs": [...],
+    "unsupported": {...}}}; runs[i] of every case belong to the same round.
+    """
+    names = list(cases)
+    out = {name: {"runs": [], "unsupported": {}} for name in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            if prepare:
+                prepare(name)
+            record, missing = measure(cases[name])
+            if verify:
+                verify(name)
+            out[name]["runs"].append(record)
+            out[name]["unsupported"].update(missing)
+        if log:
+            line = "  ".join(f"{n}={out[n]['runs'][-1]['seconds']:.3f}s" for n in names)
+            print(f"round {rep + 1}/{reps}: {line}", file=sys.stderr, flush=True)
+    return out
+
+
+def median_seconds(case: dict) -> float:
+    return statistics.median(r["seconds"] for r in case["runs"])
+
+
+def paired_ratio(fast: dict, slow: dict) -> float:
+    """Median over rounds of slow time / fast time: how many times faster `fast` is.
+
+    Pairing runs of the same round cancels drift that hits both alike.
+    """
+    return statistics.median(s["seconds"] / f["seconds"] for f, s in zip(fast["runs"], slow["runs"]))
+
+
+def summarize(case: dict, nbytes: int) -> dict:
+    """Medians of a case's runs: seconds, GB/s (10^9 bytes), counters per run."""
+    runs = case["runs"]
+    seconds = median_seconds(case)
+    summary = {"median_seconds": seconds, "gb_per_s": nbytes / seconds / 1e9, "runs": len(runs)}
+    for key in ("cpu_seconds", "task-clock", "page-faults", "context-switches"):
+        values = [r[key] for r in runs if key in r]
+        if values:
+            summary[key] = statistics.median(values)
+    if "task-clock" in summary and nbytes:
+        summary["task_clock_ns_per_byte"] = summary["task-clock"] / nbytes
+    return summary
+
+
+def _lscpu() -> dict:
+    fields = {}
+    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def _git_revision() -> str:
+    here = Path(__file__).parent
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def machine() -> dict:
+    import cryptography
+    import pyrage  # noqa: F401  (its version comes from the installed metadata)
+    from importlib.metadata import version
+
+    cpu = _lscpu()
+    flags = cpu.get("Flags", "").split()
+    age = subprocess.run([AGE, "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": cpu.get("Model name"),
+        "cpus": os.cpu_count(),
+        "hypervisor": cpu.get("Hypervisor vendor"),
+        "vector_flags": [f for f in flags if f in ("avx2", "avx512f", "avx512vl", "avx512_vbmi2")],
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "cryptography": cryptography.__version__,
+        "pyrage": version("pyrage"),
+        "go_age": age,
+        "agefast_commit": _git_revision(),
+        "agefast_engine_env": os.environ.get("AGEFAST_ENGINE"),
+        "loadavg_start": LOAD_AT_START,
+    }
+
+
+def filesystem(path: Path) -> str:
+    done = subprocess.run(["findmnt", "-no", "FSTYPE", "-T", str(path)], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def save(name: str, result: dict) -> Path:
+    """Write benchmarks/results/<name>.json with the machine and the command line."""
+    result = {"benchmark": name, "command": " ".join([Path(sys.executable).name, *sys.argv]),
+              "machine": machine(), **result}
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+    return path
