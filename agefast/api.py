@@ -12,6 +12,7 @@ import tempfile
 
 from . import armor, chunks
 from ._source import Source
+from .direct import DirectReader, DirectWriter
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
 from .pipeline import open_stream, seal_stream
@@ -241,12 +242,18 @@ def decrypt_io(reader, writer, identities, *, threads=None) -> None:
         flush()
 
 
-def _to_file_atomically(outfile, produce) -> None:
-    """Run produce(f) on a temporary file beside `outfile`, renamed on success."""
+def _to_file_atomically(outfile, produce, direct: bool) -> None:
+    """Run produce(f) on a temporary file beside `outfile`, renamed on success,
+    so that a failure never leaves a partial file that looks complete."""
     directory = os.path.dirname(os.path.abspath(outfile))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".agefast-")
     try:
-        with os.fdopen(fd, "wb") as f:
+        if direct:
+            os.close(fd)
+            f = DirectWriter(tmp)
+        else:
+            f = os.fdopen(fd, "wb")
+        with f:
             produce(f)
         os.replace(tmp, outfile)
     except BaseException:
@@ -254,11 +261,22 @@ def _to_file_atomically(outfile, produce) -> None:
         raise
 
 
-def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None) -> None:
-    with open(infile, "rb") as src:
-        _to_file_atomically(outfile, lambda dst: encrypt_io(src, dst, recipients, armored, threads=threads))
+def _open_input(infile, direct: bool):
+    return DirectReader(infile) if direct else open(infile, "rb")
 
 
-def decrypt_file(infile, outfile, identities, *, threads=None) -> None:
-    with open(infile, "rb") as src:
-        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, threads=threads))
+def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None, direct=False) -> None:
+    """Encrypt the file `infile` to `outfile`, which appears only on success.
+
+    direct=True reads and writes with O_DIRECT, bypassing the page cache,
+    where the file system allows it.
+    """
+    with _open_input(infile, direct) as src:
+        _to_file_atomically(outfile, lambda dst: encrypt_io(src, dst, recipients, armored, threads=threads),
+                            direct)
+
+
+def decrypt_file(infile, outfile, identities, *, threads=None, direct=False) -> None:
+    """Decrypt the file `infile` to `outfile`, which appears only on success."""
+    with _open_input(infile, direct) as src:
+        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, threads=threads), direct)

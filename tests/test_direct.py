@@ -1,0 +1,51 @@
+"""O_DIRECT files: byte-exact through the aligned buffer, with fallback."""
+
+import random
+
+import pytest
+
+import agefast
+from agefast.direct import BLOCK, DirectReader, DirectWriter
+
+SIZES = [0, 1, 4095, 4096, 4097, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 12345]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_writer_and_reader_round_trip(tmp_path, size):
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "f"
+    rng = random.Random(1)
+    with DirectWriter(path) as w:
+        pos = 0
+        while pos < size:
+            step = rng.choice([1, 100, 4096, BLOCK - 3, BLOCK + 5])
+            w.write(data[pos:pos + step])
+            pos += step
+    assert path.read_bytes() == data
+    for offset in (0, 1, 4095, 4097, size // 2):
+        got = bytearray()
+        with DirectReader(path, offset) as r:
+            while chunk := r.read(rng.choice([1, 7, 4096, BLOCK, 3 * BLOCK])):
+                got += chunk
+        assert got == data[offset:]
+
+
+def test_file_functions_with_direct_io(tmp_path):
+    identity = agefast.x25519.Identity.generate()
+    data = random.Random(2).randbytes(3 * BLOCK + 777)
+    (tmp_path / "plain").write_bytes(data)
+    agefast.encrypt_file(tmp_path / "plain", tmp_path / "ct", [identity.to_public()], direct=True)
+    assert agefast.decrypt((tmp_path / "ct").read_bytes(), [identity]) == data
+    agefast.decrypt_file(tmp_path / "ct", tmp_path / "back", [identity], direct=True)
+    assert (tmp_path / "back").read_bytes() == data
+
+
+def test_failed_decryption_leaves_no_output(tmp_path):
+    identity = agefast.x25519.Identity.generate()
+    ct = bytearray(agefast.encrypt(bytes(3 * BLOCK), [identity.to_public()]))
+    ct[-100] ^= 1
+    (tmp_path / "ct").write_bytes(ct)
+    for direct in (False, True):
+        with pytest.raises(agefast.errors.PayloadError):
+            agefast.decrypt_file(tmp_path / "ct", tmp_path / "out", [identity], direct=direct)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ct"]
