@@ -162,6 +162,11 @@ class IdentityPluginV1:
     def __repr__(self) -> str:
         return f"<plugin.IdentityPluginV1 age-plugin-{self._name}>"
 
+    def to_public(self) -> RecipientPluginV1:
+        """A recipient that wraps to these identities (the plugin's add-identity), for age -e -i."""
+        identities = [Identity.from_str(i) for i in self._identities]
+        return RecipientPluginV1(self._name, [], identities, self._callbacks)
+
     def unwrap(self, stanzas):
         try:
             return _plugin_protocol.unwrap(self._binary, self._identities, stanzas, self._callbacks)

@@ -1,46 +1,18 @@
 """ssh-ed25519 and ssh-rsa: both ways with the Go age CLI, protected keys, bad keys.
 
-Keys are made once per session with ssh-keygen (RSA 4096 is the slow one).
+Keys are made once per session with ssh-keygen (see ssh_keys.py).
 """
 
 import subprocess
 
 import pytest
+from ssh_keys import PASSPHRASE, public_line as _public, ssh_keys  # noqa: F401 (a fixture)
 
 import agefast
 from agefast import errors, keys, ssh
 from agefast.format import Stanza, b64encode
 
-PASSPHRASE = "correct horse"
 PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
-
-
-def _keygen(directory, name, *args, passphrase=""):
-    path = directory / name
-    subprocess.run(["ssh-keygen", "-q", "-N", passphrase, "-C", f"{name}@test", "-f", path, *args],
-                   check=True, capture_output=True)
-    return path
-
-
-@pytest.fixture(scope="session")
-def ssh_keys(tmp_path_factory):
-    """name -> private key path (the public key is beside it, + ".pub")."""
-    d = tmp_path_factory.mktemp("ssh-keys")
-    return {
-        "ed25519": _keygen(d, "ed25519", "-t", "ed25519"),
-        "rsa2048": _keygen(d, "rsa2048", "-t", "rsa", "-b", "2048"),
-        "rsa3072": _keygen(d, "rsa3072", "-t", "rsa", "-b", "3072"),
-        "rsa4096": _keygen(d, "rsa4096", "-t", "rsa", "-b", "4096"),
-        "rsa2048-pem": _keygen(d, "rsa2048-pem", "-t", "rsa", "-b", "2048", "-m", "PEM"),
-        "rsa1024": _keygen(d, "rsa1024", "-t", "rsa", "-b", "1024"),
-        "ecdsa": _keygen(d, "ecdsa", "-t", "ecdsa"),
-        "ed25519-protected": _keygen(d, "ed25519-protected", "-t", "ed25519", passphrase=PASSPHRASE),
-        "rsa-protected": _keygen(d, "rsa-protected", "-t", "rsa", "-b", "2048", passphrase=PASSPHRASE),
-    }
-
-
-def _public(path) -> str:
-    return path.with_name(path.name + ".pub").read_text()
 
 
 @pytest.mark.parametrize("name", PLAIN_KEYS)
