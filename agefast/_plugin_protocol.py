@@ -123,8 +123,12 @@ def _call(callbacks, method: str, *args) -> tuple[bool, object]:
         return False, None
 
 
-def _answer_ui(conn: Connection, s: Stanza, callbacks) -> None:
-    """Answer one of phase 2's user-interface commands, or `unsupported`."""
+def _answer_other(conn: Connection, s: Stanza, callbacks) -> None:
+    """Answer a phase 2 command both state machines share: an error, a user
+    interface request, or anything unknown (`unsupported`)."""
+    if s.type == "error":
+        conn.send("ok")
+        raise ProtocolError(s.body.decode("utf-8", "replace"))
     if s.type == "msg":
         ok, _ = _call(callbacks, "display_message", s.body.decode("utf-8", "replace"))
         conn.send("ok" if ok else "fail")
@@ -186,11 +190,8 @@ def wrap(binary: str, recipients, identities, file_key: bytes, callbacks) -> tup
                     raise ProtocolError("repeated labels command")
                 labels = frozenset(s.args)
                 conn.send("ok")
-            elif s.type == "error":
-                conn.send("ok")
-                raise ProtocolError(s.body.decode("utf-8", "replace"))
             else:
-                _answer_ui(conn, s, callbacks)
+                _answer_other(conn, s, callbacks)
     if not stanzas:
         raise ProtocolError("the plugin returned no recipient stanzas")
     return stanzas, labels or frozenset()
@@ -215,9 +216,6 @@ def unwrap(binary: str, identities, stanzas: list[Stanza], callbacks) -> bytes |
                     raise ProtocolError("the plugin sent two file keys for one file")
                 file_key = s.body
                 conn.send("ok")
-            elif s.type == "error":
-                conn.send("ok")
-                raise ProtocolError(s.body.decode("utf-8", "replace"))
             else:
-                _answer_ui(conn, s, callbacks)
+                _answer_other(conn, s, callbacks)
     return file_key

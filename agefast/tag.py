@@ -13,7 +13,7 @@ import hashlib
 from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from . import bech32
+from ._bech32key import Bech32Key
 from .errors import EncryptError, RecipientError
 from .format import Stanza, b64encode
 from .primitives import hmac_sha256
@@ -43,43 +43,22 @@ def load_p256(point: bytes, error: type[Exception]) -> ec.EllipticCurvePublicKey
         raise error(f"invalid P-256 public key: {e}") from None
 
 
-def decode_recipient(s: str, hrp: str) -> bytes:
-    """The key bytes of a Bech32 recipient `s` whose prefix must be `hrp`."""
-    try:
-        found, data = bech32.decode(s)
-    except bech32.Bech32Error as e:
-        raise RecipientError(f"invalid Bech32 encoding: {e}") from None
-    if found != hrp:
-        raise RecipientError(f"not a {hrp}1... recipient: unexpected prefix {found[:32]!r}")
-    return data
-
-
-class Recipient:
+class Recipient(Bech32Key):
     """A tagged P-256 public key, `age1tag1...`; encryption only."""
 
+    HRP = RECIPIENT_HRP
+    ERROR = RecipientError
+    KIND = "p256tag recipient"
     labels: frozenset = frozenset()
 
     def __init__(self, public_key: bytes):
         if len(public_key) != COMPRESSED_SIZE:
             raise RecipientError(f"a p256tag recipient is a {COMPRESSED_SIZE}-byte compressed P-256 point")
         self._key = load_p256(public_key, RecipientError)
-        self._public = bytes(public_key)
-
-    @classmethod
-    def from_str(cls, s: str) -> "Recipient":
-        return cls(decode_recipient(s, RECIPIENT_HRP))
-
-    def __str__(self) -> str:
-        return bech32.encode(RECIPIENT_HRP, self._public)
+        self._raw = bytes(public_key)
 
     def __repr__(self) -> str:
         return f"<tag.Recipient {self}>"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Recipient) and other._public == self._public
-
-    def __hash__(self) -> int:
-        return hash(self._public)
 
     @classmethod
     def from_public_key(cls, key: ec.EllipticCurvePublicKey) -> "Recipient":
@@ -91,5 +70,5 @@ class Recipient:
         except ValueError as e:
             raise EncryptError(f"p256tag encapsulation failed: {e}") from None
         enc, body = sealed[:ENC_SIZE], sealed[ENC_SIZE:]
-        tag = stanza_tag(_LABEL, enc, self._public)
+        tag = stanza_tag(_LABEL, enc, self._raw)
         return [Stanza(STANZA_TYPE, [b64encode(tag), b64encode(enc)], body)]

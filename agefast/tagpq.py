@@ -18,11 +18,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, mlkem
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from . import bech32
+from ._bech32key import Bech32Key
 from .errors import RecipientError
 from .format import Stanza, b64encode
 from .primitives import hmac_sha256
-from .tag import decode_recipient, load_p256, stanza_tag
+from .tag import load_p256, stanza_tag
 
 RECIPIENT_HRP = "age1tagpq"
 STANZA_TYPE = "mlkem768p256tag"
@@ -59,9 +59,12 @@ def key_schedule(shared_secret: bytes) -> tuple[bytes, bytes]:
     return _labeled_expand(secret, b"key", context, 32), _labeled_expand(secret, b"base_nonce", context, 12)
 
 
-class Recipient:
+class Recipient(Bech32Key):
     """An ML-KEM-768 + P-256 public key, `age1tagpq1...`; encryption only."""
 
+    HRP = RECIPIENT_HRP
+    ERROR = RecipientError
+    KIND = "mlkem768p256tag recipient"
     labels = POSTQUANTUM_LABELS
 
     def __init__(self, public_key: bytes):
@@ -72,23 +75,10 @@ class Recipient:
         except ValueError as e:
             raise RecipientError(f"invalid ML-KEM-768 public key: {e}") from None
         self._p256 = load_p256(public_key[MLKEM_PUBLIC_SIZE:], RecipientError)
-        self._public = bytes(public_key)
-
-    @classmethod
-    def from_str(cls, s: str) -> "Recipient":
-        return cls(decode_recipient(s, RECIPIENT_HRP))
-
-    def __str__(self) -> str:
-        return bech32.encode(RECIPIENT_HRP, self._public)
+        self._raw = bytes(public_key)
 
     def __repr__(self) -> str:
         return f"<tagpq.Recipient {str(self)[:24]}...>"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Recipient) and other._public == self._public
-
-    def __hash__(self) -> int:
-        return hash(self._public)
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         ss_mlkem, ct_mlkem = self._mlkem.encapsulate()
@@ -96,7 +86,7 @@ class Recipient:
         ct_p256 = ephemeral.public_key().public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
         ss_p256 = ephemeral.exchange(ec.ECDH(), self._p256)
-        pk_p256 = self._public[MLKEM_PUBLIC_SIZE:]
+        pk_p256 = self._raw[MLKEM_PUBLIC_SIZE:]
         key, nonce = key_schedule(kem_shared_secret(ss_mlkem, ss_p256, ct_p256, pk_p256))
         # The first (and only) message of the HPKE context: sequence number 0,
         # so the nonce is the base nonce itself.
