@@ -1,4 +1,4 @@
-"""Talking to the user's terminal: passphrase prompts and tty checks.
+"""Talking to the user's terminal: passphrase prompts, plugin messages, tty checks.
 
 Passphrases are read from /dev/tty rather than stdin because stdin usually
 carries the file being encrypted or decrypted. getpass is not used: when
@@ -7,6 +7,7 @@ would consume the input data as the passphrase.
 """
 
 import os
+import sys
 import termios
 
 
@@ -47,6 +48,21 @@ def read_passphrase(prompt: str) -> str:
         return line.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
         raise TerminalError("the passphrase is not valid UTF-8") from None
+
+
+class PluginPrompts:
+    """Plugin callbacks (pyrage's names) that talk to the user on the terminal.
+
+    Messages go to stderr; secrets are asked for on /dev/tty. The callbacks a
+    plugin may also use (confirm, request_public_string) are left out: the
+    library reports a missing callback to the plugin as a refusal.
+    """
+
+    def display_message(self, message: str) -> None:
+        print(f"agefast: plugin: {message}", file=sys.stderr)
+
+    def request_passphrase(self, description: str) -> str:
+        return read_passphrase(f"{description} ")
 
 
 def _read_line(tty) -> bytes:

@@ -14,24 +14,28 @@ import sys
 import tempfile
 
 import agefast
-from agefast import errors
-from agefast._terminal import TerminalError, is_terminal, read_passphrase
-from agefast.keys import parse_recipient
+from agefast import errors, keys
+from agefast._terminal import PluginPrompts, TerminalError, is_terminal, read_passphrase
 
 USAGE = """\
 agefast [--encrypt] (-r RECIPIENT | -R PATH | -i PATH)... [--armor] [-o OUTPUT] [INPUT]
        agefast [--encrypt] --passphrase [--armor] [-o OUTPUT] [INPUT]
-       agefast --decrypt [-i PATH]... [-o OUTPUT] [INPUT]"""
+       agefast --decrypt [-i PATH | -j PLUGIN]... [-o OUTPUT] [INPUT]"""
 
 EPILOG = """\
 INPUT defaults to standard input, and OUTPUT defaults to standard output.
 If OUTPUT exists, it is replaced only once the whole result was written.
-RECIPIENT is an age public key (age1..., age1pq1...); -R PATH is a file of
-them, one per line, with # comments. -i PATH is an identity file as written by
-agefast-keygen or age-keygen; with -e it encrypts to the identity's public key.
+RECIPIENT is an age public key (age1..., age1pq1..., age1tag1..., a plugin's
+age1NAME1...) or an SSH public key ("ssh-ed25519 AAAA...", "ssh-rsa AAAA...");
+-R PATH is a file of them, one per line, with # comments (authorized_keys
+files work). -i PATH is an identity file as written by agefast-keygen or
+age-keygen, an SSH private key, or a passphrase-encrypted age file holding an
+identity file; with -e it encrypts to the identity's public key. -j PLUGIN
+decrypts with the plugin age-plugin-PLUGIN and no identity data.
 PATH "-" reads standard input."""
 
 COPY_SIZE = 1024 * 1024
+_PLUGIN_PROMPTS = PluginPrompts()
 
 
 class UsageError(Exception):
@@ -71,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
                    metavar="PATH", help="encrypt to the recipients listed at PATH; can be repeated")
     p.add_argument("-i", "--identity", dest="identities", action="append", default=[],
                    metavar="PATH", help="use the identity file at PATH; can be repeated")
+    p.add_argument("-j", dest="plugins", action="append", default=[], metavar="PLUGIN",
+                   help="decrypt using the data-less plugin PLUGIN; can be repeated")
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="worker threads for the payload (default: the library's choice)")
     p.add_argument("input", nargs="?", metavar="INPUT", help="the file to read (default: standard input)")
@@ -94,6 +100,8 @@ def _check_flags(args) -> None:
             raise UsageError("-r/--recipient and -R/--recipients-file can't be used with -d/--decrypt"
                              " (did you mean -i/--identity?)")
         return
+    if args.plugins:
+        raise UsageError("-j can only be used with -d/--decrypt")
     if args.identities and not args.encrypt:
         raise UsageError("-i/--identity can't be used in encryption mode unless -e/--encrypt is given"
                          " (did you forget -d/--decrypt?)")
@@ -111,26 +119,65 @@ def _check_flags(args) -> None:
                          ' (force it with "-o -")')
 
 
-def read_key_file(path: str, purpose: str) -> str:
+def _read_bytes(path: str) -> bytes:
     if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_key_file(path: str, purpose: str) -> str:
     try:
-        return data.decode("utf-8")
+        return _read_bytes(path).decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
 
 
-def _load_identities(paths) -> list:
-    identities = []
-    for path in paths:
+def _ssh_public_key(path: str):
+    """PATH.pub, which age reads for a protected SSH key in PEM form (no public key inside)."""
+    public_path = path + ".pub"
+    if path == "-" or not os.path.exists(public_path):
+        return None
+    try:
+        return agefast.ssh.Recipient.from_str(read_key_file(public_path, "SSH public key"))
+    except agefast.RecipientError as e:
+        raise agefast.IdentityError(f"{public_path}: {e}") from None
+
+
+def _load_identity_file(path: str) -> list:
+    """Every identity in the file at `path`, in any of the forms age accepts.
+
+    Native identity files, SSH private keys, and identity files encrypted
+    with a passphrase (asked for at first use) all work, as with age.
+    """
+    try:
+        return agefast.load_identities(_read_bytes(path), name=path, passphrase=read_passphrase,
+                                       callbacks=_PLUGIN_PROMPTS, ssh_public_key=_ssh_public_key(path))
+    except agefast.IdentityError as e:
+        # Messages about the file as a whole already name it; line errors don't.
+        if path in str(e):
+            raise
+        raise agefast.IdentityError(f"identity file {path}: {e}") from None
+
+
+def _load_identities(paths, plugins) -> list:
+    """The identities of -i files, then of -j plugins (which take no identity data)."""
+    identities = [identity for path in paths for identity in _load_identity_file(path)]
+    for name in plugins:
         try:
-            identities += agefast.parse_identities(read_key_file(path, "identity file"))
-        except agefast.IdentityError as e:
-            raise agefast.IdentityError(f"identity file {path}: {e}") from None
+            default = agefast.plugin.Identity.default_for_plugin(name)
+            identities.append(agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS))
+        except (agefast.IdentityError, agefast.DecryptError) as e:
+            raise UsageError(f"-j {name}: {e}") from None
     return identities
+
+
+def _public_keys(identity) -> list:
+    """The recipients -e -i encrypts to for one identity."""
+    # An encrypted identity file stands for all the identities inside it.
+    if isinstance(identity, keys.EncryptedIdentityFile):
+        return identity.recipients()
+    return [identity.to_public()]
 
 
 def _load_recipients(args) -> list:
@@ -139,15 +186,21 @@ def _load_recipients(args) -> list:
     recipients = []
     for text in args.recipients:
         try:
-            recipients.append(parse_recipient(text))
+            recipients.append(keys.parse_recipient(text, _PLUGIN_PROMPTS))
         except agefast.RecipientError as e:
             raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
     for path in args.recipients_files:
+        def warn(message, path=path):
+            # As age does, keys of SSH types age can't use are skipped, so an
+            # authorized_keys file with such keys still works.
+            print(f"agefast: warning: recipients file {path}: {message}", file=sys.stderr)
+
         try:
-            recipients += agefast.parse_recipients(read_key_file(path, "recipients file"))
+            recipients += agefast.parse_recipients(read_key_file(path, "recipients file"), _PLUGIN_PROMPTS, warn=warn)
         except agefast.RecipientError as e:
             raise agefast.RecipientError(f"recipients file {path}: {e}") from None
-    recipients += [identity.to_public() for identity in _load_identities(args.identities)]
+    for identity in _load_identities(args.identities, []):
+        recipients += _public_keys(identity)
     return recipients
 
 
@@ -233,14 +286,14 @@ class _PassphrasePrompt:
 
 def _decrypt(args) -> None:
     prompt = _PassphrasePrompt()
-    identities = [prompt, *_load_identities(args.identities)]
+    identities = [prompt, *_load_identities(args.identities, args.plugins)]
     with _open_input(args.input) as src, _open_output(args.output) as dst:
         try:
             reader = agefast.decryptor(src, identities, threads=args.threads)
         except errors.NoIdentityMatchError:
             if prompt.asked:
                 raise UsageError("incorrect passphrase") from None
-            if not args.identities:
+            if not (args.identities or args.plugins):
                 raise UsageError("the file is not passphrase-encrypted: did you forget -i/--identity?") from None
             raise
         with reader:
