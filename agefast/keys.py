@@ -6,8 +6,9 @@ encrypted with a passphrase whose plaintext is an identity file; see
 `load_identities`.
 """
 
-from . import plugin, pq, ssh, tag, tagpq, x25519
+from . import api, plugin, pq, ssh, tag, tagpq, x25519
 from .errors import DecryptError, EncryptError, IdentityError, RecipientError
+from .passphrase import Identity as PassphraseIdentity
 
 # Bech32 prefixes, upper-case for identities and lower-case for recipients,
 # as they appear in files; the longer prefix must be tried first.
@@ -112,13 +113,11 @@ class EncryptedIdentityFile:
 
     def identities(self) -> list:
         if self._identities is None:
-            from . import api, passphrase  # api imports keys' users; import late
-
             if self._passphrase is None:
                 raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
             secret = self._passphrase(f"Enter passphrase for identity file {self._name!r}: ")
             try:
-                text = api.decrypt(self._data, [passphrase.Identity(secret)])
+                text = api.decrypt(self._data, [PassphraseIdentity(secret)])
             except DecryptError as e:
                 raise IdentityError(f"identity file {self._name}: cannot decrypt it: {e}") from None
             try:

@@ -142,3 +142,20 @@ def test_recipients_file_with_authorized_keys_lines(ssh_keys):
     recipients = agefast.parse_recipients(text, warn=warnings.append)
     assert [r.type for r in recipients] == ["ssh-ed25519", "ssh-rsa"]
     assert warnings == ["ignoring line 3: unsupported SSH key type: 'ecdsa-sha2-nistp256'"]
+
+
+def test_encrypted_identity_file_is_opened_at_first_use(ssh_keys):
+    # An identity file encrypted to a passphrase, as `age -p key.txt` makes;
+    # here holding an X25519 key (SSH keys are whole files, not lines).
+    inner = agefast.x25519.Identity.generate()
+    sealed = agefast.encrypt(f"# key\n{inner}\n".encode(), [agefast.passphrase.Recipient("pw", work_factor=10)],
+                             armored=True)
+    asked = []
+    [identity] = keys.load_identities(sealed, name="key.age", passphrase=lambda p: asked.append(p) or "pw")
+    assert asked == []
+    assert agefast.decrypt(agefast.encrypt(b"ok", [inner.to_public()]), [identity]) == b"ok"
+    assert identity.recipients() == [inner.to_public()]
+    assert asked == ["Enter passphrase for identity file 'key.age': "]
+    [wrong] = keys.load_identities(sealed, name="key.age", passphrase=lambda p: "nope")
+    with pytest.raises(agefast.IdentityError, match="identity file key.age: cannot decrypt it"):
+        wrong.recipients()
