@@ -1,0 +1,116 @@
+"""The agefast command with SSH keys, encrypted identity files and plugins,
+against the Go age command where it has the feature (age 1.1.1: SSH keys and
+passphrase-encrypted identity files; its passphrase prompts go to /dev/tty).
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from ssh_keys import PASSPHRASE, public_line, ssh_keys  # noqa: F401 (a fixture)
+from test_plugin import on_path  # noqa: F401 (a fixture)
+
+from agefast import bech32
+
+AGEFAST = [sys.executable, "-m", "agefast"]
+
+
+def test_recipients_file_of_authorized_keys(ssh_keys, tmp_path, run_agefast):
+    authorized = tmp_path / "authorized_keys"
+    authorized.write_text("".join(public_line(ssh_keys[k]) for k in ("ed25519", "ecdsa", "rsa3072")))
+    result = run_agefast("-R", authorized, "-o", tmp_path / "f.age", input=b"to both keys")
+    assert result.returncode == 0, result.stderr
+    assert b"warning: recipients file" in result.stderr and b"line 2: unsupported SSH key type" in result.stderr
+    for key in ("ed25519", "rsa3072"):
+        out = subprocess.run(["age", "-d", "-i", ssh_keys[key], tmp_path / "f.age"], capture_output=True, check=True)
+        assert out.stdout == b"to both keys"
+
+
+@pytest.mark.parametrize("key", ["ed25519", "rsa2048-pem"])
+def test_ssh_recipient_flag_and_identity_file(key, ssh_keys, tmp_path, run_agefast):
+    ours = run_agefast("-r", public_line(ssh_keys[key]).strip(), input=b"ssh -r")
+    assert ours.returncode == 0, ours.stderr
+    out = subprocess.run(["age", "-d", "-i", ssh_keys[key]], input=ours.stdout, capture_output=True, check=True)
+    assert out.stdout == b"ssh -r"
+    theirs = subprocess.run(["age", "-R", f"{ssh_keys[key]}.pub"], input=b"from go", capture_output=True, check=True)
+    result = run_agefast("-d", "-i", ssh_keys[key], input=theirs.stdout)
+    assert (result.returncode, result.stdout) == (0, b"from go"), result.stderr
+    # -e -i: encrypt to the private key's own public key.
+    result = run_agefast("-e", "-i", ssh_keys[key], input=b"to myself")
+    out = subprocess.run(["age", "-d", "-i", ssh_keys[key]], input=result.stdout, capture_output=True, check=True)
+    assert out.stdout == b"to myself"
+
+
+@pytest.mark.parametrize("key", ["ed25519-protected", "rsa-protected"])
+def test_protected_ssh_key_prompts_on_the_terminal(key, ssh_keys, tmp_path, tty_run):
+    encrypted = tmp_path / "f.age"
+    encrypted.write_bytes(subprocess.run(["age", "-R", f"{ssh_keys[key]}.pub"], input=b"protected",
+                                         capture_output=True, check=True).stdout)
+    result = tty_run([*AGEFAST, "-d", "-i", ssh_keys[key], "-o", tmp_path / "out", encrypted],
+                     [(b"Enter passphrase for", PASSPHRASE)])
+    assert result.returncode == 0, result.transcript
+    assert PASSPHRASE.encode() not in result.transcript
+    assert (tmp_path / "out").read_bytes() == b"protected"
+
+
+def test_protected_ssh_key_not_asked_for_other_files(ssh_keys, age_key, tmp_path, tty_run):
+    key_path, recipient = age_key
+    encrypted = tmp_path / "f.age"
+    encrypted.write_bytes(subprocess.run(["age", "-r", recipient], input=b"x", capture_output=True, check=True).stdout)
+    result = tty_run([*AGEFAST, "-d", "-i", ssh_keys["ed25519-protected"], "-i", key_path, "-o", tmp_path / "out",
+                      encrypted])
+    assert result.returncode == 0, result.transcript
+    assert b"passphrase" not in result.transcript
+
+
+def _encrypt_identity_file(tool, key_path, out, tty_run):
+    answers = [(b"Enter passphrase", "identity file pass"), (b"Confirm passphrase", "identity file pass")]
+    result = tty_run([*tool, "-p", "-o", out, key_path], answers)
+    assert result.returncode == 0, result.transcript
+
+
+@pytest.mark.parametrize("writer, reader", [("age", "agefast"), ("agefast", "age")])
+def test_passphrase_encrypted_identity_file(writer, reader, age_key, tmp_path, tty_run):
+    tools = {"age": ["age"], "agefast": AGEFAST}
+    key_path, recipient = age_key
+    _encrypt_identity_file(tools[writer], key_path, tmp_path / "key.age", tty_run)
+    encrypted = tmp_path / "f.age"
+    encrypted.write_bytes(subprocess.run(["age", "-r", recipient], input=b"secret data", capture_output=True,
+                                         check=True).stdout)
+    result = tty_run([*tools[reader], "-d", "-i", tmp_path / "key.age", "-o", tmp_path / "out", encrypted],
+                     [(b"Enter passphrase for identity file", "identity file pass")])
+    assert result.returncode == 0, result.transcript
+    assert (tmp_path / "out").read_bytes() == b"secret data"
+
+
+def test_encrypted_identity_file_wrong_passphrase(age_key, tmp_path, tty_run):
+    key_path, recipient = age_key
+    _encrypt_identity_file(AGEFAST, key_path, tmp_path / "key.age", tty_run)
+    encrypted = tmp_path / "f.age"
+    encrypted.write_bytes(subprocess.run(["age", "-r", recipient], input=b"x", capture_output=True, check=True).stdout)
+    result = tty_run([*AGEFAST, "-d", "-i", tmp_path / "key.age", encrypted],
+                     [(b"Enter passphrase for identity file", "not it")])
+    assert result.returncode == 1
+    assert b"agefast: error: identity file" in result.transcript and b"cannot decrypt it" in result.transcript
+
+
+def test_plugin_recipient_and_j_flag(on_path, run_agefast):
+    # The test plugin's data-less identity pairs with the recipient of empty data.
+    recipient = bech32.encode("age1agefasttest", b"")
+    encrypted = run_agefast("-r", recipient, input=b"plugin via the command", env=os.environ)
+    assert encrypted.returncode == 0, encrypted.stderr
+    assert b"agefast: plugin: hello from recipient-v1" in encrypted.stderr
+    result = run_agefast("-d", "-j", "agefasttest", input=encrypted.stdout, env=os.environ)
+    assert (result.returncode, result.stdout) == (0, b"plugin via the command"), result.stderr
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-d", "-j", "../evil"], b"-j ../evil: invalid plugin name"),
+    (["-d", "-j", "nosuchplugin"], b"could not find age-plugin-nosuchplugin"),
+    (["-j", "agefasttest"], b"-j can only be used with -d/--decrypt"),
+])
+def test_j_flag_errors(args, fragment, run_agefast):
+    result = run_agefast(*args, input=b"")
+    assert result.returncode == 1
+    assert fragment in result.stderr and result.stderr.count(b"\n") == 1
