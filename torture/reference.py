@@ -33,7 +33,9 @@ class Verdict:
     detail: str = ""
 
 
-class _Fail(Exception):
+class Failure(Exception):
+    """Why the reference rejects a file: an outcome kind and the verified prefix."""
+
     def __init__(self, kind: str, detail: str, prefix: bytes = b""):
         super().__init__(detail)
         self.kind, self.detail, self.prefix = kind, detail, prefix
@@ -47,28 +49,28 @@ def _dearmor(data: bytes) -> bytes:
         lines.pop()
     lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
     if len(lines) < 2 or lines[0] != ARMOR_BEGIN or lines[-1] != ARMOR_END:
-        raise _Fail(ARMOR, "missing or malformed armor BEGIN/END line")
+        raise Failure(ARMOR, "missing or malformed armor BEGIN/END line")
     body = lines[1:-1]
     if not body:
-        raise _Fail(ARMOR, "empty armor body")
+        raise Failure(ARMOR, "empty armor body")
     for i, line in enumerate(body):
         last = i == len(body) - 1
         if len(line) > 64 or (not last and len(line) != 64) or not line:
-            raise _Fail(ARMOR, "armor line of the wrong length")
+            raise Failure(ARMOR, "armor line of the wrong length")
     text = b"".join(body)
     try:
         raw = base64.b64decode(text, validate=True)
     except binascii.Error:
-        raise _Fail(ARMOR, "invalid armor base64") from None
+        raise Failure(ARMOR, "invalid armor base64") from None
     if base64.b64encode(raw) != text:
-        raise _Fail(ARMOR, "non-canonical armor base64")
+        raise Failure(ARMOR, "non-canonical armor base64")
     return raw
 
 
 def _line(data: bytes, pos: int) -> tuple[bytes, int]:
     end = data.find(b"\n", pos)
     if end < 0:
-        raise _Fail(HEADER, "header ends early")
+        raise Failure(HEADER, "header ends early")
     return data[pos:end], end + 1
 
 
@@ -76,7 +78,7 @@ def _parse_header(data: bytes):
     """Return (stanzas as (args, body), mac_input, mac, end offset)."""
     line, pos = _line(data, 0)
     if line != b"age-encryption.org/v1":
-        raise _Fail(HEADER, "bad version line")
+        raise Failure(HEADER, "bad version line")
     stanzas = []
     while True:
         start = pos
@@ -84,19 +86,19 @@ def _parse_header(data: bytes):
         if line.startswith(b"---"):
             mac = b64_strict(line[4:]) if line.startswith(b"--- ") else None
             if mac is None or len(mac) != 32 or not stanzas:
-                raise _Fail(HEADER, "malformed MAC line")
+                raise Failure(HEADER, "malformed MAC line")
             return stanzas, data[:start + 3], mac, pos
         if not line.startswith(b"-> "):
-            raise _Fail(HEADER, "malformed stanza line")
+            raise Failure(HEADER, "malformed stanza line")
         args = line[3:].split(b" ")
         if not all(a and all(33 <= c <= 126 for c in a) for a in args):
-            raise _Fail(HEADER, "malformed stanza arguments")
+            raise Failure(HEADER, "malformed stanza arguments")
         body = b""
         while True:
             line, pos = _line(data, pos)
             part = b64_strict(line) if len(line) <= 64 else None
             if part is None:
-                raise _Fail(HEADER, "malformed stanza body")
+                raise Failure(HEADER, "malformed stanza body")
             body += part
             if len(line) < 64:
                 break
@@ -117,10 +119,10 @@ def _unwrap_x25519(spec, stanzas) -> bytes | None:
             continue
         share = b64_strict(args[1].encode()) if len(args) == 2 else None
         if share is None or len(share) != 32 or len(body) != 32:
-            raise _Fail(HEADER, "malformed X25519 stanza")
+            raise Failure(HEADER, "malformed X25519 stanza")
         shared = x25519_shared(spec.secret, share)
         if shared is None:
-            raise _Fail(HEADER, "X25519 share is a low-order point")
+            raise Failure(HEADER, "X25519 share is a low-order point")
         file_key = _unwrap(body, x25519_wrap_key(shared, share, public))
         if file_key is not None:
             return file_key
@@ -132,14 +134,14 @@ def _unwrap_scrypt(spec, stanzas) -> bytes | None:
         if args[0] != "scrypt":
             continue
         if len(stanzas) != 1:
-            raise _Fail(HEADER, "scrypt stanza is not alone")
+            raise Failure(HEADER, "scrypt stanza is not alone")
         if len(args) != 3 or not args[2].isdigit() or args[2].startswith("0") or len(args[2]) > 2:
-            raise _Fail(HEADER, "malformed scrypt stanza")
+            raise Failure(HEADER, "malformed scrypt stanza")
         salt, log_n = b64_strict(args[1].encode()), int(args[2])
         if salt is None or len(salt) != 16 or len(body) != 32:
-            raise _Fail(HEADER, "malformed scrypt stanza")
+            raise Failure(HEADER, "malformed scrypt stanza")
         if log_n > MAX_SCRYPT_WORK_FACTOR:
-            raise _Fail(HEADER, "scrypt work factor too large")
+            raise Failure(HEADER, "scrypt work factor too large")
         key = Scrypt(SCRYPT_LABEL + salt, 32, 1 << log_n, 8, 1).derive(spec.secret.encode())
         return _unwrap(body, key)
     return None
@@ -156,10 +158,10 @@ def _open_payload(key: bytes, payload: bytes) -> bytes:
         sealed = payload[pos:pos + SEALED_CHUNK_SIZE]
         pos += len(sealed)
         if not sealed:
-            raise _Fail(PAYLOAD, "no final chunk", b"".join(out))
+            raise Failure(PAYLOAD, "no final chunk", b"".join(out))
         last = len(sealed) < SEALED_CHUNK_SIZE
         if last and index and len(sealed) == TAG_SIZE:
-            raise _Fail(PAYLOAD, "empty final chunk", b"".join(out))
+            raise Failure(PAYLOAD, "empty final chunk", b"".join(out))
         plain = None
         for final in ((True,) if last else (False, True)):
             try:
@@ -169,35 +171,40 @@ def _open_payload(key: bytes, payload: bytes) -> bytes:
             except InvalidTag:
                 continue
         if plain is None:
-            raise _Fail(PAYLOAD, f"chunk {index} does not verify", b"".join(out))
+            raise Failure(PAYLOAD, f"chunk {index} does not verify", b"".join(out))
         out.append(plain)
         index += 1
         if last:
             if pos < len(payload):
-                raise _Fail(PAYLOAD, "trailing data", b"".join(out))
+                raise Failure(PAYLOAD, "trailing data", b"".join(out))
             return b"".join(out)
+
+
+def open_header(data: bytes, identities) -> tuple[bytes, bytes]:
+    """Return (payload key, payload) of an age file; raises Failure."""
+    if data.startswith(b"-----BEGIN"):
+        data = _dearmor(data)
+    stanzas, mac_input, mac, end = _parse_header(data)
+    file_key = None
+    for spec in identities:
+        file_key = _UNWRAP[spec.kind](spec, stanzas)
+        if file_key is not None:
+            break
+    if file_key is None:
+        raise Failure(NO_MATCH, "no identity matched")
+    if len(file_key) != FILE_KEY_SIZE:
+        raise Failure(HEADER, "file key of the wrong size")
+    if header_mac(file_key, mac_input) != mac:
+        raise Failure(MAC, "header MAC mismatch")
+    nonce = data[end:end + NONCE_SIZE]
+    if len(nonce) != NONCE_SIZE:
+        raise Failure(HEADER, "truncated payload nonce")
+    return payload_key(file_key, nonce), data[end + NONCE_SIZE:]
 
 
 def open_file(data: bytes, identities) -> Verdict:
     """Decrypt `data` with KeySpecs `identities`; never raises on bad input."""
     try:
-        if data.startswith(b"-----BEGIN"):
-            data = _dearmor(data)
-        stanzas, mac_input, mac, end = _parse_header(data)
-        file_key = None
-        for spec in identities:
-            file_key = _UNWRAP[spec.kind](spec, stanzas)
-            if file_key is not None:
-                break
-        if file_key is None:
-            raise _Fail(NO_MATCH, "no identity matched")
-        if len(file_key) != FILE_KEY_SIZE:
-            raise _Fail(HEADER, "file key of the wrong size")
-        if header_mac(file_key, mac_input) != mac:
-            raise _Fail(MAC, "header MAC mismatch")
-        nonce = data[end:end + NONCE_SIZE]
-        if len(nonce) != NONCE_SIZE:
-            raise _Fail(HEADER, "truncated payload nonce")
-        return Verdict(OK, _open_payload(payload_key(file_key, nonce), data[end + NONCE_SIZE:]))
-    except _Fail as f:
+        return Verdict(OK, _open_payload(*open_header(data, identities)))
+    except Failure as f:
         return Verdict(f.kind, f.prefix, f.detail)
