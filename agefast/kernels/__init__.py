@@ -112,12 +112,12 @@ def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
     d = _destination(dst, n + chunks * TAG_SIZE)
     parts = _threads(threads, chunks)
     if parts == 1:
-        return _engine._seal_batch(k, ctr, s, d, final, _engine.SLICE)
+        return _engine._batch(k, ctr, s, d, final, _engine.SEAL, _engine.SLICE)
 
     def run(span):
         a, b = span
-        return _engine._seal_batch(k, ctr + np.uint64(a), s[a * CHUNK_SIZE:b * CHUNK_SIZE],
-                                   d[a * SEALED_CHUNK_SIZE:], final and b == chunks, _engine.SLICE)
+        return _engine._batch(k, ctr + np.uint64(a), s[a * CHUNK_SIZE:b * CHUNK_SIZE],
+                              d[a * SEALED_CHUNK_SIZE:], final and b == chunks, _engine.SEAL, _engine.SLICE)
 
     return sum(_executor().map(run, _ranges(chunks, parts)))
 
@@ -140,21 +140,21 @@ def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
     d = _destination(dst, max(0, n - chunks * TAG_SIZE))
     parts = _threads(threads, chunks)
     if parts == 1:
-        return _engine._open_batch(k, ctr, s, d, final, True, True)
+        return _engine._batch(k, ctr, s, d, final, _engine.OPEN, 0)
     spans = list(_ranges(chunks, parts))
 
-    def run(span, verify, decrypt):
+    def run(span, mode):
         a, b = span
         last = final and b == chunks
-        done = _engine._open_batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
-                                   d[a * CHUNK_SIZE:], last, verify, decrypt)
+        done = _engine._batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
+                              d[a * CHUNK_SIZE:], last, mode, 0)
         return a + done
 
     pool = _executor()
-    verified = list(pool.map(lambda span: run(span, True, False), spans))
+    verified = list(pool.map(lambda span: run(span, _engine.VERIFY), spans))
     good = next((v for v, (_, b) in zip(verified, spans) if v < b), chunks)
     clipped = [(a, min(b, good)) for a, b in spans if a < good]
-    list(pool.map(lambda span: run(span, False, True), clipped))
+    list(pool.map(lambda span: run(span, _engine.DECRYPT), clipped))
     return good
 
 

@@ -91,6 +91,50 @@ def _transpose16(builder, rows):
     return rows
 
 
+def _call_outlined(builder, name, emit, args):
+    """Call `name`, defined once per LLVM module and never inlined.
+
+    Emitting the big vector bodies inline at every call site multiplied
+    LLVM's work in each caller; one out-of-line copy per module keeps the cold
+    compile down, and a call per KiB costs nothing measurable.
+    """
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), [a.type for a in args]), name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+        body = ir.IRBuilder(fn.append_basic_block("entry"))
+        emit(body, *fn.args)
+        body.ret_void()
+    builder.call(fn, args)
+
+
+def _emit_chacha_xor_1k(b, st, src, dst):
+    init = [ir.Constant(_V16, [c] * 16) for c in _SIGMA]
+    for i in range(4, 16):
+        init.append(_splat(b, b.load(b.gep(st, [ir.Constant(_I64, i)]))))
+    init[12] = b.add(init[12], ir.Constant(_V16, list(range(16))))
+    x = list(init)
+    for _ in range(10):
+        for a, q, c, d in _QUARTER_ROUNDS:
+            x[a] = b.add(x[a], x[q])
+            x[d] = _rotl(b, b.xor(x[d], x[a]), 16)
+            x[c] = b.add(x[c], x[d])
+            x[q] = _rotl(b, b.xor(x[q], x[c]), 12)
+            x[a] = b.add(x[a], x[q])
+            x[d] = _rotl(b, b.xor(x[d], x[a]), 8)
+            x[c] = b.add(x[c], x[d])
+            x[q] = _rotl(b, b.xor(x[q], x[c]), 7)
+    blocks = _transpose16(b, [b.add(x[i], init[i]) for i in range(16)])
+    sp = b.bitcast(src, _V16.as_pointer())
+    dp = b.bitcast(dst, _V16.as_pointer())
+    for i in range(16):
+        idx = [ir.Constant(_I64, i)]
+        v = b.load(b.gep(sp, idx), align=1)
+        b.store(b.xor(v, blocks[i]), b.gep(dp, idx), align=1)
+
+
 @intrinsic
 def _chacha_xor_1k(typingctx, state, src, soff, dst, doff):
     """dst[doff:doff+1024] = src[soff:soff+1024] ^ 16 ChaCha20 blocks.
@@ -102,29 +146,10 @@ def _chacha_xor_1k(typingctx, state, src, soff, dst, doff):
 
     def codegen(context, builder, signature, args):
         st_ty, src_ty, _, dst_ty, _ = signature.args
-        st = _data_ptr(context, builder, st_ty, args[0], ir.Constant(_I64, 0))
-        init = [ir.Constant(_V16, [c] * 16) for c in _SIGMA]
-        for i in range(4, 16):
-            init.append(_splat(builder, builder.load(builder.gep(st, [ir.Constant(_I64, i)]))))
-        init[12] = builder.add(init[12], ir.Constant(_V16, list(range(16))))
-        x = list(init)
-        for _ in range(10):
-            for a, b, c, d in _QUARTER_ROUNDS:
-                x[a] = builder.add(x[a], x[b])
-                x[d] = _rotl(builder, builder.xor(x[d], x[a]), 16)
-                x[c] = builder.add(x[c], x[d])
-                x[b] = _rotl(builder, builder.xor(x[b], x[c]), 12)
-                x[a] = builder.add(x[a], x[b])
-                x[d] = _rotl(builder, builder.xor(x[d], x[a]), 8)
-                x[c] = builder.add(x[c], x[d])
-                x[b] = _rotl(builder, builder.xor(x[b], x[c]), 7)
-        blocks = _transpose16(builder, [builder.add(x[i], init[i]) for i in range(16)])
-        sp = builder.bitcast(_data_ptr(context, builder, src_ty, args[1], args[2]), _V16.as_pointer())
-        dp = builder.bitcast(_data_ptr(context, builder, dst_ty, args[3], args[4]), _V16.as_pointer())
-        for i in range(16):
-            idx = [ir.Constant(_I64, i)]
-            v = builder.load(builder.gep(sp, idx), align=1)
-            builder.store(builder.xor(v, blocks[i]), builder.gep(dp, idx), align=1)
+        _call_outlined(builder, "agefast_chacha20_xor_1k", _emit_chacha_xor_1k, [
+            _data_ptr(context, builder, st_ty, args[0], ir.Constant(_I64, 0)),
+            _data_ptr(context, builder, src_ty, args[1], args[2]),
+            _data_ptr(context, builder, dst_ty, args[3], args[4])])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -403,6 +428,53 @@ def _deinterleave4(builder, v):
     return sh(a01, b01, lo), sh(a01, b01, hi), sh(a23, b23, lo), sh(a23, b23, hi)
 
 
+def _emit_poly_lanes(b, hl, pw, base, ngroups):
+    vp = _V16I64.as_pointer()
+    hp = b.bitcast(hl, vp)
+    pp = b.bitcast(pw, vp)
+
+    def narrow(v):  # known < 2^32: lets LLVM use vpmuludq
+        return b.zext(b.trunc(v, ir.VectorType(_I32, 16)), _V16I64)
+
+    pw_rows = [narrow(b.load(b.gep(pp, [ir.Constant(_I64, k)]), align=8)) for k in range(9)]
+    r = pw_rows[:5]
+    s = [None] + pw_rows[5:]
+    state = []
+    for k in range(5):
+        slot = cgutils.alloca_once(b, _V16I64)
+        b.store(b.load(b.gep(hp, [ir.Constant(_I64, k)]), align=8), slot)
+        state.append(slot)
+    m26 = _vsplat64(0x3FFFFFF)
+    with cgutils.for_range(b, ngroups) as loop:
+        gp = b.bitcast(b.gep(base, [b.mul(loop.index, ir.Constant(_I64, GROUP))]), _V16.as_pointer())
+        words = _deinterleave4(b, [b.load(b.gep(gp, [ir.Constant(_I64, i)]), align=1) for i in range(4)])
+        t0, t1, t2, t3 = [b.zext(w, _V16I64) for w in words]
+        m = [b.and_(t0, m26),
+             b.and_(b.or_(b.lshr(t0, _vsplat64(26)), b.shl(t1, _vsplat64(6))), m26),
+             b.and_(b.or_(b.lshr(t1, _vsplat64(20)), b.shl(t2, _vsplat64(12))), m26),
+             b.and_(b.or_(b.lshr(t2, _vsplat64(14)), b.shl(t3, _vsplat64(18))), m26),
+             b.or_(b.lshr(t3, _vsplat64(8)), _vsplat64(1 << 24))]
+        a = [narrow(b.add(b.load(state[k]), m[k])) for k in range(5)]
+        d = []
+        for k in range(5):
+            acc = None
+            for i in range(5):
+                j = k - i
+                prod = b.mul(a[i], r[j] if j >= 0 else s[j + 5])
+                acc = prod if acc is None else b.add(acc, prod)
+            d.append(acc)
+        sh26 = _vsplat64(26)
+        for k in range(4):
+            d[k + 1] = b.add(d[k + 1], b.lshr(d[k], sh26))
+        d0 = b.add(b.and_(d[0], m26), b.mul(b.lshr(d[4], sh26), _vsplat64(5)))
+        b.store(b.and_(d0, m26), state[0])
+        b.store(b.add(b.and_(d[1], m26), b.lshr(d0, sh26)), state[1])
+        for k in (2, 3, 4):
+            b.store(b.and_(d[k], m26), state[k])
+    for k in range(5):
+        b.store(b.load(state[k]), b.gep(hp, [ir.Constant(_I64, k)]), align=8)
+
+
 @intrinsic
 def _poly_lanes(typingctx, hl, pw, buf, off, ngroups):
     """16-lane Poly1305 Horner over ngroups*256 bytes of buf from off.
@@ -416,54 +488,12 @@ def _poly_lanes(typingctx, hl, pw, buf, off, ngroups):
     sig = types.void(hl, pw, buf, off, ngroups)
 
     def codegen(context, builder, signature, args):
-        b = builder
         hl_ty, pw_ty, buf_ty, _, _ = signature.args
-        vp = _V16I64.as_pointer()
-        hp = b.bitcast(_data_ptr(context, b, hl_ty, args[0], ir.Constant(_I64, 0)), vp)
-        pp = b.bitcast(_data_ptr(context, b, pw_ty, args[1], ir.Constant(_I64, 0)), vp)
-        base = _data_ptr(context, b, buf_ty, args[2], args[3])
-
-        def narrow(v):  # known < 2^32: lets LLVM use vpmuludq
-            return b.zext(b.trunc(v, ir.VectorType(_I32, 16)), _V16I64)
-
-        pw_rows = [narrow(b.load(b.gep(pp, [ir.Constant(_I64, k)]), align=8)) for k in range(9)]
-        r = pw_rows[:5]
-        s = [None] + pw_rows[5:]
-        state = []
-        for k in range(5):
-            slot = cgutils.alloca_once(b, _V16I64)
-            b.store(b.load(b.gep(hp, [ir.Constant(_I64, k)]), align=8), slot)
-            state.append(slot)
-        m26 = _vsplat64(0x3FFFFFF)
-        with cgutils.for_range(b, args[4]) as loop:
-            gp = b.bitcast(b.gep(base, [b.mul(loop.index, ir.Constant(_I64, GROUP))]), _V16.as_pointer())
-            words = _deinterleave4(b, [b.load(b.gep(gp, [ir.Constant(_I64, i)]), align=1) for i in range(4)])
-            t0, t1, t2, t3 = [b.zext(w, _V16I64) for w in words]
-            m = [b.and_(t0, m26),
-                 b.and_(b.or_(b.lshr(t0, _vsplat64(26)), b.shl(t1, _vsplat64(6))), m26),
-                 b.and_(b.or_(b.lshr(t1, _vsplat64(20)), b.shl(t2, _vsplat64(12))), m26),
-                 b.and_(b.or_(b.lshr(t2, _vsplat64(14)), b.shl(t3, _vsplat64(18))), m26),
-                 b.or_(b.lshr(t3, _vsplat64(8)), _vsplat64(1 << 24))]
-            a = [narrow(b.add(b.load(state[k]), m[k])) for k in range(5)]
-            d = []
-            for k in range(5):
-                acc = None
-                for i in range(5):
-                    j = k - i
-                    f = r[j] if j >= 0 else s[j + 5]
-                    prod = b.mul(a[i], f)
-                    acc = prod if acc is None else b.add(acc, prod)
-                d.append(acc)
-            sh26 = _vsplat64(26)
-            for k in range(4):
-                d[k + 1] = b.add(d[k + 1], b.lshr(d[k], sh26))
-            d0 = b.add(b.and_(d[0], m26), b.mul(b.lshr(d[4], sh26), _vsplat64(5)))
-            b.store(b.and_(d0, m26), state[0])
-            b.store(b.add(b.and_(d[1], m26), b.lshr(d0, sh26)), state[1])
-            for k in (2, 3, 4):
-                b.store(b.and_(d[k], m26), state[k])
-        for k in range(5):
-            b.store(b.load(state[k]), b.gep(hp, [ir.Constant(_I64, k)]), align=8)
+        _call_outlined(builder, "agefast_poly1305_lanes", _emit_poly_lanes, [
+            _data_ptr(context, builder, hl_ty, args[0], ir.Constant(_I64, 0)),
+            _data_ptr(context, builder, pw_ty, args[1], ir.Constant(_I64, 0)),
+            _data_ptr(context, builder, buf_ty, args[2], args[3]),
+            context.cast(builder, args[4], signature.args[4], types.int64)])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -632,7 +662,7 @@ def _open_one(scr, aad, src, dst, verify, decrypt):
     return ok
 
 
-@_jit
+@_inner
 def _seal_batch(key, counter, src, dst, final, slice_len):
     """Seal src as consecutive chunks into dst (agefast.chunks semantics); returns bytes written."""
     scr = _scratch()
@@ -655,7 +685,7 @@ def _seal_batch(key, counter, src, dst, final, slice_len):
             return out
 
 
-@_jit
+@_inner
 def _open_batch(key, counter, src, dst, final, verify, decrypt):
     """Open consecutive sealed chunks; returns how many verified (index of the first failure).
 
@@ -684,7 +714,23 @@ def _open_batch(key, counter, src, dst, final, verify, decrypt):
     return done
 
 
-# ------------------------------------------------ single messages (tests, warm-up)
+SEAL, OPEN, VERIFY, DECRYPT = 0, 1, 2, 3
+
+
+@_jit
+def _batch(key, counter, src, dst, final, mode, slice_len):
+    """The one compiled entry point for batches (one cold compile instead of four).
+
+    mode SEAL returns bytes written; OPEN (verify then decrypt each chunk),
+    VERIFY (verify only) and DECRYPT (decrypt chunks verified earlier) return
+    the number of chunks verified.
+    """
+    if mode == SEAL:
+        return _seal_batch(key, counter, src, dst, final, slice_len)
+    return _open_batch(key, counter, src, dst, final, mode != DECRYPT, mode != VERIFY)
+
+
+# ------------------------------------------------ single messages (tests)
 
 
 @_jit

@@ -8,7 +8,6 @@ from numba.core.runtime import _nrt_python, rtsys
 
 from agefast import chunks
 from agefast import kernels
-from agefast.kernels import _engine
 
 CHUNK = kernels.CHUNK_SIZE
 SEALED = kernels.SEALED_CHUNK_SIZE
@@ -76,14 +75,12 @@ def test_tampered_chunk_stops_open_and_leaves_rest_untouched(threads):
 
 
 def test_kernels_allocate_nothing_per_chunk():
-    key = np.frombuffer(bytearray(KEY), np.uint8)
-
     def allocations(count):
-        src = np.zeros(count * CHUNK, np.uint8)
-        sealed = np.zeros(count * SEALED, np.uint8)
+        src = bytearray(count * CHUNK)
+        sealed = bytearray(count * SEALED)
         before = rtsys.get_allocation_stats()
-        _engine._seal_batch(key, np.uint64(0), src, sealed, False, _engine.SLICE)
-        _engine._open_batch(key, np.uint64(0), sealed, src, False, True, True)
+        kernels.seal_chunks(KEY, 0, src, sealed, False, threads=1)
+        kernels.open_chunks(KEY, 0, sealed, src, False, threads=1)
         after = rtsys.get_allocation_stats()
         return after.alloc - before.alloc, after.mi_alloc - before.mi_alloc
 

@@ -1,0 +1,48 @@
+"""Runs that need a fresh interpreter: the kernels' Python without the JIT, and an AVX2-only build."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,"
+           "+movbe,+pclmul,+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
+
+
+def run(args, **env):
+    full = dict(os.environ, **env)
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_kernels_without_jit():
+    # The RFC vectors and short messages through the kernel Python itself (the
+    # IR intrinsics are replaced by their big-integer stand-ins).
+    out = run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/kernels/test_primitives.py",
+               "-k", "rfc or small_lengths"], NUMBA_DISABLE_JIT="1")
+    assert "5 passed" in out
+
+
+def test_avx2_only_build(tmp_path):
+    script = textwrap.dedent("""
+        import random
+        from agefast import chunks, kernels
+        assert kernels.isa() == "avx2", kernels.isa()
+        rng = random.Random(7)
+        key = rng.randbytes(32)
+        for n in (0, 1000, 65536, 2 * 65536 + 4097):
+            src = rng.randbytes(n)
+            ref = bytearray(chunks.sealed_size(n))
+            w = chunks.seal_chunks(key, 3, src, ref, True)
+            got = bytearray(w)
+            assert kernels.seal_chunks(key, 3, src, got, True, threads=1) == w and got == ref
+            back = bytearray(n)
+            assert kernels.open_chunks(key, 3, bytes(ref), back, True, threads=1) >= 1 and back == src
+        print("avx2 ok")
+    """)
+    out = run(["-c", script], NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=HASWELL,
+              NUMBA_CACHE_DIR=str(tmp_path))
+    assert "avx2 ok" in out
