@@ -23,11 +23,6 @@ def make_header(recipients) -> tuple[bytes, bytes]:
     recipients = list(recipients)
     if not recipients:
         raise EncryptError("no recipients")
-    labels = {frozenset(getattr(r, "labels", frozenset())) for r in recipients}
-    if len(labels) > 1:
-        raise EncryptError(
-            "incompatible recipients: a passphrase must be the only recipient, "
-            "and post-quantum recipients cannot be mixed with classical ones")
     file_key = os.urandom(FILE_KEY_SIZE)
     stanzas = []
     for r in recipients:
@@ -35,6 +30,13 @@ def make_header(recipients) -> tuple[bytes, bytes]:
         if wrap is None:
             raise EncryptError(f"not a recipient: {r!r}")
         stanzas.extend(wrap(file_key))
+    # Labels are read after wrapping, as a plugin learns its own only then.
+    # Recipients that may be mixed share the same set.
+    labels = {frozenset(getattr(r, "labels", frozenset())) for r in recipients}
+    if len(labels) > 1:
+        raise EncryptError(
+            "incompatible recipients: a passphrase must be the only recipient, "
+            "and post-quantum recipients cannot be mixed with classical ones")
     without_mac = encode_header_without_mac(stanzas)
     return without_mac + encode_mac_line(_mac(file_key, without_mac)), file_key
 
