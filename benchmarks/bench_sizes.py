@@ -1,0 +1,194 @@
+"""Throughput against payload size (1 KiB .. 1 GiB) and threads.
+
+For every size, interleaved round by round:
+- agefast.encrypt/decrypt in memory with threads=1 and threads=2;
+- pyrage.encrypt/decrypt in memory;
+- cryptography: a bare STREAM loop, ChaCha20Poly1305.encrypt_into /
+  decrypt_into chunk by chunk into a buffer allocated once, no header: the
+  ceiling of any implementation built on cryptography;
+- the agefast and Go age commands on page-cached files (Go age also with
+  GOMAXPROCS=1), whose times include starting the process.
+
+In-process cases at small sizes repeat the call so that one timed sample lasts
+a few milliseconds; times are per call. All decryptions read the same age
+file; encryptions are checked by decrypting with another implementation.
+
+    python benchmarks/bench_sizes.py [--max MiB] [--reps N] [--dir DIR]
+"""
+
+import argparse
+import os
+import struct
+import sys
+from pathlib import Path
+
+import agefast
+import pyrage
+from agefast.header import make_header, payload_key  # to seal a real age file with the bare loop
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+import common
+from common import AGE, AGEFAST, MiB
+
+CHUNK = 64 * 1024
+TAG = 16
+SIZES = [1024 * 4 ** i for i in range(11)]  # 1 KiB .. 1 GiB
+SAMPLE_BYTES = 8 * MiB  # in-process calls repeat until a sample covers this much
+
+
+def stream_seal(key: bytes, src: memoryview, dst: memoryview) -> int:
+    """age's STREAM over `src` into `dst` with nothing but cryptography."""
+    aead = ChaCha20Poly1305(key)
+    nonce = bytearray(12)
+    n = len(src)
+    written = pos = counter = 0
+    while True:
+        end = min(pos + CHUNK, n)
+        struct.pack_into(">QB", nonce, 3, counter, end == n)
+        written += aead.encrypt_into(nonce, src[pos:end], None, dst[written:written + end - pos + TAG])
+        counter += 1
+        pos = end
+        if pos == n:
+            return written
+
+
+def stream_open(key: bytes, src: memoryview, dst: memoryview) -> int:
+    aead = ChaCha20Poly1305(key)
+    nonce = bytearray(12)
+    n = len(src)
+    out = pos = counter = 0
+    while pos < n:
+        end = min(pos + CHUNK + TAG, n)
+        struct.pack_into(">QB", nonce, 3, counter, end == n)
+        out += aead.decrypt_into(nonce, src[pos:end], None, dst[out:out + end - pos - TAG])
+        counter += 1
+        pos = end
+    return out
+
+
+def sealed_size(n: int) -> int:
+    return n + max(1, -(-n // CHUNK)) * TAG
+
+
+class Keys:
+    def __init__(self, directory: Path):
+        self.path, self.recipient_text = common.make_key(directory)
+        text = self.path.read_text()
+        self.identities = agefast.parse_identities(text)
+        self.recipients = agefast.parse_recipients(self.recipient_text)
+        secret = next(line for line in text.splitlines() if line.startswith("AGE-SECRET-KEY-"))
+        self.py_identity = pyrage.x25519.Identity.from_str(secret)
+        self.py_recipient = pyrage.x25519.Recipient.from_str(self.recipient_text)
+
+
+def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
+    data = os.urandom(size)
+    calls = max(1, SAMPLE_BYTES // size)
+    # One age file, sealed by the bare loop and checked by pyrage, is what
+    # every decryption reads.
+    header, file_key = make_header(keys.recipients)
+    nonce = os.urandom(16)
+    key = payload_key(file_key, nonce)
+    start = len(header) + 16
+    sealed = bytearray(start + sealed_size(size))
+    sealed[:start] = header + nonce
+    stream_seal(key, memoryview(data), memoryview(sealed)[start:])
+    sealed = bytes(sealed)
+    if pyrage.decrypt(sealed, [keys.py_identity]) != data:
+        raise SystemExit("the bare STREAM loop does not make a valid age file")
+    plain_path, sealed_path, out_path = (directory / n for n in ("sweep", "sweep.age", "sweep.out"))
+    plain_path.write_bytes(data)
+    sealed_path.write_bytes(sealed)
+    common.warm(plain_path, sealed_path)
+    p, s, o, k, r = str(plain_path), str(sealed_path), str(out_path), str(keys.path), keys.recipient_text
+    one_proc = {**os.environ, "GOMAXPROCS": "1"}
+    ceiling_out = memoryview(bytearray(sealed_size(size)))
+    ceiling_plain = memoryview(bytearray(size))
+    outputs = {}
+
+    def repeat(name, fn):
+        def timed():
+            for _ in range(calls):
+                outputs[name] = fn()
+        return timed
+
+    encrypt = {
+        "agefast-t1": repeat("agefast-t1", lambda: agefast.encrypt(data, keys.recipients, threads=1)),
+        "agefast-t2": repeat("agefast-t2", lambda: agefast.encrypt(data, keys.recipients, threads=2)),
+        "pyrage": repeat("pyrage", lambda: pyrage.encrypt(data, [keys.py_recipient])),
+        "cryptography": repeat("cryptography", lambda: stream_seal(key, memoryview(data), ceiling_out)),
+        "agefast-cli": lambda: common.run([AGEFAST, "-r", r, "-o", o, p]),
+        "age-cli": lambda: common.run([AGE, "-r", r, "-o", o, p]),
+        "age-cli-p1": lambda: common.run([AGE, "-r", r, "-o", o, p], env=one_proc),
+    }
+    decrypt = {
+        "agefast-t1": repeat("agefast-t1", lambda: agefast.decrypt(sealed, keys.identities, threads=1)),
+        "agefast-t2": repeat("agefast-t2", lambda: agefast.decrypt(sealed, keys.identities, threads=2)),
+        "pyrage": repeat("pyrage", lambda: pyrage.decrypt(sealed, [keys.py_identity])),
+        "cryptography": repeat("cryptography", lambda: stream_open(key, memoryview(sealed)[start:], ceiling_plain)),
+        "agefast-cli": lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s]),
+        "age-cli": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s]),
+        "age-cli-p1": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s], env=one_proc),
+    }
+
+    def produced(name, ceiling: memoryview) -> bytes:
+        if name.endswith(("-cli", "-p1")):
+            return out_path.read_bytes()
+        result = outputs.pop(name)
+        if name != "cryptography":
+            return result
+        written = bytes(ceiling[:result])
+        ceiling[:] = bytes(len(ceiling))  # the next run must write every byte again
+        return written
+
+    def verify_encrypt(name):
+        ciphertext = produced(name, ceiling_out)
+        if name == "cryptography":
+            ok = ciphertext == sealed[start:]  # same key and nonce: the very same payload
+        elif name.startswith("agefast"):
+            ok = pyrage.decrypt(ciphertext, [keys.py_identity]) == data
+        else:
+            ok = agefast.decrypt(ciphertext, keys.identities) == data
+        if not ok:
+            raise SystemExit(f"encrypt {common.size_name(size)} with {name}: the output does not round-trip")
+
+    def verify_decrypt(name):
+        if produced(name, ceiling_plain) != data:
+            raise SystemExit(f"decrypt {common.size_name(size)} with {name}: the output differs from the input")
+
+    result = {"size": size, "calls_per_sample": calls}
+    for op, cases, verify in (("encrypt", encrypt, verify_encrypt), ("decrypt", decrypt, verify_decrypt)):
+        raw = common.interleave(cases, reps, prepare=lambda name: out_path.unlink(missing_ok=True),
+                                verify=verify, log=False)
+        for name, case in raw.items():
+            if not name.endswith(("-cli", "-p1")):
+                for run in case["runs"]:
+                    for field in ("seconds", "cpu_seconds", "task-clock", "page-faults", "context-switches"):
+                        if field in run:
+                            run[field] /= calls
+        result[op] = {name: {**common.summarize(c, size), **c} for name, c in raw.items()}
+        print(common.size_name(size), op, {n: round(c["gb_per_s"], 3) for n, c in result[op].items()},
+              file=sys.stderr, flush=True)
+    for path in (plain_path, sealed_path, out_path):
+        path.unlink(missing_ok=True)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max", type=int, default=1024, help="largest size in MiB (default 1024)")
+    ap.add_argument("--reps", type=int, default=5, help="rounds of every case (default 5)")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    keys = Keys(args.dir)
+    result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "sizes": []}
+    engine = os.environ.get("AGEFAST_ENGINE", "default")
+    for size in (s for s in SIZES if s <= args.max * MiB):
+        result["sizes"].append(one_size(size, args.reps, keys, args.dir))
+        # Saved after every size, so a long sweep that is cut short still counts.
+        common.save(f"sizes-{engine}", result)
+
+
+if __name__ == "__main__":
+    main()
