@@ -12,6 +12,7 @@ Every chunk is CHUNK_SIZE bytes of plaintext except the last one of a final
 batch, which may be shorter (and is empty only when the whole payload is).
 """
 
+import os
 import struct
 
 from cryptography.exceptions import InvalidTag
@@ -20,6 +21,18 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 CHUNK_SIZE = 64 * 1024
 TAG_SIZE = 16
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+
+# Batches of at least this many bytes go to the Numba kernels (agefast.kernels),
+# smaller ones stay on cryptography and never import numba; measured in
+# docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
+KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
+
+
+def _use_kernels(size: int) -> bool:
+    engine = os.environ.get("AGEFAST_ENGINE", "")
+    if engine not in ("", "cryptography", "numba"):
+        raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
+    return engine == "numba" or (not engine and size >= KERNEL_MIN_BATCH)
 
 
 def sealed_size(plaintext_size: int) -> int:
@@ -40,6 +53,9 @@ def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
     n = len(src)
     if not final and (n == 0 or n % CHUNK_SIZE):
         raise ValueError("a non-final batch must hold whole chunks")
+    if _use_kernels(n):
+        from . import kernels
+        return kernels.seal_chunks(key, counter, src, dst, final, threads)
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     written = 0
@@ -68,6 +84,9 @@ def open_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
     n = len(src)
     if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
         raise ValueError("a batch must hold whole sealed chunks")
+    if _use_kernels(n):
+        from . import kernels
+        return kernels.open_chunks(key, counter, src, dst, final, threads)
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     pos = 0

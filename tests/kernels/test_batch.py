@@ -17,6 +17,12 @@ SIZES = (0, 1, 15, 16, 17, 1023, 1024, 4096, CHUNK - 1, CHUNK, CHUNK + 1,
 COUNTERS = (0, 0xFFFFFF, (1 << 56) - 2)     # carries across the nonce's 32-bit words
 
 
+@pytest.fixture(autouse=True)
+def cryptography_reference(monkeypatch):
+    # agefast.chunks is the reference here: keep it on its cryptography path
+    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+
+
 def reference_seal(counter, src, final):
     dst = bytearray(chunks.sealed_size(len(src)))
     return bytes(dst[:chunks.seal_chunks(KEY, counter, src, dst, final)])
@@ -118,3 +124,18 @@ def test_validation():
 
 def test_isa_names_the_compiled_instruction_set():
     assert kernels.isa() in ("avx512f", "avx2", "baseline")
+
+
+def test_chunks_dispatch(monkeypatch):
+    src = bytes(range(256)) * 1024
+    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+    expect = reference_seal(9, src, True)
+    for engine in ("numba", ""):          # forced, and by size (256 KiB is under the threshold)
+        monkeypatch.setenv("AGEFAST_ENGINE", engine)
+        dst = bytearray(len(expect))
+        assert chunks.seal_chunks(KEY, 9, src, dst, True, threads=2) == len(expect) and dst == expect
+        back = bytearray(len(src))
+        assert chunks.open_chunks(KEY, 9, expect, back, True, threads=2) == 4 and back == src
+    monkeypatch.setenv("AGEFAST_ENGINE", "openssl")
+    with pytest.raises(ValueError):
+        chunks.seal_chunks(KEY, 0, b"", bytearray(16), True)
