@@ -7,12 +7,11 @@ Go age, and every decryption output is compared with the plaintext.
 
     python benchmarks/bench_files.py [--size MiB] [--reps N] [--dir DIR]
 
-AGEFAST_ENGINE (cryptography|numba) is passed on to agefast, in-process and
-to the CLI alike; results go to benchmarks/results/files-<engine>.json.
+agefast runs both with its default engine choice and with
+AGEFAST_ENGINE=cryptography; results go to benchmarks/results/files.json.
 """
 
 import argparse
-import os
 from pathlib import Path
 
 import agefast
@@ -23,23 +22,34 @@ from common import AGE, AGEFAST, MiB
 
 
 def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> dict:
-    """{(op, tool): timed callable}; in-process tools get key objects parsed once."""
+    """{(op, tool): timed callable}; in-process tools get key objects parsed once.
+
+    agefast runs with its default engine choice (the Numba kernels for
+    batches of 1 MiB and more) and, as "-crypto", forced onto cryptography.
+    """
     key_text = key.read_text()
     ag_ids = agefast.parse_identities(key_text)
     ag_rcp = agefast.parse_recipients(recipient)
     py_id = pyrage.x25519.Identity.from_str(next(l for l in key_text.splitlines() if l.startswith("AGE-SECRET-KEY-")))
     py_rcp = pyrage.x25519.Recipient.from_str(recipient)
     p, s, o, k = str(plain), str(sealed), str(out), str(key)
+    crypto = common.engine_env("cryptography")
+    default = common.engine_env(None)
+    enc, dec = [AGEFAST, "-r", recipient, "-o", o, p], [AGEFAST, "-d", "-i", k, "-o", o, s]
     return {
-        ("encrypt", "agefast-cli"): lambda: common.run([AGEFAST, "-r", recipient, "-o", o, p]),
-        ("encrypt", "agefast-cli-t1"): lambda: common.run([AGEFAST, "--threads", "1", "-r", recipient, "-o", o, p]),
+        ("encrypt", "agefast-cli"): lambda: common.run(enc, env=default),
+        ("encrypt", "agefast-cli-t1"): lambda: common.run(enc[:1] + ["--threads", "1"] + enc[1:], env=default),
+        ("encrypt", "agefast-cli-crypto"): lambda: common.run(enc, env=crypto),
         ("encrypt", "age-cli"): lambda: common.run([AGE, "-r", recipient, "-o", o, p]),
-        ("encrypt", "agefast"): lambda: agefast.encrypt_file(p, o, ag_rcp),
+        ("encrypt", "agefast"): common.in_engine(None, lambda: agefast.encrypt_file(p, o, ag_rcp)),
+        ("encrypt", "agefast-crypto"): common.in_engine("cryptography", lambda: agefast.encrypt_file(p, o, ag_rcp)),
         ("encrypt", "pyrage"): lambda: pyrage.encrypt_file(p, o, [py_rcp]),
-        ("decrypt", "agefast-cli"): lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s]),
-        ("decrypt", "agefast-cli-t1"): lambda: common.run([AGEFAST, "-d", "--threads", "1", "-i", k, "-o", o, s]),
+        ("decrypt", "agefast-cli"): lambda: common.run(dec, env=default),
+        ("decrypt", "agefast-cli-t1"): lambda: common.run(dec[:1] + ["--threads", "1"] + dec[1:], env=default),
+        ("decrypt", "agefast-cli-crypto"): lambda: common.run(dec, env=crypto),
         ("decrypt", "age-cli"): lambda: common.run([AGE, "-d", "-i", k, "-o", o, s]),
-        ("decrypt", "agefast"): lambda: agefast.decrypt_file(s, o, ag_ids),
+        ("decrypt", "agefast"): common.in_engine(None, lambda: agefast.decrypt_file(s, o, ag_ids)),
+        ("decrypt", "agefast-crypto"): common.in_engine("cryptography", lambda: agefast.decrypt_file(s, o, ag_ids)),
         ("decrypt", "pyrage"): lambda: pyrage.decrypt_file(s, o, [py_id]),
     }
 
@@ -49,8 +59,10 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
 RATIOS = {
     "agefast-cli / age-cli": ("agefast-cli", "age-cli"),
     "agefast-cli-t1 / age-cli": ("agefast-cli-t1", "age-cli"),
+    "agefast-cli-crypto / age-cli": ("agefast-cli-crypto", "age-cli"),
     "agefast / pyrage": ("agefast", "pyrage"),
-    "agefast-cli / pyrage": ("agefast-cli", "pyrage"),
+    "agefast-crypto / pyrage": ("agefast-crypto", "pyrage"),
+    "agefast / age-cli": ("agefast", "age-cli"),
 }
 
 
@@ -67,6 +79,7 @@ def main() -> None:
     key, recipient = common.make_key(args.dir)
     common.run([AGE, "-r", recipient, "-o", str(sealed), str(plain)])
     common.warm(plain, sealed)
+    common.warm_engine()
     work = cases(key, recipient, plain, sealed, out)
 
     def prepare(name):
@@ -94,8 +107,7 @@ def main() -> None:
         }
     for path in (plain, sealed, out, check):
         path.unlink(missing_ok=True)
-    engine = os.environ.get("AGEFAST_ENGINE", "default")
-    common.save(f"files-{engine}", result)
+    common.save("files", result)
 
 
 if __name__ == "__main__":

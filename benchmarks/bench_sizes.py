@@ -1,7 +1,9 @@
 """Throughput against payload size (1 KiB .. 1 GiB) and threads.
 
 For every size, interleaved round by round:
-- agefast.encrypt/decrypt in memory with threads=1 and threads=2;
+- agefast.encrypt/decrypt in memory with threads=1 and threads=2 (default
+  engine choice: the Numba kernels from 1 MiB on), and forced onto
+  cryptography (AGEFAST_ENGINE=cryptography, "agefast-crypto");
 - pyrage.encrypt/decrypt in memory;
 - cryptography: a bare STREAM loop, ChaCha20Poly1305.encrypt_into /
   decrypt_into chunk by chunk into a buffer allocated once, no header: the
@@ -102,6 +104,7 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
     common.warm(plain_path, sealed_path)
     p, s, o, k, r = str(plain_path), str(sealed_path), str(out_path), str(keys.path), keys.recipient_text
     one_proc = {**os.environ, "GOMAXPROCS": "1"}
+    default = common.engine_env(None)
     ceiling_out = memoryview(bytearray(sealed_size(size)))
     ceiling_plain = memoryview(bytearray(size))
     outputs = {}
@@ -113,20 +116,28 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
         return timed
 
     encrypt = {
-        "agefast-t1": repeat("agefast-t1", lambda: agefast.encrypt(data, keys.recipients, threads=1)),
-        "agefast-t2": repeat("agefast-t2", lambda: agefast.encrypt(data, keys.recipients, threads=2)),
+        "agefast-t1": common.in_engine(None, repeat(
+            "agefast-t1", lambda: agefast.encrypt(data, keys.recipients, threads=1))),
+        "agefast-t2": common.in_engine(None, repeat(
+            "agefast-t2", lambda: agefast.encrypt(data, keys.recipients, threads=2))),
+        "agefast-crypto": common.in_engine("cryptography", repeat(
+            "agefast-crypto", lambda: agefast.encrypt(data, keys.recipients))),
         "pyrage": repeat("pyrage", lambda: pyrage.encrypt(data, [keys.py_recipient])),
         "cryptography": repeat("cryptography", lambda: stream_seal(key, memoryview(data), ceiling_out)),
-        "agefast-cli": lambda: common.run([AGEFAST, "-r", r, "-o", o, p]),
+        "agefast-cli": lambda: common.run([AGEFAST, "-r", r, "-o", o, p], env=default),
         "age-cli": lambda: common.run([AGE, "-r", r, "-o", o, p]),
         "age-cli-p1": lambda: common.run([AGE, "-r", r, "-o", o, p], env=one_proc),
     }
     decrypt = {
-        "agefast-t1": repeat("agefast-t1", lambda: agefast.decrypt(sealed, keys.identities, threads=1)),
-        "agefast-t2": repeat("agefast-t2", lambda: agefast.decrypt(sealed, keys.identities, threads=2)),
+        "agefast-t1": common.in_engine(None, repeat(
+            "agefast-t1", lambda: agefast.decrypt(sealed, keys.identities, threads=1))),
+        "agefast-t2": common.in_engine(None, repeat(
+            "agefast-t2", lambda: agefast.decrypt(sealed, keys.identities, threads=2))),
+        "agefast-crypto": common.in_engine("cryptography", repeat(
+            "agefast-crypto", lambda: agefast.decrypt(sealed, keys.identities))),
         "pyrage": repeat("pyrage", lambda: pyrage.decrypt(sealed, [keys.py_identity])),
         "cryptography": repeat("cryptography", lambda: stream_open(key, memoryview(sealed)[start:], ceiling_plain)),
-        "agefast-cli": lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s]),
+        "agefast-cli": lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s], env=default),
         "age-cli": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s]),
         "age-cli-p1": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s], env=one_proc),
     }
@@ -182,12 +193,12 @@ def main() -> None:
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     keys = Keys(args.dir)
+    common.warm_engine()
     result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "sizes": []}
-    engine = os.environ.get("AGEFAST_ENGINE", "default")
     for size in (s for s in SIZES if s <= args.max * MiB):
         result["sizes"].append(one_size(size, args.reps, keys, args.dir))
         # Saved after every size, so a long sweep that is cut short still counts.
-        common.save(f"sizes-{engine}", result)
+        common.save("sizes", result)
 
 
 if __name__ == "__main__":

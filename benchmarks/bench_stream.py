@@ -6,7 +6,9 @@ io.BytesIO, against `agefast.encrypt` of the same bytes; and read back from
 `agefast.decrypt`. The decryptor is run over the BytesIO as it is (seekable:
 the random-access reader) and behind a read-only wrapper (the sequential
 reader). A streaming encryptor onto a sink that discards shows what the
-BytesIO's growth costs. Every output is checked with pyrage.
+BytesIO's growth costs. Every output is checked with pyrage. agefast runs
+with its default engine choice (the Numba kernels from 1 MiB batches on,
+which is also the encryptor's and decryptor's batch).
 
 Part 2 (memory): tracemalloc's peak while streaming 64 MiB and 256 MiB
 through an encryptor onto a file in --dir and back through a decryptor.
@@ -164,6 +166,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
+    common.warm_engine()
     identity = agefast.x25519.Identity.generate()
     recipient = identity.to_public()
     py_identity = pyrage.x25519.Identity.from_str(str(identity))

@@ -83,6 +83,38 @@ def run(argv, env=None) -> None:
     subprocess.run(argv, check=True, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 
 
+def engine_env(engine: str | None) -> dict:
+    """The environment of a child running agefast with `engine` (None: agefast's own choice)."""
+    env = {k: v for k, v in os.environ.items() if k != "AGEFAST_ENGINE"}
+    if engine:
+        env["AGEFAST_ENGINE"] = engine
+    return env
+
+
+def in_engine(engine: str | None, fn):
+    """fn, called with AGEFAST_ENGINE set to `engine` (agefast reads it for every batch)."""
+    def call():
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(engine_env(engine))
+        try:
+            return fn()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return call
+
+
+def warm_engine() -> None:
+    """Compile the Numba kernels (or load them from Numba's on-disk cache) before timing.
+
+    In-process cases then time the steady state; every agefast command still
+    pays the import and cache load, as a user's does.
+    """
+    from agefast import kernels
+    kernels.warm_up()
+
+
 def _cpu_seconds() -> float:
     # RUSAGE_SELF covers every thread of this process, also pool threads that
     # existed before a Profiler opened (which inherit=True cannot count).

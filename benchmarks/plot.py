@@ -27,6 +27,7 @@ MiB = 1 << 20
 LABELS = {
     "agefast-t1": "agefast.encrypt/decrypt, threads=1",
     "agefast-t2": "agefast.encrypt/decrypt, threads=2",
+    "agefast-crypto": "agefast.encrypt/decrypt, cryptography engine",
     "pyrage": "pyrage.encrypt/decrypt",
     "cryptography": "bare cryptography STREAM loop (ceiling)",
     "agefast-cli": "agefast command",
@@ -117,7 +118,7 @@ def sizes_table(result: dict) -> str:
     return "\n\n".join(parts)
 
 
-def sizes_plot(result: dict, engine: str) -> None:
+def sizes_plot(result: dict) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
     sizes = [s["size"] for s in result["sizes"]]
     for ax, op in zip(axes, ("encrypt", "decrypt")):
@@ -127,30 +128,30 @@ def sizes_plot(result: dict, engine: str) -> None:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(sizes, [size_name(s) for s in sizes], rotation=45)
-        ax.set_title(f"{op} (agefast engine: {engine})")
+        ax.set_title(op)
         ax.set_xlabel("payload size")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("GB/s (10^9 bytes per second, median)")
     axes[1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(IMG / f"sizes-{engine}.png", dpi=110)
+    fig.savefig(IMG / "sizes.png", dpi=110)
     plt.close(fig)
 
 
-def files_plot(results: dict) -> None:
-    """Bars of GB/s per tool, one group per (engine, op)."""
-    groups = [(engine, op, r["ops"][op]["cases"]) for engine, r in results.items() for op in ("encrypt", "decrypt")]
-    tools = list(groups[0][2])
+def files_plot(result: dict) -> None:
+    """Bars of GB/s per case, one group per op."""
+    ops = list(result["ops"])
+    tools = list(result["ops"][ops[0]]["cases"])
     fig, ax = plt.subplots(figsize=(11, 4.5))
     width = 0.8 / len(tools)
     for i, tool in enumerate(tools):
-        xs = [g + i * width for g in range(len(groups))]
-        bars = ax.bar(xs, [cases[tool]["gb_per_s"] for _, _, cases in groups], width, label=tool)
+        bars = ax.bar([g + i * width for g in range(len(ops))],
+                      [result["ops"][op]["cases"][tool]["gb_per_s"] for op in ops], width, label=tool)
         ax.bar_label(bars, fmt="%.2f", fontsize=7)
-    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))],
-                  [f"{op}\n(agefast engine: {engine})" for engine, op, _ in groups])
-    ax.set_ylabel("GB/s, median")
-    ax.set_title(f"{size_name(next(iter(results.values()))['size'])} page-cached file to file")
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(ops))], ops)
+    ax.set_ylabel("GB/s (10^9 bytes per second), median")
+    ax.set_title(f"{size_name(result['size'])} page-cached file to file; "
+                 "-crypto: AGEFAST_ENGINE=cryptography, -t1: --threads 1")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(IMG / "files.png", dpi=110)
@@ -158,25 +159,41 @@ def files_plot(results: dict) -> None:
 
 
 def replace(doc: str, name: str, text: str) -> str:
-    pattern = re.compile(rf"(<!-- table:{re.escape(name)} -->\n).*?(\n<!-- /table:{re.escape(name)} -->)", re.S)
+    pattern = re.compile(rf"(<!-- table:{re.escape(name)} -->\n).*?(<!-- /table:{re.escape(name)} -->)", re.S)
     if not pattern.search(doc):
         print(f"docs/performance.md has no place for table {name}", file=sys.stderr)
         return doc
-    return pattern.sub(lambda m: m.group(1) + text + m.group(2), doc)
+    return pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(2), doc)
+
+
+def engine_table(result: dict) -> str:
+    """The headline: agefast's default engine choice against its cryptography engine and the peers."""
+    rows = []
+    for op, data in result["ops"].items():
+        c, r = data["cases"], data["ratios"]
+        rows.append([op, f"{c['agefast-cli']['gb_per_s']:.2f}", f"{c['agefast-cli-crypto']['gb_per_s']:.2f}",
+                     f"{c['age-cli']['gb_per_s']:.2f}", f"{r['agefast-cli / age-cli']:.2f}x",
+                     f"{c['agefast']['gb_per_s']:.2f}", f"{c['pyrage']['gb_per_s']:.2f}",
+                     f"{r['agefast / pyrage']:.2f}x"])
+    m = result["machine"]
+    return (f"{size_name(result['size'])} page-cached file, agefast {m['agefast_commit']}, "
+            f"load average {m['loadavg_start'][0]:.1f} at the start\n\n"
+            + table(["op", "agefast command GB/s", "same, cryptography engine", "Go age GB/s", "agefast/age",
+                     "agefast.*_file GB/s", "pyrage.*_file GB/s", "agefast/pyrage"], rows))
 
 
 def main() -> None:
     IMG.mkdir(parents=True, exist_ok=True)
     doc = DOC.read_text()
-    files = {p.stem.removeprefix("files-"): json.loads(p.read_text()) for p in sorted(RESULTS.glob("files-*.json"))}
-    for engine, result in files.items():
-        doc = replace(doc, f"files-{engine}", files_table(result))
-    if files:
+    files = load("files")
+    if files is not None:
+        doc = replace(doc, "engine", engine_table(files))
+        doc = replace(doc, "files", files_table(files))
         files_plot(files)
-    for path in sorted(RESULTS.glob("sizes-*.json")):
-        result = json.loads(path.read_text())
-        doc = replace(doc, path.stem, sizes_table(result))
-        sizes_plot(result, path.stem.removeprefix("sizes-"))
+    sizes = load("sizes")
+    if sizes is not None:
+        doc = replace(doc, "sizes", sizes_table(sizes))
+        sizes_plot(sizes)
     for name, render in (("latency", latency_table), ("rss", rss_table), ("stream", stream_table)):
         result = load(name)
         if result is not None:
