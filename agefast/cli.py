@@ -9,12 +9,12 @@ import argparse
 import contextlib
 import errno
 import os
-import shutil
 import sys
 import tempfile
 
 import agefast
 from agefast import errors, keys
+from agefast._progress import with_progress
 from agefast._terminal import PluginPrompts, TerminalError, is_terminal, read_passphrase
 
 USAGE = """\
@@ -34,7 +34,6 @@ identity file; with -e it encrypts to the identity's public key. -j PLUGIN
 decrypts with the plugin age-plugin-PLUGIN and no identity data.
 PATH "-" reads standard input."""
 
-COPY_SIZE = 1024 * 1024
 _PLUGIN_PROMPTS = PluginPrompts()
 
 
@@ -260,11 +259,21 @@ def _open_output(path):
         raise
 
 
+@contextlib.contextmanager
+def _progress(src):
+    """`src`, counted by a progress bar on stderr for large inputs at a terminal."""
+    reader, bar = with_progress(src)
+    try:
+        yield reader
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _encrypt(args) -> None:
     recipients = _load_recipients(args)
-    with _open_input(args.input) as src, _open_output(args.output) as dst:
-        with agefast.encryptor(dst, recipients, armored=args.armor, threads=args.threads) as w:
-            shutil.copyfileobj(src, w, COPY_SIZE)
+    with _open_input(args.input) as src, _open_output(args.output) as dst, _progress(src) as reader:
+        agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
 
 
 class _PassphrasePrompt:
@@ -287,17 +296,15 @@ class _PassphrasePrompt:
 def _decrypt(args) -> None:
     prompt = _PassphrasePrompt()
     identities = [prompt, *_load_identities(args.identities, args.plugins)]
-    with _open_input(args.input) as src, _open_output(args.output) as dst:
+    with _open_input(args.input) as src, _open_output(args.output) as dst, _progress(src) as reader:
         try:
-            reader = agefast.decryptor(src, identities, threads=args.threads)
+            agefast.decrypt_io(reader, dst, identities, threads=args.threads)
         except errors.NoIdentityMatchError:
             if prompt.asked:
                 raise UsageError("incorrect passphrase") from None
             if not (args.identities or args.plugins):
                 raise UsageError("the file is not passphrase-encrypted: did you forget -i/--identity?") from None
             raise
-        with reader:
-            shutil.copyfileobj(reader, dst, COPY_SIZE)
 
 
 # What to put before the library's message, most specific class first. The

@@ -14,7 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import _engine
+# With error highlighting on, numba initialises colorama, whose exit handler
+# writes a colour reset to a terminal: a stray "\x1b[0m" after every agefast
+# command that used the engine. The setting is read when numba is imported.
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+
+from . import _engine  # noqa: E402  (after the environment is set)
 
 CHUNK_SIZE = _engine.CHUNK
 TAG_SIZE = _engine.TAG
