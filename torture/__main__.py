@@ -12,7 +12,7 @@ from .strata import all_strata
 PROFILES = {
     "quick": Profile("quick", flips_per_region=1, fragment_seeds=1, repeats=1, every_chunk=False,
                      key_pairs="paired", multistream_streams=8),
-    "full": Profile("full", flips_per_region=12, fragment_seeds=6, repeats=3, every_chunk=True,
+    "full": Profile("full", flips_per_region=24, fragment_seeds=8, repeats=4, every_chunk=True,
                     key_pairs="cross", multistream_streams=16),
 }
 AXES = {"roundtrip+adversarial-io": streams.run_axis, "keys": degraded.run_axis, "tamper": tamper.run_axis}

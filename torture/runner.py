@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from . import oracles, reference
 
 # One operation in this many runs under tracemalloc (which slows it several
-# times, so those runs are left out of the latency figures).
+# times, so those runs are left out of the latency figures), besides the
+# first of each axis.
 ALLOC_SAMPLE_EVERY = 16
 # Oracle checks wait in a queue so the age CLI gets them in batches.
 ORACLE_BATCH = 64
@@ -74,7 +75,11 @@ class Run:
         """
         with self._lock:
             self._ops += 1
-            sample = self._ops % ALLOC_SAMPLE_EVERY == 0 and threading.current_thread() is threading.main_thread()
+            # tracemalloc is process-wide, so only the main thread's operations
+            # are sampled (other threads would count into them); every axis
+            # gets its first operation sampled, so no row is left without.
+            sample = threading.current_thread() is threading.main_thread() and (
+                self._ops % ALLOC_SAMPLE_EVERY == 0 or not self._axis(stratum, axis).alloc_peaks)
         if sample:
             tracemalloc.start()
         start = time.perf_counter()
