@@ -6,22 +6,31 @@ once its own small buffer is drained, so the payload is never copied twice.
 """
 
 
+def readinto_of(reader):
+    """A readinto callable for any reader, also one with only read()."""
+    readinto = getattr(reader, "readinto", None)
+    if readinto is not None:
+        return readinto
+
+    def from_read(b):
+        data = reader.read(len(b))
+        if data is None:
+            return None
+        b[:len(data)] = data
+        return len(data)
+
+    return from_read
+
+
 class Source:
     def __init__(self, reader):
-        self._reader = reader
         self._buf = bytearray()
         self._eof = False
-        self._readinto = getattr(reader, "readinto", None)
+        self._readinto = readinto_of(reader)
         self.consumed = 0  # bytes handed out so far
 
     def _raw_read(self, mv: memoryview) -> int:
-        if self._readinto is not None:
-            n = self._readinto(mv)
-        else:
-            data = self._reader.read(len(mv))
-            n = None if data is None else len(data)
-            if n:
-                mv[:n] = data
+        n = self._readinto(mv)
         if n is None:
             # A non-blocking reader with nothing to give: there is no way to
             # wait for it here without spinning, so say so plainly.

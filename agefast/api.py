@@ -40,28 +40,16 @@ def _open_file(src, identities):
     return source, open_header(source, identities), armored
 
 
-def _readinto(reader):
-    """A readinto callable for any reader, also one with only read()."""
-    readinto = getattr(reader, "readinto", None)
-    if readinto is not None:
-        return readinto
-
-    def from_read(b):
-        data = reader.read(len(b))
-        if data is None:
-            return None
-        b[:len(data)] = data
-        return len(data)
-
-    return from_read
+def _flush(dst) -> None:
+    flush = getattr(dst, "flush", None)
+    if flush is not None:
+        flush()
 
 
 def _finish_file(out, dst) -> None:
     if isinstance(out, armor.ArmorWriter):
         out.close()
-    flush = getattr(dst, "flush", None)
-    if flush is not None:
-        flush()
+    _flush(dst)
 
 
 class Encryptor(io.RawIOBase):
@@ -225,7 +213,7 @@ def decrypt(ciphertext, identities, *, threads=None) -> bytes:
 def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:
     """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
     out, key = _begin_file(writer, recipients, armored)
-    seal_stream(_readinto(reader), out, key, threads)
+    seal_stream(Source(reader).readinto, out, key, threads)
     _finish_file(out, writer)
 
 
@@ -237,9 +225,7 @@ def decrypt_io(reader, writer, identities, *, threads=None) -> None:
     """
     source, key, _ = _open_file(reader, identities)
     open_stream(source.readinto, writer, key, threads)
-    flush = getattr(writer, "flush", None)
-    if flush is not None:
-        flush()
+    _flush(writer)
 
 
 def _to_file_atomically(outfile, produce, direct: bool) -> None:

@@ -33,21 +33,10 @@ class _Slot:
         self.last = False
 
 
-def _read_full(readinto, mv: memoryview) -> int:
-    n = 0
-    while n < len(mv):
-        got = readinto(mv[n:])
-        if got is None:
-            raise BlockingIOError("the source has no data available (non-blocking read returned None)")
-        if got == 0:
-            break
-        n += got
-    return n
-
-
 class _Pipeline:
-    def __init__(self, readinto, dst, input_field: str, output_field: str):
-        self._readinto = readinto
+    def __init__(self, read_full, dst, input_field: str, output_field: str):
+        # read_full(buffer) fills the buffer unless the input ends first.
+        self._read_full = read_full
         self._dst = dst
         self._input = input_field
         self._output = output_field
@@ -67,7 +56,7 @@ class _Pipeline:
                 if slot is _STOP:
                     return
                 buf = memoryview(getattr(slot, self._input))
-                slot.size = _read_full(self._readinto, buf)
+                slot.size = self._read_full(buf)
                 if held is not None:
                     # The batch before this one was full; it was the last one
                     # only if nothing followed it.
@@ -133,8 +122,8 @@ class _Pipeline:
             raise self._errors[0]
 
 
-def seal_stream(readinto, dst, key: bytes, threads: int | None = None) -> None:
-    """Encrypt everything `readinto` yields as the STREAM payload onto `dst`."""
+def seal_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
+    """Encrypt everything `read_full` yields as the STREAM payload onto `dst`."""
     counter = 0
 
     def seal(slot: _Slot) -> tuple[int, bool]:
@@ -144,11 +133,11 @@ def seal_stream(readinto, dst, key: bytes, threads: int | None = None) -> None:
         counter += slot.size // CHUNK_SIZE
         return size, True
 
-    _Pipeline(readinto, dst, "plain", "sealed").run(seal)
+    _Pipeline(read_full, dst, "plain", "sealed").run(seal)
 
 
-def open_stream(readinto, dst, key: bytes, threads: int | None = None) -> None:
-    """Decrypt the STREAM payload `readinto` yields onto `dst`.
+def open_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
+    """Decrypt the STREAM payload `read_full` yields onto `dst`.
 
     Verified plaintext is written as it is opened; a PayloadError is raised
     after the last verified chunk, so a caller writing to a file must discard
@@ -164,6 +153,6 @@ def open_stream(readinto, dst, key: bytes, threads: int | None = None) -> None:
         counter += done
         return size, problem is None
 
-    _Pipeline(readinto, dst, "sealed", "plain").run(open_)
+    _Pipeline(read_full, dst, "sealed", "plain").run(open_)
     if problem is not None:
         raise PayloadError(problem)

@@ -1,0 +1,86 @@
+"""The overlapped pipeline behind encrypt_io/decrypt_io: order, errors, threads."""
+
+import io
+import random
+import threading
+
+import pytest
+
+import agefast
+from agefast import pipeline
+from streams import Trickle
+
+BATCH = pipeline.BATCH_CHUNKS * 64 * 1024
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+
+
+@pytest.mark.parametrize("size", [0, 1, BATCH - 1, BATCH, BATCH + 1, 3 * BATCH, 4 * BATCH + 65536 * 3 + 5])
+def test_round_trip_across_batches(size):
+    data = random.Random(size).randbytes(size)
+    ct = io.BytesIO()
+    agefast.encrypt_io(Trickle(data, 1_000_003), ct, [RECIPIENT])
+    assert agefast.decrypt(ct.getvalue(), [IDENTITY]) == data
+    out = io.BytesIO()
+    agefast.decrypt_io(Trickle(ct.getvalue(), 999_983), out, [IDENTITY])
+    assert out.getvalue() == data
+
+
+class FailingWriter(io.RawIOBase):
+    def __init__(self, fail_after: int):
+        self.written = 0
+        self._fail_after = fail_after
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        if self.written + len(b) > self._fail_after:
+            raise OSError(28, "No space left on device")
+        self.written += len(b)
+        return len(b)
+
+
+class FailingReader(Trickle):
+    def __init__(self, data, fail_after):
+        super().__init__(data)
+        self._left = fail_after
+
+    def readinto(self, b):
+        if self._left <= 0:
+            raise OSError(5, "Input/output error")
+        n = super().readinto(memoryview(b)[:self._left])
+        self._left -= n
+        return n
+
+
+def threads_settle(before: int) -> bool:
+    for t in threading.enumerate():
+        if t.name in ("agefast-reader", "agefast-writer"):
+            t.join(timeout=5)
+    return threading.active_count() <= before
+
+
+def test_writer_error_stops_everything():
+    before = threading.active_count()
+    with pytest.raises(OSError, match="No space"):
+        agefast.encrypt_io(Trickle(bytes(5 * BATCH)), FailingWriter(2 * BATCH), [RECIPIENT])
+    assert threads_settle(before)
+
+
+def test_reader_error_stops_everything():
+    before = threading.active_count()
+    with pytest.raises(OSError, match="Input/output"):
+        agefast.encrypt_io(FailingReader(bytes(5 * BATCH), 2 * BATCH + 7), io.BytesIO(), [RECIPIENT])
+    assert threads_settle(before)
+
+
+def test_corrupt_chunk_writes_only_the_verified_prefix():
+    data = random.Random(1).randbytes(2 * BATCH)
+    ct = bytearray(agefast.encrypt(data, [RECIPIENT]))
+    bad_chunk = pipeline.BATCH_CHUNKS + 3
+    ct[len(ct) - len(data) - 16 * (2 * pipeline.BATCH_CHUNKS) + bad_chunk * 65552 + 9] ^= 1
+    out = io.BytesIO()
+    with pytest.raises(agefast.errors.PayloadError, match=f"chunk {bad_chunk}"):
+        agefast.decrypt_io(Trickle(bytes(ct)), out, [IDENTITY])
+    assert data.startswith(out.getvalue()) and len(out.getvalue()) <= bad_chunk * 65536
