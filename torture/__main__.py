@@ -10,7 +10,7 @@ from .runner import Profile, Run
 from .strata import all_strata
 
 PROFILES = {
-    "quick": Profile("quick", flips_per_region=1, fragment_seeds=1, repeats=1, every_chunk=False,
+    "quick": Profile("quick", flips_per_region=3, fragment_seeds=1, repeats=1, every_chunk=False,
                      key_pairs="paired", multistream_streams=8),
     "full": Profile("full", flips_per_region=24, fragment_seeds=8, repeats=4, every_chunk=True,
                     key_pairs="cross", multistream_streams=16),
@@ -53,6 +53,7 @@ def main(argv=None) -> int:
     rows = report.rows(run)
     print(report.table(rows))
     print(f"\n{run.cases} cases, {run.failures} failures in {seconds:.1f}s ({profile.name} profile, seed {args.seed})")
+    print("files judged by each oracle: " + ", ".join(f"{k} {v}" for k, v in sorted(run.oracle_files.items())))
     for r in rows:
         for ex in r["failure_examples"]:
             print(f"FAIL {r['stratum']}/{r['axis']}: {ex['case']}: {ex['problem']}")

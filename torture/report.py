@@ -48,6 +48,7 @@ def write_json(path: str, run, strata, seconds: float, rows_: list[dict]) -> Non
         "seed": run.seed,
         "strata": [s.name for s in strata],
         "oracles": list(run.use_oracles),
+        "oracle_files": dict(run.oracle_files),
         "cases": run.cases,
         "failures": run.failures,
         "seconds": round(seconds, 2),

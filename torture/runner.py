@@ -5,6 +5,7 @@ import random
 import threading
 import time
 import tracemalloc
+from collections import Counter
 from dataclasses import dataclass, field
 
 from . import oracles, reference
@@ -51,6 +52,7 @@ class Run:
         self.use_oracles = use_oracles
         self._age = oracles.AgeCli() if "age-cli" in use_oracles else None
         self._pending = []
+        self.oracle_files: Counter = Counter()  # files each oracle judged
         self._ops = 0
         self._lock = threading.Lock()
 
@@ -109,10 +111,14 @@ class Run:
         """
         if expected is None:
             expected = reference.open_file(data, identities)
+            with self._lock:
+                self.oracle_files["reference"] += 1
         if not external:
             return expected
         if "pyrage" in self.use_oracles and oracles.supports("pyrage", identities):
             problem = oracles.disagreement(expected, oracles.pyrage_decrypt(data, identities))
+            with self._lock:
+                self.oracle_files["pyrage"] += 1
             self.record(stratum, axis, f"{name} [pyrage]", problem and f"pyrage: {problem}")
         if self._age is not None and oracles.supports("age-cli", identities):
             with self._lock:
@@ -128,6 +134,8 @@ class Run:
         if not batch:
             return
         outcomes = self._age.decrypt_many([(d, ids) for _, _, _, d, ids, _ in batch])
+        with self._lock:
+            self.oracle_files["age-cli"] += len(batch)
         for (stratum, axis, name, _, _, expected), got in zip(batch, outcomes):
             problem = oracles.disagreement(expected, got)
             self.record(stratum, axis, f"{name} [age-cli]", problem and f"age-cli: {problem}")

@@ -23,8 +23,10 @@ def _intent(region: str) -> set[str]:
 def _flips(f: forge.Forged, rng, per_region: int):
     data = f.data
     for region, (start, end) in f.regions().items():
-        positions = {start, end - 1} | {rng.randrange(start, end) for _ in range(max(0, per_region - 2))}
-        for pos in sorted(positions)[:max(per_region, 1)]:
+        # The first and last byte (a line's opening and its newline) and
+        # random bytes in between, in that order of preference.
+        positions = [start, end - 1] + [rng.randrange(start, end) for _ in range(max(0, per_region - 2))]
+        for pos in sorted(set(positions[:per_region])):
             bit = rng.randrange(8)
             m = bytearray(data)
             m[pos] ^= 1 << bit
@@ -66,6 +68,16 @@ def _trailing(f: forge.Forged, rng):
         yield f"append {name}", data + extra, {PAYLOAD}
 
 
+def _headers(f: forge.Forged, rng):
+    """Well-formed headers that must fail for a reason other than parsing."""
+    other_key = rng.randbytes(16)
+    stanzas = f.header[len(forge.VERSION_LINE):f.header.rindex(b"---")]
+    wrong_mac = forge.header([stanzas], other_key)
+    yield "MAC made with another file key", wrong_mac + f.data[len(f.header):], {MAC}
+    elsewhere = forge.x25519_stanza(f.file_key, keys.x25519(rng).public, rng.randbytes(32))
+    yield "stanza for another recipient", forge.header([elsewhere], f.file_key) + f.data[len(f.header):], {NO_MATCH}
+
+
 def _forgeries(f: forge.Forged):
     """Chunks sealed with the real payload key but the wrong structure."""
     key, c, n = f.key, f.chunks, len(f.chunks)
@@ -102,7 +114,7 @@ def run_axis(run, stratum) -> None:
             key = keys.x25519(rng)
             plain = rng.randbytes(size)
             f = forge.forge_x25519(plain, key.public, rng.randbytes(16), rng.randbytes(NONCE_SIZE), rng.randbytes(32))
-            cases = [*_forgeries(f), *_flips(f, rng, prof.flips_per_region),
+            cases = [*_forgeries(f), *_headers(f, rng), *_flips(f, rng, prof.flips_per_region),
                      *_truncations(f, prof.every_chunk), *_rearrangements(f), *_trailing(f, rng)]
             if run.adapter.armor and size <= 2 * SEALED_CHUNK_SIZE:
                 cases += _armor(run, plain, key)

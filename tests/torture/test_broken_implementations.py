@@ -40,3 +40,18 @@ def test_bug_is_caught(bug):
     problems = [e["problem"] for s in run.stats.values() for e in s.examples]
     assert run.failures > 0, f"agetorture missed {bug}"
     assert any(SYMPTOMS[bug] in p for p in problems), problems[:5]
+
+
+def test_wrong_error_kind_is_caught():
+    """An implementation that reports a header MAC failure as a header failure
+    decrypts nothing wrongly, yet must still fail: the kind is part of the answer."""
+    import dataclasses
+
+    from torture.adapter import agefast_adapter
+
+    honest = agefast_adapter()
+    mislabels = dataclasses.replace(honest, classify=lambda e: {"mac": "header"}.get(honest.classify(e),
+                                                                                     honest.classify(e)))
+    run, _, _ = run_torture(mislabels, PROFILES["quick"], 7, {"Micro"}, {"tamper"}, oracles=("reference",))
+    problems = [e["problem"] for s in run.stats.values() for e in s.examples]
+    assert any(p.startswith("expected mac") for p in problems), problems[:5]

@@ -13,6 +13,7 @@ def test_quick_run_passes(tmp_path):
     data = json.loads(report.read_text())
     assert {"strata", "oracles", "cases", "failures", "axes"} <= data.keys()
     assert {"age-cli", "pyrage", "reference"} <= set(data["oracles"])
+    assert all(data["oracle_files"].get(o, 0) > 100 for o in ("age-cli", "pyrage", "reference")), data["oracle_files"]
     assert data["strata"] == ["Micro", "SubSIMD", "Nominal", "Edge", "Jumbo", "MultiStream", "Boundary"]
     assert data["cases"] >= 1000
     assert data["failures"] == 0
