@@ -35,13 +35,13 @@ def _check(run, stratum, label, data, spec, intent, plain=None, external=True) -
 def _x25519(run, stratum, size, rng) -> None:
     scalars = list(keys.DEGRADED_SCALARS.values())
     for n, ((fk_name, fk), (sc_name, scalar)) in enumerate(_pairs(run.profile)):
-        spec = keys.KeySpec("x25519", scalar, label=sc_name)
+        spec = keys.KeySpec("x25519", scalar)
         plain = rng.randbytes(size)
         ephemeral = scalars[(n + 1) % len(scalars)]
         f = forge.forge_x25519(plain, spec.public, fk, rng.randbytes(16), ephemeral)
         _check(run, stratum, f"forged file key={fk_name} scalar={sc_name} size={size}", f.data, spec, {OK}, plain)
     for sc_name, scalar in keys.DEGRADED_SCALARS.items():
-        spec = keys.KeySpec("x25519", scalar, label=sc_name)
+        spec = keys.KeySpec("x25519", scalar)
         plain = rng.randbytes(size)
         data, exc = run.measure(stratum, AXIS, size, lambda: run.adapter.encrypt(plain, [run.adapter.recipient(spec)]))
         if exc is not None:
@@ -84,7 +84,7 @@ def _post_quantum(run, stratum, size, rng) -> None:
     """Neither oracle nor reference speaks mlkem768x25519: round trips only."""
     a = run.adapter
     for name, seed in (("zeros", bytes(32)), ("ones", b"\xff" * 32), ("ramp-up", bytes(range(32)))):
-        spec = keys.KeySpec("pq", seed, label=name)
+        spec = keys.KeySpec("pq", seed)
         plain = rng.randbytes(size)
         result, exc = run.measure(stratum, AXIS, size, lambda: a.decrypt(a.encrypt(plain, [a.recipient(spec)]),
                                                                           [a.identity(spec)]))

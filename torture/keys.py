@@ -17,7 +17,6 @@ class KeySpec:
     kind: str
     secret: bytes | str = b""
     work_factor: int = 10
-    label: str = ""
 
     @property
     def public(self) -> bytes:
@@ -27,8 +26,8 @@ class KeySpec:
         return bech32.encode("AGE-SECRET-KEY-", self.secret)
 
 
-def x25519(rng: random.Random, label: str = "random") -> KeySpec:
-    return KeySpec("x25519", rng.randbytes(32), label=label)
+def x25519(rng: random.Random) -> KeySpec:
+    return KeySpec("x25519", rng.randbytes(32))
 
 
 def _patterns(size: int) -> dict[str, bytes]:
@@ -74,4 +73,4 @@ PASSPHRASES = {
 
 
 def passphrase(name: str, work_factor: int) -> KeySpec:
-    return KeySpec("passphrase", PASSPHRASES[name], work_factor, label=f"passphrase-{name}")
+    return KeySpec("passphrase", PASSPHRASES[name], work_factor)
