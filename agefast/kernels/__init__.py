@@ -164,16 +164,15 @@ def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
 
 
 def isa() -> str:
-    """The widest vector instruction set the kernels are compiled for: "avx512f", "avx2" or "baseline"."""
-    import llvmlite.binding as ll
-    from numba.core import config
+    """The widest vector instruction set the kernels are compiled for.
 
-    features = config.CPU_FEATURES
-    if features is None:
-        features = ll.get_host_cpu_features().flatten()
-    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    "avx512ifma" (Poly1305 in radix 2^44 on vpmadd52luq/huq, ChaCha20 in zmm),
+    "avx512f", "avx2" or "baseline".
+    """
+    if _engine.IFMA:
+        return "avx512ifma"
     for name in ("avx512f", "avx2"):
-        if name in enabled:
+        if name in _engine.FEATURES:
             return name
     return "baseline"
 

@@ -34,6 +34,24 @@ _jit = njit(cache=True, nogil=True)
 # wrapper of their own): that cut the cold compile of the batch kernels ~3x.
 _inner = register_jitable
 
+
+def _target_features():
+    """The CPU features Numba compiles for: NUMBA_CPU_FEATURES, else the host's."""
+    if config.CPU_FEATURES is not None:
+        features = config.CPU_FEATURES
+    else:
+        import llvmlite.binding as ll
+        features = ll.get_host_cpu_features().flatten()
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+FEATURES = _target_features()
+# Poly1305 lanes in radix 2^44 with vpmadd52luq/huq where the target has
+# AVX-512 IFMA, else radix 2^26 with vpmuludq. A compile-time constant: Numba's
+# cache index is keyed on the CPU name and features, so a build for other
+# features never loads this one's machine code.
+IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
+
 CHUNK = 65536
 TAG = 16
 BLOCK16 = 1024          # bytes of keystream per 16-lane ChaCha20 call
@@ -43,6 +61,9 @@ LANE_MIN = 1024         # shorter messages use only the radix-2^64 Poly1305 path
 SLICE = 65536           # two-pass seal measured faster than 1-16 KiB interleave slices (docs/engine.md)
 
 _M26 = np.uint64(0x3FFFFFF)
+_M44 = np.uint64((1 << 44) - 1)
+_M42 = np.uint64((1 << 42) - 1)
+_U20 = np.uint64(20)
 _U1 = np.uint64(1)
 _U5 = np.uint64(5)
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -261,15 +282,17 @@ def _py_poly_final(h0, h1, h2, s0, s1):
 
 
 def _py_poly_lanes(hl, pw, buf, off, ngroups):
+    bits, count = (44, 3) if IFMA else (26, 5)
+
     def limbs(a, lane):
-        return sum(int(a[k * LANES + lane]) << (26 * k) for k in range(5))
+        return sum(int(a[k * LANES + lane]) << (bits * k) for k in range(count))
     for lane in range(LANES):
         h, r = limbs(hl, lane), limbs(pw, lane)
         for g in range(ngroups):
             p = off + GROUP * g + 16 * lane
             h = (h + int.from_bytes(bytes(buf[p:p + 16]), "little") + (1 << 128)) * r % _P
-        for k in range(5):
-            hl[k * LANES + lane] = (h >> (26 * k)) & 0x3FFFFFF
+        for k in range(count):
+            hl[k * LANES + lane] = (h >> (bits * k)) & ((1 << bits) - 1)
 
 
 if config.DISABLE_JIT:
@@ -365,7 +388,22 @@ def _chacha20_xor(st, src, dst, tmp):
 
 @_inner
 def _put_limbs(pw, nl, lane, a0, a1, a2):
-    """Store a (radix 2^64, partially reduced) as 26-bit limbs r0..r4 and 5*r1..5*r4."""
+    """Store a (radix 2^64, partially reduced) as lane limbs, and their multiples for the reduction.
+
+    IFMA: 44-bit limbs r0..r2, then 20*r1, 20*r2 (2^132 = 20 mod p). Else
+    26-bit limbs r0..r4, then 5*r1..5*r4.
+    """
+    if IFMA:
+        lim0 = a0 & _M44
+        lim1 = ((a0 >> np.uint64(44)) | (a1 << np.uint64(20))) & _M44
+        lim2 = (a1 >> np.uint64(24)) | (a2 << np.uint64(40))
+        pw[lane] = lim0
+        pw[nl + lane] = lim1
+        pw[2 * nl + lane] = lim2
+        if pw.size > 5 * nl:
+            pw[3 * nl + lane] = lim1 * _U20
+            pw[4 * nl + lane] = lim2 * _U20
+        return
     lim0 = a0 & _M26
     lim1 = (a0 >> np.uint64(26)) & _M26
     lim2 = ((a0 >> np.uint64(52)) | (a1 << np.uint64(12))) & _M26
@@ -475,6 +513,79 @@ def _emit_poly_lanes(b, hl, pw, base, ngroups):
         b.store(b.load(state[k]), b.gep(hp, [ir.Constant(_I64, k)]), align=8)
 
 
+_V8I64 = ir.VectorType(_I64, 8)
+
+
+def _ifma(builder, hi):
+    name = "llvm.x86.avx512.vpmadd52%s.uq.512" % ("h" if hi else "l")
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(_V8I64, [_V8I64] * 3), name)
+    return fn
+
+
+def _emit_poly_lanes_ifma(b, hl, pw, base, ngroups):
+    """16 lanes as two halves of 8, 3 limbs of 44 bits, products by vpmadd52luq/huq.
+
+    A product a*r of 52-bit operands is lo + hi*2^52, so a limb's high half
+    joins the next limb shifted left by 8 (2^52 = 2^44 * 2^8); 2^132 = 20 mod p
+    is folded into the precomputed 20*r1, 20*r2.
+    """
+    vp = _V8I64.as_pointer()
+    hp = b.bitcast(hl, vp)
+    pp = b.bitcast(pw, vp)
+    madd_lo, madd_hi = _ifma(b, False), _ifma(b, True)
+
+    def splat(n):
+        return ir.Constant(_V8I64, [n] * 8)
+
+    def row(ptr, k, half):      # row k of 16 lanes, half 0 or 1
+        return b.load(b.gep(ptr, [ir.Constant(_I64, 2 * k + half)]), align=8)
+
+    pws = [[row(pp, k, half) for k in range(5)] for half in range(2)]
+    state = []
+    for half in range(2):
+        slots = []
+        for k in range(3):
+            slot = cgutils.alloca_once(b, _V8I64)
+            b.store(row(hp, k, half), slot)
+            slots.append(slot)
+        state.append(slots)
+    m44, zero = splat((1 << 44) - 1), splat(0)
+    with cgutils.for_range(b, ngroups) as loop:
+        gp = b.bitcast(b.gep(base, [b.mul(loop.index, ir.Constant(_I64, GROUP))]), vp)
+        for half in range(2):
+            v0 = b.load(b.gep(gp, [ir.Constant(_I64, 2 * half)]), align=1)
+            v1 = b.load(b.gep(gp, [ir.Constant(_I64, 2 * half + 1)]), align=1)
+            t0 = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2))))
+            t1 = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2))))
+            m = [b.and_(t0, m44),
+                 b.and_(b.or_(b.lshr(t0, splat(44)), b.shl(t1, splat(20))), m44),
+                 b.or_(b.lshr(t1, splat(24)), splat(1 << 40))]
+            sl = state[half]
+            a = [b.add(b.load(sl[k]), m[k]) for k in range(3)]
+            r0, r1, r2, s1, s2 = pws[half]
+            terms = ((r0, s2, s1), (r1, r0, s2), (r2, r1, r0))   # d_k = sum_i a_i * terms[k][i]
+            lo, hi = [], []
+            for k in range(3):
+                acc_lo, acc_hi = zero, zero
+                for i in range(3):
+                    acc_lo = b.call(madd_lo, [acc_lo, a[i], terms[k][i]])
+                    acc_hi = b.call(madd_hi, [acc_hi, a[i], terms[k][i]])
+                lo.append(acc_lo)
+                hi.append(acc_hi)
+            d1 = b.add(b.add(lo[1], b.lshr(lo[0], splat(44))), b.shl(hi[0], splat(8)))
+            d2 = b.add(b.add(lo[2], b.lshr(d1, splat(44))), b.shl(hi[1], splat(8)))
+            top = b.add(b.lshr(d2, splat(42)), b.shl(hi[2], splat(10)))
+            d0 = b.add(b.and_(lo[0], m44), b.mul(top, splat(5)))
+            b.store(b.and_(d0, m44), sl[0])
+            b.store(b.add(b.and_(d1, m44), b.lshr(d0, splat(44))), sl[1])
+            b.store(b.and_(d2, splat((1 << 42) - 1)), sl[2])
+    for half in range(2):
+        for k in range(3):
+            b.store(b.load(state[half][k]), b.gep(hp, [ir.Constant(_I64, 2 * k + half)]), align=8)
+
+
 @intrinsic
 def _poly_lanes(typingctx, hl, pw, buf, off, ngroups):
     """16-lane Poly1305 Horner over ngroups*256 bytes of buf from off.
@@ -489,7 +600,7 @@ def _poly_lanes(typingctx, hl, pw, buf, off, ngroups):
 
     def codegen(context, builder, signature, args):
         hl_ty, pw_ty, buf_ty, _, _ = signature.args
-        _call_outlined(builder, "agefast_poly1305_lanes", _emit_poly_lanes, [
+        _call_outlined(builder, "agefast_poly1305_lanes", _emit_poly_lanes_ifma if IFMA else _emit_poly_lanes, [
             _data_ptr(context, builder, hl_ty, args[0], ir.Constant(_I64, 0)),
             _data_ptr(context, builder, pw_ty, args[1], ir.Constant(_I64, 0)),
             _data_ptr(context, builder, buf_ty, args[2], args[3]),
@@ -504,6 +615,27 @@ def _poly_fold(ctx, hl):
     """Sum the lanes into the radix-2^64 accumulator ctx[4:7] (replacing it)."""
     nl = hl.size // 5
     z = np.uint64(0)
+    if IFMA:
+        l0, l1, l2 = z, z, z
+        for lane in range(nl):
+            l0 += hl[lane]
+            l1 += hl[nl + lane]
+            l2 += hl[2 * nl + lane]
+        for _ in range(2):
+            l1 += l0 >> np.uint64(44)
+            l0 &= _M44
+            l2 += l1 >> np.uint64(44)
+            l1 &= _M44
+            l0 += (l2 >> np.uint64(42)) * _U5
+            l2 &= _M42
+        l1 += l0 >> np.uint64(44)
+        l0 &= _M44
+        l2 += l1 >> np.uint64(44)
+        l1 &= _M44
+        ctx[4] = l0 | (l1 << np.uint64(44))
+        ctx[5] = (l1 >> np.uint64(20)) | (l2 << np.uint64(24))
+        ctx[6] = l2 >> np.uint64(40)
+        return
     l0, l1, l2, l3, l4 = z, z, z, z, z
     for lane in range(nl):
         l0 += hl[lane]

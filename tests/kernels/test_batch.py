@@ -123,7 +123,8 @@ def test_validation():
 
 
 def test_isa_names_the_compiled_instruction_set():
-    assert kernels.isa() in ("avx512f", "avx2", "baseline")
+    assert kernels.isa() in ("avx512ifma", "avx512f", "avx2", "baseline")
+    assert (kernels.isa() == "avx512ifma") == kernels._engine.IFMA
 
 
 def test_chunks_dispatch(monkeypatch):
