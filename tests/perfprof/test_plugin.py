@@ -62,7 +62,7 @@ def test_perfprof_option_prints_a_per_test_table(pytester, measured):
 def test_no_table_without_the_option(pytester, measured):
     result = run(pytester)
     result.assert_outcomes(passed=2)
-    assert "perfprof" not in result.stdout.str()
+    assert "perfprof: per-test counters" not in result.stdout.str()
 
 
 def test_marker_is_registered(pytester):
