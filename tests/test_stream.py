@@ -33,7 +33,7 @@ def cases():
             yield pytest.param(length, step, id=f"{length}-{step}")
 
 
-@pytest.mark.parametrize("length,step", cases())
+@pytest.mark.parametrize("length,step", list(cases()))
 def test_write_steps(length, step):
     data = plaintext(length)
     out = ShortWriter(step)
@@ -43,7 +43,7 @@ def test_write_steps(length, step):
     assert agefast.decrypt(bytes(out.out), [IDENTITY]) == data
 
 
-@pytest.mark.parametrize("length,step", cases())
+@pytest.mark.parametrize("length,step", list(cases()))
 def test_read_steps(length, step):
     data = plaintext(length)
     ct = agefast.encrypt(data, [RECIPIENT])
