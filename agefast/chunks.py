@@ -74,10 +74,12 @@ def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
 def open_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
     """Open consecutive sealed chunks from `src` into `dst`.
 
-    Returns how many chunks verified, in order. A chunk is decrypted into `dst`
+    Returns how many leading chunks verified. A chunk is decrypted into `dst`
     only after its tag verified, so `dst` never holds unauthenticated
-    plaintext; when the return value is short of the number of chunks in
-    `src`, the chunk at that index failed and nothing after it was touched.
+    plaintext; when the return value k is short of the number of chunks in
+    `src`, chunk k failed and its part of `dst` was not written. Release only
+    the first k chunks: with threads > 1 the Numba engine opens ranges in
+    parallel, so chunks after k may already hold their verified plaintext.
     """
     src = memoryview(src).cast("B")
     dst = memoryview(dst).cast("B")

@@ -2,7 +2,8 @@
 
 `seal_chunks` and `open_chunks` have exactly the semantics of
 agefast.chunks.seal_chunks / open_chunks (same nonces, same return values, a
-chunk's plaintext reaches `dst` only after its tag verified), plus `threads`:
+chunk's plaintext reaches `dst` only after its tag verified, so `dst` only
+ever holds verified plaintext), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
 running the GIL-free kernel. This is the only package of agefast that imports
 numba; agefast.chunks imports it lazily, for large batches only.
@@ -128,13 +129,15 @@ def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
 
 
 def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
-    """Open consecutive sealed chunks from `src` into `dst`; returns how many verified.
+    """Open consecutive sealed chunks from `src` into `dst`; returns how many leading chunks verified.
 
-    A chunk is decrypted into `dst` only after its tag verified; when the
-    return value is short of the number of chunks in `src`, the chunk at that
-    index failed and nothing of `dst` from that chunk on was touched. With
-    several threads every range is verified first and then decrypted up to
-    the first failure, so this holds across threads too.
+    A chunk is decrypted into `dst` only after its tag verified, so `dst` only
+    ever holds verified plaintext. When the return value k is short of the
+    number of chunks in `src`, chunk k failed and its part of `dst` was not
+    written. With one thread nothing of `dst` after it was touched either;
+    with several, each thread verifies and decrypts its own range in one pass
+    and stops at its first failure, so chunks after k (in other threads'
+    ranges) may hold their verified plaintext. Release only the first k.
     """
     k, ctr, s = _key(key), _counter(counter), _source(src)
     n = len(s)
@@ -146,21 +149,15 @@ def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
     parts = _threads(threads, chunks)
     if parts == 1:
         return _engine._batch(k, ctr, s, d, final, _engine.OPEN, 0)
-    spans = list(_ranges(chunks, parts))
 
-    def run(span, mode):
+    def run(span):
         a, b = span
-        last = final and b == chunks
-        done = _engine._batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
-                              d[a * CHUNK_SIZE:], last, mode, 0)
-        return a + done
+        return a + _engine._batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
+                                  d[a * CHUNK_SIZE:], final and b == chunks, _engine.OPEN, 0)
 
-    pool = _executor()
-    verified = list(pool.map(lambda span: run(span, _engine.VERIFY), spans))
-    good = next((v for v, (_, b) in zip(verified, spans) if v < b), chunks)
-    clipped = [(a, min(b, good)) for a, b in spans if a < good]
-    list(pool.map(lambda span: run(span, _engine.DECRYPT), clipped))
-    return good
+    spans = list(_ranges(chunks, parts))
+    reached = list(_executor().map(run, spans))
+    return next((r for r, (_, b) in zip(reached, spans) if r < b), chunks)
 
 
 def isa() -> str:

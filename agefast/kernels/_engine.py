@@ -771,25 +771,20 @@ def _seal_one(scr, aad, src, dst, slice_len):
 
 
 @_inner
-def _open_one(scr, aad, src, dst, verify, decrypt):
+def _open_one(scr, aad, src, dst):
     """Open src (ciphertext || tag) into dst; returns whether the tag verified.
 
-    With verify, dst is written only after the tag matched (compared in
-    constant time). decrypt without verify is for chunks verified earlier.
+    dst is written only after the tag matched (compared in constant time).
     """
     st, ctx, hl, pw16, pwfin, buf = scr
     n = src.size - TAG
-    ok = True
-    if verify:
-        groups = _mac_begin(scr, aad, n)
-        _mac_end(scr, src[:n], 0, groups, aad.size, buf, 2048)
-        diff = np.uint8(0)
-        for i in range(TAG):
-            diff |= buf[2048 + i] ^ src[n + i]
-        ok = diff == 0
-    else:
-        st[12] = 1
-    if ok and decrypt:
+    groups = _mac_begin(scr, aad, n)
+    _mac_end(scr, src[:n], 0, groups, aad.size, buf, 2048)
+    diff = np.uint8(0)
+    for i in range(TAG):
+        diff |= buf[2048 + i] ^ src[n + i]
+    ok = diff == 0
+    if ok:
         _chacha20_xor(st, src[:n], dst[:n], buf[1024:2048])
     return ok
 
@@ -818,12 +813,10 @@ def _seal_batch(key, counter, src, dst, final, slice_len):
 
 
 @_inner
-def _open_batch(key, counter, src, dst, final, verify, decrypt):
+def _open_batch(key, counter, src, dst, final):
     """Open consecutive sealed chunks; returns how many verified (index of the first failure).
 
-    verify and decrypt select the pass: both (per chunk: MAC, compare, then
-    decrypt), verify only, or decrypt only (for chunks verified by an earlier
-    verify-only pass).
+    Per chunk: MAC, compare, then decrypt; stops at the first failure.
     """
     scr = _scratch()
     _set_key(scr[0], key)
@@ -838,7 +831,7 @@ def _open_batch(key, counter, src, dst, final, verify, decrypt):
             return done
         _set_age_nonce(scr[0], np.uint64(counter) + np.uint64(done), 1 if (end == n and final) else 0)
         size = end - pos - TAG
-        if not _open_one(scr, aad, src[pos:end], dst[out:out + size], verify, decrypt):
+        if not _open_one(scr, aad, src[pos:end], dst[out:out + size]):
             return done
         out += size
         pos = end
@@ -846,20 +839,19 @@ def _open_batch(key, counter, src, dst, final, verify, decrypt):
     return done
 
 
-SEAL, OPEN, VERIFY, DECRYPT = 0, 1, 2, 3
+SEAL, OPEN = 0, 1
 
 
 @_jit
 def _batch(key, counter, src, dst, final, mode, slice_len):
-    """The one compiled entry point for batches (one cold compile instead of four).
+    """The one compiled entry point for batches (one cold compile instead of two).
 
-    mode SEAL returns bytes written; OPEN (verify then decrypt each chunk),
-    VERIFY (verify only) and DECRYPT (decrypt chunks verified earlier) return
-    the number of chunks verified.
+    mode SEAL returns bytes written; OPEN (verify then decrypt each chunk, stop
+    at the first failure) returns the number of chunks verified.
     """
     if mode == SEAL:
         return _seal_batch(key, counter, src, dst, final, slice_len)
-    return _open_batch(key, counter, src, dst, final, mode != DECRYPT, mode != VERIFY)
+    return _open_batch(key, counter, src, dst, final)
 
 
 # ------------------------------------------------ single messages (tests)
@@ -913,4 +905,4 @@ def _aead_open(key, nonce, aad, src, dst):
     scr = _scratch()
     _set_key(scr[0], key)
     _set_nonce(scr[0], nonce)
-    return _open_one(scr, aad, src, dst, True, True)
+    return _open_one(scr, aad, src, dst)
