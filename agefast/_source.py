@@ -77,13 +77,15 @@ class Source:
             mv[:n] = self._buf[:n]
             del self._buf[:n]
         while n < len(mv) and not self._eof:
-            got = self._raw_read(mv[n:])
+            try:
+                got = self._raw_read(mv[n:])
+            except BlockingIOError:
+                # Keep what was read for the caller's retry, so a non-blocking
+                # source loses nothing.
+                self._buf[:0] = mv[:n]
+                raise
             if got == 0:
                 self._eof = True
             n += got
         self.consumed += n
         return n
-
-    def at_eof(self) -> bool:
-        self._fill(1)
-        return not self._buf

@@ -117,6 +117,10 @@ class Decryptor(io.RawIOBase):
 
     Over a seekable, unarmored source the stream is seekable too: the final
     chunk is authenticated on construction, and seek/tell/pread work anywhere.
+
+    A non-blocking source must have the header ready when the decryptor is
+    made; after that a read that finds nothing raises BlockingIOError, and
+    retrying it later carries on where it stopped.
     """
 
     def __init__(self, src, identities, *, close_src=False, threads=None):

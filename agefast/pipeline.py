@@ -43,8 +43,7 @@ class _Pipeline:
         self._free = queue.Queue()
         self._ready = queue.Queue()
         self._done = queue.Queue()
-        for _ in range(DEPTH):
-            self._free.put(_Slot())
+        self._slots = 0  # made so far; a short stream needs only one
         self._errors = []
         self._cancel = threading.Event()
 
@@ -52,7 +51,11 @@ class _Pipeline:
         held = None
         try:
             while not self._cancel.is_set():
-                slot = self._free.get()
+                if self._free.empty() and self._slots < DEPTH:
+                    self._slots += 1
+                    slot = _Slot()
+                else:
+                    slot = self._free.get()
                 if slot is _STOP:
                     return
                 buf = memoryview(getattr(slot, self._input))

@@ -159,12 +159,19 @@ class PayloadReader:
                     if self._error is not None and n == 0:
                         raise self._error
                     break
-                if len(mv) - n >= len(self._plain):
-                    # Open straight into the caller's buffer: open_chunks
-                    # never leaves unverified plaintext in it.
-                    n += self._next_batch(mv[n:n + len(self._plain)])
-                else:
-                    self._start, self._end = 0, self._next_batch(memoryview(self._plain))
+                try:
+                    if len(mv) - n >= len(self._plain):
+                        # Open straight into the caller's buffer: open_chunks
+                        # never leaves unverified plaintext in it.
+                        n += self._next_batch(mv[n:n + len(self._plain)])
+                    else:
+                        self._start, self._end = 0, self._next_batch(memoryview(self._plain))
+                except BlockingIOError:
+                    # The source has nothing for now and kept what it had; hand
+                    # over what is ready, and the caller retries for the rest.
+                    if n:
+                        return n
+                    raise
                 continue
             take = min(len(mv) - n, self._end - self._start)
             mv[n:n + take] = memoryview(self._plain)[self._start:self._start + take]

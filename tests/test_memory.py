@@ -32,8 +32,9 @@ def peak_decrypting(path) -> int:
 
 def test_streaming_memory_is_flat(tmp_path):
     small, large = tmp_path / "small.age", tmp_path / "large.age"
-    enc_small = peak_encrypting(4, small)       # 1 MiB
-    enc_large = peak_encrypting(128, large)     # 32 MiB
+    # 16 MiB is enough to fill the pipeline's ring; 64 MiB only takes longer.
+    enc_small = peak_encrypting(64, small)      # 16 MiB
+    enc_large = peak_encrypting(256, large)     # 64 MiB
     dec_small = peak_decrypting(small)
     dec_large = peak_decrypting(large)
     # The same fixed buffers serve any length: the pipeline ring of three 4 MiB

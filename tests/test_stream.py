@@ -135,3 +135,45 @@ def test_writes_larger_than_a_batch(pieces):
     while got := r.readinto(memoryview(buf)[n:]):
         n += got
     assert buf[:n] == data
+
+
+class NonBlocking(io.RawIOBase):
+    """A non-blocking reader, like a pipe opened with O_NONBLOCK: past the
+    header, every third call has nothing for now (None)."""
+
+    def __init__(self, data: bytes, step: int):
+        self._data = memoryview(data)
+        self._step = step
+        self._calls = 0
+        self._header_left = 1024
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        self._calls += 1
+        if self._header_left <= 0 and self._calls % 3 == 0:
+            return None
+        n = min(len(b), self._step, len(self._data))
+        b[:n] = self._data[:n]
+        self._data = self._data[n:]
+        self._header_left -= n
+        return n
+
+
+@pytest.mark.parametrize("step", [100, 65552, 1 << 20])
+def test_non_blocking_source_resumes_after_blocking_io_error(step):
+    # decryptor() needs the header; after that, reads that find nothing raise
+    # BlockingIOError and a retry carries on where they stopped.
+    data = plaintext(2 * BATCH + 3)
+    r = agefast.decryptor(NonBlocking(agefast.encrypt(data, [RECIPIENT]), step), [IDENTITY])
+    got = bytearray()
+    while True:
+        try:
+            chunk = r.read(300_000)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        got += chunk
+    assert got == data
