@@ -118,12 +118,12 @@ def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
     d = _destination(dst, n + chunks * TAG_SIZE)
     parts = _threads(threads, chunks)
     if parts == 1:
-        return _engine._batch(k, ctr, s, d, final, _engine.SEAL, _engine.SLICE)
+        return _engine._batch(k, ctr, s, d, final, _engine.SEAL)
 
     def run(span):
         a, b = span
         return _engine._batch(k, ctr + np.uint64(a), s[a * CHUNK_SIZE:b * CHUNK_SIZE],
-                              d[a * SEALED_CHUNK_SIZE:], final and b == chunks, _engine.SEAL, _engine.SLICE)
+                              d[a * SEALED_CHUNK_SIZE:], final and b == chunks, _engine.SEAL)
 
     return sum(_executor().map(run, _ranges(chunks, parts)))
 
@@ -148,12 +148,12 @@ def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
     d = _destination(dst, max(0, n - chunks * TAG_SIZE))
     parts = _threads(threads, chunks)
     if parts == 1:
-        return _engine._batch(k, ctr, s, d, final, _engine.OPEN, 0)
+        return _engine._batch(k, ctr, s, d, final, _engine.OPEN)
 
     def run(span):
         a, b = span
         return a + _engine._batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
-                                  d[a * CHUNK_SIZE:], final and b == chunks, _engine.OPEN, 0)
+                                  d[a * CHUNK_SIZE:], final and b == chunks, _engine.OPEN)
 
     spans = list(_ranges(chunks, parts))
     reached = list(_executor().map(run, spans))

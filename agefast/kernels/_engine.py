@@ -10,12 +10,12 @@ Layout of the work:
   * ChaCha20 runs 16 blocks at once as 16 SIMD lanes in LLVM IR (one <16 x i32>
     vector per state word), transposes back to byte order with shufflevector
     and XORs 1 KiB of input straight into the output, at any alignment.
-  * Poly1305 runs 16 lanes of 26-bit limbs (Horner with r^16, the last group
-    with r^16..r^1 per lane) for the bulk of a message, and a radix-2^64 step
-    written as LLVM i128 arithmetic for everything else.
-  * Sealing interleaves the two per slice of the chunk, so the ciphertext is
-    MACed while it is still in L1. Opening MACs first and decrypts only a
-    verified chunk.
+  * Poly1305 runs 16 lanes (Horner with r^16, the last group with r^16..r^1
+    per lane) for the bulk of a message, in radix 2^44 on AVX-512 IFMA where
+    the target has it, else in 26-bit limbs; a radix-2^64 step written as
+    LLVM i128 arithmetic does everything else.
+  * Sealing encrypts a chunk, then MACs the ciphertext (from L2). Opening
+    MACs first and decrypts only a verified chunk.
 
 Kernels take contiguous typed arrays and never raise on user input; the
 public wrappers in agefast.kernels validate.
@@ -58,7 +58,6 @@ BLOCK16 = 1024          # bytes of keystream per 16-lane ChaCha20 call
 GROUP = 256             # bytes per 16-lane Poly1305 Horner step
 LANES = 16
 LANE_MIN = 1024         # shorter messages use only the radix-2^64 Poly1305 path
-SLICE = 65536           # two-pass seal measured faster than 1-16 KiB interleave slices (docs/engine.md)
 
 _M26 = np.uint64(0x3FFFFFF)
 _M44 = np.uint64((1 << 44) - 1)
@@ -729,12 +728,12 @@ def _mac_begin(scr, aad, n):
 
 
 @_inner
-def _mac_end(scr, ct, done, groups, aadlen, out, ooff):
-    """Finish the MAC of ct whose first `done` lane groups are absorbed; tag to out[ooff:ooff+16]."""
+def _mac_end(scr, ct, groups, aadlen, out, ooff):
+    """MAC ct (after _mac_begin); tag to out[ooff:ooff+16]."""
     st, ctx, hl, pw16, pwfin, buf = scr
     if groups:
-        if groups - 1 > done:
-            _poly_lanes(hl, pw16, ct, GROUP * done, groups - 1 - done)
+        if groups > 1:
+            _poly_lanes(hl, pw16, ct, 0, groups - 1)
         _poly_lanes(hl, pwfin, ct, GROUP * (groups - 1), 1)
         _poly_fold(ctx, hl)
     _poly_zero_padded(ctx, ct[GROUP * groups:], buf[2064:2080])
@@ -746,28 +745,18 @@ def _mac_end(scr, ct, done, groups, aadlen, out, ooff):
 
 
 @_inner
-def _seal_one(scr, aad, src, dst, slice_len):
+def _seal_one(scr, aad, src, dst):
     """dst[:n] = ChaCha20(src), dst[n:n+16] = tag, for the key and nonce in scr's state.
 
-    Works through src in slices of slice_len bytes (a multiple of 1024): each
-    slice is encrypted, then its lane groups are MACed while still in L1.
+    Two passes: encrypt the whole message, then MAC the ciphertext (a 64 KiB
+    chunk stays in L2 between them; a KiB-by-KiB interleave in one IR function
+    measured no faster, docs/engine.md).
     """
     st, ctx, hl, pw16, pwfin, buf = scr
     n = src.size
     groups = _mac_begin(scr, aad, n)
-    pos = 0
-    done = 0
-    while pos + slice_len <= n:
-        for p in range(pos, pos + slice_len, BLOCK16):
-            _chacha_xor_1k(st, src, p, dst, p)
-            st[12] += np.uint32(16)
-        pos += slice_len
-        upto = min(pos // GROUP, groups - 1)
-        if upto > done:
-            _poly_lanes(hl, pw16, dst, GROUP * done, upto - done)
-            done = upto
-    _chacha20_xor(st, src[pos:], dst[pos:n], buf[1024:2048])
-    _mac_end(scr, dst[:n], done, groups, aad.size, dst, n)
+    _chacha20_xor(st, src, dst[:n], buf[1024:2048])
+    _mac_end(scr, dst[:n], groups, aad.size, dst, n)
 
 
 @_inner
@@ -779,7 +768,7 @@ def _open_one(scr, aad, src, dst):
     st, ctx, hl, pw16, pwfin, buf = scr
     n = src.size - TAG
     groups = _mac_begin(scr, aad, n)
-    _mac_end(scr, src[:n], 0, groups, aad.size, buf, 2048)
+    _mac_end(scr, src[:n], groups, aad.size, buf, 2048)
     diff = np.uint8(0)
     for i in range(TAG):
         diff |= buf[2048 + i] ^ src[n + i]
@@ -790,7 +779,7 @@ def _open_one(scr, aad, src, dst):
 
 
 @_inner
-def _seal_batch(key, counter, src, dst, final, slice_len):
+def _seal_batch(key, counter, src, dst, final):
     """Seal src as consecutive chunks into dst (agefast.chunks semantics); returns bytes written."""
     scr = _scratch()
     _set_key(scr[0], key)
@@ -804,7 +793,7 @@ def _seal_batch(key, counter, src, dst, final, slice_len):
         last = end == n
         _set_age_nonce(scr[0], np.uint64(counter) + i, 1 if (last and final) else 0)
         size = end - pos
-        _seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG], slice_len)
+        _seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
         out += size + TAG
         pos = end
         i += _U1
@@ -843,14 +832,14 @@ SEAL, OPEN = 0, 1
 
 
 @_jit
-def _batch(key, counter, src, dst, final, mode, slice_len):
+def _batch(key, counter, src, dst, final, mode):
     """The one compiled entry point for batches (one cold compile instead of two).
 
     mode SEAL returns bytes written; OPEN (verify then decrypt each chunk, stop
     at the first failure) returns the number of chunks verified.
     """
     if mode == SEAL:
-        return _seal_batch(key, counter, src, dst, final, slice_len)
+        return _seal_batch(key, counter, src, dst, final)
     return _open_batch(key, counter, src, dst, final)
 
 
@@ -897,7 +886,7 @@ def _aead_seal(key, nonce, aad, src, dst):
     scr = _scratch()
     _set_key(scr[0], key)
     _set_nonce(scr[0], nonce)
-    _seal_one(scr, aad, src, dst, SLICE)
+    _seal_one(scr, aad, src, dst)
 
 
 @_jit
