@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import tempfile
+import time
 
 import agefast
 from agefast import errors, keys
@@ -78,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="decrypt using the data-less plugin PLUGIN; can be repeated")
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="worker threads for the payload (default: the library's choice)")
+    p.add_argument("--warm-up", action="store_true",
+                   help="compile (or load from Numba's cache) the payload engine, say which, and exit")
     p.add_argument("input", nargs="?", metavar="INPUT", help="the file to read (default: standard input)")
     return p
 
@@ -330,9 +333,22 @@ def describe(exc: Exception) -> str:
     return prefix + str(exc)
 
 
+def _warm_up() -> None:
+    """Pay the engine's one-time compile now rather than in the first large job."""
+    start = time.perf_counter()
+    from agefast import kernels
+
+    kernels.warm_up()
+    print(f"agefast: payload engine ready ({kernels.isa()}) in {time.perf_counter() - start:.2f} s",
+          file=sys.stderr)
+
+
 def main(argv=None) -> int:
     try:
         args = _parser().parse_args(argv)
+        if args.warm_up:
+            _warm_up()
+            return 0
         _check_flags(args)
         if args.decrypt:
             _decrypt(args)
