@@ -1,7 +1,7 @@
 """Small-file latency: the agefast command on a 1 KiB file, start to exit.
 
 Interleaves the agefast console script, the same script through the pyenv
-shim that `agefast` resolves to on PATH here, Go age, and a bare
+shim that `agefast` resolves to in a shell here, Go age, and a bare
 `python -c pass` (the floor any Python command pays). Then checks that the
 small path never imports numba, both through the API and through the CLI
 (`python -X importtime`), and lists the slowest imports of the CLI.
@@ -11,7 +11,7 @@ small path never imports numba, both through the API and through the CLI
 
 import argparse
 import json
-import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +61,9 @@ def main() -> None:
     key, recipient = common.make_key(args.dir)
     common.run([AGE, "-r", recipient, "-o", str(sealed), str(plain)])
     p, s, o, k = str(plain), str(sealed), str(out), str(key)
-    shim = shutil.which("agefast")
+    # `python` here runs through pyenv, which puts the real bin directory
+    # first on PATH, so the shim a user's shell finds is looked up directly.
+    shim = str(Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser() / "shims" / "agefast")
     cases = {
         ("encrypt", "agefast-cli"): [AGEFAST, "-r", recipient, "-o", o, p],
         ("encrypt", "agefast-shim"): [shim, "-r", recipient, "-o", o, p],
