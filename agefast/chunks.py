@@ -14,6 +14,9 @@ batch, which may be shorter (and is empty only when the whole payload is).
 
 import os
 import struct
+import sys
+import threading
+import warnings
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -22,17 +25,55 @@ CHUNK_SIZE = 64 * 1024
 TAG_SIZE = 16
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
 
-# Batches of at least this many bytes go to the Numba kernels (agefast.kernels),
-# smaller ones stay on cryptography and never import numba; measured in
-# docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
+# Batches of at least this many bytes may go to the Numba kernels
+# (agefast.kernels); smaller ones stay on cryptography and never import numba;
+# measured in docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
 KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
+# Loading the engine (importing numba, loading the kernels from its cache)
+# costs a process 0.8-1.3 s on the project's VM, as long as cryptography takes
+# to seal about 3 GB on one core. So unless the caller asks for several
+# threads, a process starts on cryptography, loads the engine in a background
+# thread once it has moved ENGINE_AFTER bytes, and switches when it is ready:
+# one-shot jobs never pay the load, long streams and long-lived processes
+# get the engine.
+ENGINE_AFTER = 1 << 30
+
+_moved = 0
+_loader = None
+_load_lock = threading.Lock()
 
 
-def _use_kernels(size: int) -> bool:
+def _background_load() -> None:
+    try:
+        from . import kernels
+
+        kernels.warm_up()
+    except Exception as e:  # cryptography serves on, correctly; say why
+        warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}",
+                      RuntimeWarning)
+
+
+def _kernels_for(size: int, threads: int | None):
+    """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
+    global _moved, _loader
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):
         raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
-    return engine == "numba" or (not engine and size >= KERNEL_MIN_BATCH)
+    if engine == "cryptography" or (not engine and size < KERNEL_MIN_BATCH):
+        return None
+    if engine == "numba" or (threads is not None and threads > 1):
+        from . import kernels
+
+        return kernels
+    loaded = sys.modules.get("agefast.kernels")
+    if loaded is not None and (_loader is None or not _loader.is_alive()):
+        return loaded
+    with _load_lock:
+        _moved += size
+        if _moved >= ENGINE_AFTER and _loader is None:
+            _loader = threading.Thread(target=_background_load, name="agefast-engine-load", daemon=True)
+            _loader.start()
+    return None
 
 
 def sealed_size(plaintext_size: int) -> int:
@@ -53,8 +94,8 @@ def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
     n = len(src)
     if not final and (n == 0 or n % CHUNK_SIZE):
         raise ValueError("a non-final batch must hold whole chunks")
-    if _use_kernels(n):
-        from . import kernels
+    kernels = _kernels_for(n, threads)
+    if kernels is not None:
         return kernels.seal_chunks(key, counter, src, dst, final, threads)
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
@@ -86,8 +127,8 @@ def open_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
     n = len(src)
     if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
         raise ValueError("a batch must hold whole sealed chunks")
-    if _use_kernels(n):
-        from . import kernels
+    kernels = _kernels_for(n, threads)
+    if kernels is not None:
         return kernels.open_chunks(key, counter, src, dst, final, threads)
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
