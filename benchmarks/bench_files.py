@@ -11,7 +11,6 @@ agefast runs both with its default engine choice and with
 AGEFAST_ENGINE=cryptography; results go to benchmarks/results/files.json.
 """
 
-import argparse
 from pathlib import Path
 
 import agefast
@@ -67,12 +66,7 @@ RATIOS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=256, help="file size in MiB (default 256)")
-    ap.add_argument("--reps", type=int, default=5, help="rounds of every case (default 5)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
-    args = ap.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
+    args = common.arguments(__doc__, 5, [("--size", 256, "file size in MiB")])
     size = args.size * MiB
     plain, sealed, out, check = (args.dir / n for n in ("plain", "plain.age", "out", "check"))
     digest = common.make_file(plain, size)

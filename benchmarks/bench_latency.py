@@ -9,7 +9,6 @@ small path never imports numba, both through the API and through the CLI
     python benchmarks/bench_latency.py [--reps N] [--dir DIR]
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -51,11 +50,7 @@ def import_profile(argv: list[str]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=30, help="rounds of every case (default 30)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
-    args = ap.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
+    args = common.arguments(__doc__, 30)
     plain, sealed, out = (args.dir / n for n in ("small", "small.age", "small.out"))
     digest = common.make_file(plain, SIZE)
     key, recipient = common.make_key(args.dir)

@@ -11,12 +11,10 @@ plaintext).
     python benchmarks/bench_rss.py [--reps N] [--dir DIR]
 """
 
-import argparse
 import re
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import common
 from common import AGE, AGEFAST, GiB, MiB
@@ -30,11 +28,7 @@ def peak_kib(argv: list[str], env) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=3, help="runs per command and size (default 3)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
-    args = ap.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
+    args = common.arguments(__doc__, 3)
     key, recipient = common.make_key(args.dir)
     common.warm_engine()  # a cold Numba cache would make the first run a compile
     plain, sealed, out, check = (args.dir / n for n in ("rss", "rss.age", "rss.out", "rss.check"))

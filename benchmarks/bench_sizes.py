@@ -18,7 +18,6 @@ file; encryptions are checked by decrypting with another implementation.
     python benchmarks/bench_sizes.py [--max MiB] [--reps N] [--dir DIR]
 """
 
-import argparse
 import os
 import struct
 import sys
@@ -186,12 +185,7 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max", type=int, default=1024, help="largest size in MiB (default 1024)")
-    ap.add_argument("--reps", type=int, default=5, help="rounds of every case (default 5)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
-    args = ap.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
+    args = common.arguments(__doc__, 5, [("--max", 1024, "largest size in MiB")])
     keys = Keys(args.dir)
     common.warm_engine()
     result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "sizes": []}

@@ -16,7 +16,6 @@ through an encryptor onto a file in --dir and back through a decryptor.
     python benchmarks/bench_stream.py [--size MiB] [--reps N] [--dir DIR]
 """
 
-import argparse
 import hashlib
 import io
 import os
@@ -160,12 +159,7 @@ def memory(size: int, directory: Path, identity, recipient) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=256, help="MiB streamed in the timing part (default 256)")
-    ap.add_argument("--reps", type=int, default=7, help="rounds of every case (default 7)")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
-    args = ap.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
+    args = common.arguments(__doc__, 7, [("--size", 256, "MiB streamed in the timing part")])
     common.warm_engine()
     identity = agefast.x25519.Identity.generate()
     recipient = identity.to_public()

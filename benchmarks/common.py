@@ -6,6 +6,7 @@ Benchmarks here are measurements, not tests: every case does the same work
 CPU frequency drift hits them all alike, and results are medians and ratios.
 """
 
+import argparse
 import hashlib
 import json
 import os
@@ -32,6 +33,21 @@ AGE = "/usr/bin/age"
 # The load before this benchmark started: others share this 2-core machine.
 LOAD_AT_START = os.getloadavg()
 KEYGEN = "/usr/bin/age-keygen"
+
+
+def arguments(doc: str, reps: int, options=()) -> argparse.Namespace:
+    """Parse --reps, --dir and a script's own integer `options` ((flag, default, help), ...).
+
+    Makes the working directory, where every benchmark keeps its files.
+    """
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for flag, default, text in options:
+        ap.add_argument(flag, type=int, default=default, help=f"{text} (default {default})")
+    ap.add_argument("--reps", type=int, default=reps, help=f"rounds of every case (default {reps})")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    return args
 
 
 def size_name(n: int) -> str:
@@ -199,9 +215,8 @@ def _lscpu() -> dict:
     return fields
 
 
-def _git_revision() -> str:
-    here = Path(__file__).parent
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+def _git(*args) -> str:
+    done = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True)
     return done.stdout.strip()
 
 
@@ -223,7 +238,9 @@ def machine() -> dict:
         "cryptography": cryptography.__version__,
         "pyrage": version("pyrage"),
         "go_age": age,
-        "agefast_commit": _git_revision(),
+        "agefast_commit": _git("rev-parse", "--short", "HEAD"),
+        # Others work in the same checkout: name library files that differ from HEAD.
+        "agefast_uncommitted": _git("status", "--porcelain", "--", "../agefast").splitlines(),
         "agefast_engine_env": os.environ.get("AGEFAST_ENGINE"),
         "loadavg_start": LOAD_AT_START,
     }
