@@ -76,6 +76,7 @@ class Identity(Bech32Key):
         kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(expanded[:64])
         dh = x25519.X25519PrivateKey.from_private_bytes(expanded[64:])
         self._key = hpke.MLKEM768X25519PrivateKey(kem, dh)
+        self._dh = dh
         self._raw = bytes(seed)
         self._public = kem.public_key().public_bytes_raw() + dh.public_key().public_bytes_raw()
 
@@ -104,11 +105,15 @@ class Identity(Bech32Key):
             if len(s.body) != FILE_KEY_SIZE + 16:
                 raise HeaderError("invalid mlkem768x25519 stanza: body is not 32 bytes")
             try:
+                # The X-Wing combiner would go on with the all-zero secret of
+                # a low-order X25519 share (the last 32 bytes of enc); age's
+                # X25519 refuses it, which makes it a malformed stanza rather
+                # than a key mismatch.
+                self._dh.exchange(x25519.X25519PublicKey.from_public_bytes(enc[-32:]))
+            except ValueError:
+                raise HeaderError("invalid mlkem768x25519 stanza: low-order X25519 share") from None
+            try:
                 return _SUITE.decrypt(enc + s.body, self._key, info=_INFO)
             except InvalidTag:
                 continue
-            except ValueError:
-                # A low-order X25519 share makes the X25519 half of the KEM
-                # fail outright: a malformed stanza, not a key mismatch.
-                raise HeaderError("invalid mlkem768x25519 stanza: low-order X25519 share") from None
         return None

@@ -8,7 +8,7 @@ import pytest
 import agefast
 from streams import Trickle
 from agefast import errors, passphrase
-from agefast.format import Stanza, encode_header_without_mac, encode_mac_line
+from agefast.format import Stanza, b64decode, b64encode, encode_header_without_mac, encode_mac_line
 
 CHUNK = 64 * 1024
 SEALED = CHUNK + 16
@@ -172,3 +172,15 @@ def test_malformed_keys(text, error):
     parse = agefast.parse_recipients if error is agefast.RecipientError else agefast.parse_identities
     with pytest.raises(error, match="line 1"):
         parse(text)
+
+
+@pytest.mark.parametrize("share", [bytes(32), b"\x01" + bytes(31)])
+def test_post_quantum_low_order_share_is_a_header_failure(share):
+    identity = agefast.pq.Identity.generate()
+    ct = agefast.encrypt(b"x", [identity.to_public()])
+    head, _, rest = ct.partition(b"\n-> mlkem768x25519 ")
+    arg, _, body = rest.partition(b"\n")
+    enc = b64decode(arg.decode())
+    forged = head + b"\n-> mlkem768x25519 " + b64encode(enc[:-32] + share).encode() + b"\n" + body
+    with pytest.raises(errors.HeaderError, match="low-order"):
+        agefast.decrypt(forged, [identity])
