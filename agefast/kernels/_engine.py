@@ -83,32 +83,10 @@ def _data_ptr(context, builder, ty, value, offset):
     return builder.gep(ary.data, [offset])
 
 
-def _splat(builder, scalar):
-    v = builder.insert_element(ir.Constant(_V16, ir.Undefined), scalar, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(v, v, ir.Constant(_V16, [0] * 16))
-
-
 def _rotl(builder, v, n):
-    return builder.or_(builder.shl(v, ir.Constant(_V16, [n] * 16)),
-                       builder.lshr(v, ir.Constant(_V16, [32 - n] * 16)))
-
-
-def _transpose16(builder, rows):
-    """16x16 transpose as 4 rounds of interleaving row j with row j+8.
-
-    One round maps (row bits, column bits) r3r2r1r0.c3c2c1c0 to
-    r2r1r0c3.c2c1c0r3, a rotation of the 8-bit index; four rounds swap the
-    row and column bits.
-    """
-    lo = ir.Constant(_V16, [k // 2 + (k % 2) * 16 for k in range(16)])
-    hi = ir.Constant(_V16, [8 + k // 2 + (k % 2) * 16 for k in range(16)])
-    for _ in range(4):
-        nxt = []
-        for j in range(8):
-            nxt.append(builder.shuffle_vector(rows[j], rows[j + 8], lo))
-            nxt.append(builder.shuffle_vector(rows[j], rows[j + 8], hi))
-        rows = nxt
-    return rows
+    w = v.type.count
+    return builder.or_(builder.shl(v, ir.Constant(v.type, [n] * w)),
+                       builder.lshr(v, ir.Constant(v.type, [32 - n] * w)))
 
 
 def _call_outlined(builder, name, emit, args):
@@ -130,29 +108,63 @@ def _call_outlined(builder, name, emit, args):
     builder.call(fn, args)
 
 
+def _transpose(builder, rows):
+    """n x n transpose (n = len(rows) = vector width) as log2(n) rounds of interleaving row j with row j+n/2.
+
+    One round maps the (row bits, column bits) index r.c to a rotation of it
+    by one bit; log2(n) rounds swap the row and column bits.
+    """
+    n = len(rows)
+    vt = rows[0].type
+    lo = ir.Constant(vt, [k // 2 + (k % 2) * n for k in range(n)])
+    hi = ir.Constant(vt, [n // 2 + k // 2 + (k % 2) * n for k in range(n)])
+    for _ in range(n.bit_length() - 1):
+        nxt = []
+        for j in range(n // 2):
+            nxt.append(builder.shuffle_vector(rows[j], rows[j + n // 2], lo))
+            nxt.append(builder.shuffle_vector(rows[j], rows[j + n // 2], hi))
+        rows = nxt
+    return rows
+
+
+# Blocks per ChaCha20 vector: 16 (zmm) with AVX-512; else 8 (ymm), two
+# passes per KiB. <16 x i32> on AVX2 left LLVM to split every operation and
+# lower 64 cross-register shuffles, the bulk of the AVX2 build's compile time.
+_CHACHA_W = 16 if "avx512f" in FEATURES else 8
+
+
 def _emit_chacha_xor_1k(b, st, src, dst):
-    init = [ir.Constant(_V16, [c] * 16) for c in _SIGMA]
-    for i in range(4, 16):
-        init.append(_splat(b, b.load(b.gep(st, [ir.Constant(_I64, i)]))))
-    init[12] = b.add(init[12], ir.Constant(_V16, list(range(16))))
-    x = list(init)
-    for _ in range(10):
-        for a, q, c, d in _QUARTER_ROUNDS:
-            x[a] = b.add(x[a], x[q])
-            x[d] = _rotl(b, b.xor(x[d], x[a]), 16)
-            x[c] = b.add(x[c], x[d])
-            x[q] = _rotl(b, b.xor(x[q], x[c]), 12)
-            x[a] = b.add(x[a], x[q])
-            x[d] = _rotl(b, b.xor(x[d], x[a]), 8)
-            x[c] = b.add(x[c], x[d])
-            x[q] = _rotl(b, b.xor(x[q], x[c]), 7)
-    blocks = _transpose16(b, [b.add(x[i], init[i]) for i in range(16)])
-    sp = b.bitcast(src, _V16.as_pointer())
-    dp = b.bitcast(dst, _V16.as_pointer())
-    for i in range(16):
-        idx = [ir.Constant(_I64, i)]
-        v = b.load(b.gep(sp, idx), align=1)
-        b.store(b.xor(v, blocks[i]), b.gep(dp, idx), align=1)
+    W = _CHACHA_W
+    vt = ir.VectorType(_I32, W)
+    words = [b.load(b.gep(st, [ir.Constant(_I64, i)])) for i in range(4, 16)]
+    sp = b.bitcast(src, vt.as_pointer())
+    dp = b.bitcast(dst, vt.as_pointer())
+    for half in range(16 // W):
+        init = [ir.Constant(vt, [c] * W) for c in _SIGMA]
+        for w in words:
+            v = b.insert_element(ir.Constant(vt, ir.Undefined), w, ir.Constant(_I32, 0))
+            init.append(b.shuffle_vector(v, v, ir.Constant(vt, [0] * W)))
+        init[12] = b.add(init[12], ir.Constant(vt, list(range(half * W, half * W + W))))
+        x = list(init)
+        for _ in range(10):
+            for a, q, c, d in _QUARTER_ROUNDS:
+                x[a] = b.add(x[a], x[q])
+                x[d] = _rotl(b, b.xor(x[d], x[a]), 16)
+                x[c] = b.add(x[c], x[d])
+                x[q] = _rotl(b, b.xor(x[q], x[c]), 12)
+                x[a] = b.add(x[a], x[q])
+                x[d] = _rotl(b, b.xor(x[d], x[a]), 8)
+                x[c] = b.add(x[c], x[d])
+                x[q] = _rotl(b, b.xor(x[q], x[c]), 7)
+        out = [b.add(x[i], init[i]) for i in range(16)]
+        # W x W transposes of words [0, W), [W, 2W), ...: block k of this half is
+        # the k-th row of each, in order (16 // W vectors of W words)
+        cols = [_transpose(b, out[g:g + W]) for g in range(0, 16, W)]
+        for k in range(W):
+            for g in range(16 // W):
+                idx = [ir.Constant(_I64, (half * W + k) * (16 // W) + g)]
+                v = b.load(b.gep(sp, idx), align=1)
+                b.store(b.xor(v, cols[g][k]), b.gep(dp, idx), align=1)
 
 
 @intrinsic
