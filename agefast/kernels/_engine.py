@@ -639,6 +639,7 @@ def _poly_fold(ctx, hl):
             l1 &= _M44
             l0 += (l2 >> np.uint64(42)) * _U5
             l2 &= _M42
+        # carry through every limb once more: each must fit its field before the ORs
         l1 += l0 >> np.uint64(44)
         l0 &= _M44
         l2 += l1 >> np.uint64(44)
@@ -665,8 +666,15 @@ def _poly_fold(ctx, hl):
         l3 &= _M26
         l0 += (l4 >> np.uint64(26)) * _U5
         l4 &= _M26
+    # carry through every limb once more: each must fit its field before the ORs
     l1 += l0 >> np.uint64(26)
     l0 &= _M26
+    l2 += l1 >> np.uint64(26)
+    l1 &= _M26
+    l3 += l2 >> np.uint64(26)
+    l2 &= _M26
+    l4 += l3 >> np.uint64(26)
+    l3 &= _M26
     ctx[4] = l0 | (l1 << np.uint64(26)) | (l2 << np.uint64(52))
     ctx[5] = (l2 >> np.uint64(12)) | (l3 << np.uint64(14)) | (l4 << np.uint64(40))
     ctx[6] = l4 >> np.uint64(24)
