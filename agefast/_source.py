@@ -22,6 +22,19 @@ def readinto_of(reader):
     return from_read
 
 
+class MemoryReader:
+    """A reader over a buffer in memory that, unlike io.BytesIO, never copies it."""
+
+    def __init__(self, data):
+        self._data = memoryview(data).cast("B")
+
+    def readinto(self, b) -> int:
+        n = min(len(b), len(self._data))
+        b[:n] = self._data[:n]
+        self._data = self._data[n:]
+        return n
+
+
 class Source:
     def __init__(self, reader):
         self._buf = bytearray()

@@ -11,7 +11,7 @@ import os
 import tempfile
 
 from . import armor, chunks
-from ._source import Source
+from ._source import MemoryReader, Source
 from .direct import DirectReader, DirectWriter
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
@@ -181,6 +181,22 @@ def decryptor(src, identities, *, close_src=False, threads=None) -> Decryptor:
     return Decryptor(src, identities, close_src=close_src, threads=threads)
 
 
+def _new_bytes(size: int, fill) -> bytes:
+    """A new bytes object of `size` bytes, written in place by fill(view).
+
+    BytesIO lends a writable view of its own buffer and then returns that very
+    buffer as the bytes object, so a payload is written once, where it ends
+    up, rather than into a bytearray that is then copied (0.2 s per 256 MiB).
+    """
+    out = io.BytesIO()
+    if size:
+        out.seek(size - 1)
+        out.write(b"\0")
+    with out.getbuffer() as view:
+        fill(view)
+    return out.getvalue()
+
+
 def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
     """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
     if armored:
@@ -192,26 +208,33 @@ def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
     header, file_key = make_header(recipients)
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
-    out = bytearray(start + chunks.sealed_size(len(data)))
-    out[:start] = header + nonce
-    chunks.seal_chunks(payload_key(file_key, nonce), 0, data, memoryview(out)[start:], True, threads=threads)
-    return bytes(out)
+
+    def fill(view):
+        view[:start] = header + nonce
+        chunks.seal_chunks(payload_key(file_key, nonce), 0, data, view[start:], True, threads=threads)
+
+    return _new_bytes(start + chunks.sealed_size(len(data)), fill)
 
 
 def decrypt(ciphertext, identities, *, threads=None) -> bytes:
     """Decrypt a whole age file held in memory; returns the plaintext."""
     data = memoryview(ciphertext).cast("B")
-    source = Source(io.BytesIO(data))
+    source = Source(MemoryReader(data))
     if armor.starts_armored(source):
-        return Decryptor(io.BytesIO(data), identities, threads=threads).readall()
+        return Decryptor(MemoryReader(data), identities, threads=threads).readall()
     key = open_header(source, identities)
     payload = data[source.consumed:]
     full, rest = divmod(len(payload), chunks.SEALED_CHUNK_SIZE)
-    out = bytearray(full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE))
-    _, size, problem = open_batch(key, 0, payload, out, True, threads)
-    if problem is not None:
-        raise PayloadError(problem)
-    return bytes(memoryview(out)[:size])
+    problems = []
+
+    def fill(view):
+        # A valid payload fills the view exactly; an invalid one raises below.
+        problems.append(open_batch(key, 0, payload, view, True, threads)[2])
+
+    plaintext = _new_bytes(full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill)
+    if problems[0] is not None:
+        raise PayloadError(problems[0])
+    return plaintext
 
 
 def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:
