@@ -59,6 +59,27 @@ def b64decode(text: str | bytes) -> bytes:
     return data
 
 
+def single_argument(stanza: Stanza, size: int, name: str) -> bytes:
+    """The one base64 argument, of `size` bytes, of a stanza that wraps a file
+    key in a 32-byte body (X25519, mlkem768x25519); HeaderError otherwise.
+
+    The body length is checked before any decryption is tried, which keeps
+    the stanza from serving as a partitioning oracle.
+    """
+    kind = f"invalid {stanza.type} stanza"
+    if len(stanza.args) != 1:
+        raise HeaderError(f"{kind}: wrong number of arguments")
+    try:
+        value = b64decode(stanza.args[0])
+    except ValueError:
+        raise HeaderError(f"{kind}: malformed {name}") from None
+    if len(value) != size:
+        raise HeaderError(f"{kind}: {name} is not {size} bytes")
+    if len(stanza.body) != 32:
+        raise HeaderError(f"{kind}: body is not 32 bytes")
+    return value
+
+
 def _is_argument(arg: str) -> bool:
     return bool(arg) and all(33 <= ord(c) <= 126 for c in arg)
 

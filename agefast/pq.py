@@ -15,8 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
 from ._bech32key import Bech32Key
 from .errors import EncryptError, HeaderError, IdentityError, RecipientError
-from .format import Stanza, b64decode, b64encode
-from .primitives import FILE_KEY_SIZE
+from .format import Stanza, b64encode, single_argument
 
 RECIPIENT_HRP = "age1pq"
 IDENTITY_HRP = "AGE-SECRET-KEY-PQ-"
@@ -94,16 +93,7 @@ class Identity(Bech32Key):
         for s in stanzas:
             if s.type != STANZA_TYPE:
                 continue
-            if len(s.args) != 1:
-                raise HeaderError("invalid mlkem768x25519 stanza: wrong number of arguments")
-            try:
-                enc = b64decode(s.args[0])
-            except ValueError:
-                raise HeaderError("invalid mlkem768x25519 stanza: malformed encapsulated key") from None
-            if len(enc) != ENC_SIZE:
-                raise HeaderError(f"invalid mlkem768x25519 stanza: encapsulated key is not {ENC_SIZE} bytes")
-            if len(s.body) != FILE_KEY_SIZE + 16:
-                raise HeaderError("invalid mlkem768x25519 stanza: body is not 32 bytes")
+            enc = single_argument(s, ENC_SIZE, "encapsulated key")
             try:
                 # The X-Wing combiner would go on with the all-zero secret of
                 # a low-order X25519 share (the last 32 bytes of enc); age's

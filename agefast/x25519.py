@@ -6,8 +6,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 
 from ._bech32key import Bech32Key
 from .errors import EncryptError, HeaderError, IdentityError, RecipientError
-from .format import Stanza, b64decode, b64encode
-from .primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
+from .format import Stanza, b64encode, single_argument
+from .primitives import hkdf, unwrap_file_key, wrap_file_key
 
 RECIPIENT_HRP = "age"
 IDENTITY_HRP = "AGE-SECRET-KEY-"
@@ -76,16 +76,7 @@ class Identity(Bech32Key):
         for s in stanzas:
             if s.type != STANZA_TYPE:
                 continue
-            if len(s.args) != 1:
-                raise HeaderError("invalid X25519 stanza: wrong number of arguments")
-            try:
-                share = b64decode(s.args[0])
-            except ValueError:
-                raise HeaderError("invalid X25519 stanza: malformed share") from None
-            if len(share) != 32:
-                raise HeaderError("invalid X25519 stanza: share is not 32 bytes")
-            if len(s.body) != FILE_KEY_SIZE + 16:
-                raise HeaderError("invalid X25519 stanza: body is not 32 bytes")
+            share = single_argument(s, 32, "share")
             secret = _shared_secret(self._key, share, HeaderError)
             file_key = unwrap_file_key(hkdf(secret, share + self._public, _INFO), s.body)
             if file_key is not None:
