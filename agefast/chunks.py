@@ -31,11 +31,12 @@ SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
 KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
 # Loading the engine (importing numba, loading the kernels from its cache)
 # costs a process 0.8-1.3 s on the project's VM, as long as cryptography takes
-# to seal about 3 GB on one core. So unless the caller asks for several
-# threads, a process starts on cryptography, loads the engine in a background
-# thread once it has moved ENGINE_AFTER bytes, and switches when it is ready:
-# one-shot jobs never pay the load, long streams and long-lived processes
-# get the engine.
+# to seal about 3 GB on one core. So with threads=None a process starts on
+# cryptography, loads the engine in a background thread once it has moved
+# ENGINE_AFTER bytes, and switches when it is ready: one-shot jobs never pay
+# the load, long streams and long-lived processes get the engine. threads > 1
+# asks for the engine at once; threads=1 stays on cryptography, which is as
+# fast on one core (docs/engine.md) and has nothing to load.
 ENGINE_AFTER = 1 << 30
 
 _moved = 0
@@ -65,6 +66,8 @@ def _kernels_for(size: int, threads: int | None):
         from . import kernels
 
         return kernels
+    if threads == 1:
+        return None
     loaded = sys.modules.get("agefast.kernels")
     if loaded is not None and (_loader is None or not _loader.is_alive()):
         return loaded

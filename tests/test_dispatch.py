@@ -45,6 +45,16 @@ def test_several_threads_or_the_override_use_the_engine():
     """, AGEFAST_ENGINE="numba") == "True\n"
 
 
+def test_one_thread_stays_on_cryptography():
+    out = run(COMMON + """
+    chunks.ENGINE_AFTER = 1
+    round_trip(threads=1)
+    round_trip(threads=1)
+    print("numba" in sys.modules, chunks._loader)
+    """)
+    assert out == "False None\n"
+
+
 def test_the_engine_loads_in_the_background_after_enough_bytes():
     out = run(COMMON + """
     chunks.ENGINE_AFTER = 20 << 20
