@@ -13,7 +13,7 @@ import signal
 import subprocess
 import tempfile
 
-from .format import COLUMNS, Stanza, b64decode
+from .format import Stanza, b64decode, read_stanza
 
 # A plugin's stanzas carry file keys, messages and wrapped keys: nothing
 # legitimate is near this, and a runaway plugin must not exhaust memory.
@@ -62,25 +62,10 @@ class Connection:
         return line[:-1]
 
     def receive(self) -> Stanza:
-        line = self._line()
-        if not line.startswith(b"-> "):
-            raise ProtocolError(f"the plugin sent a malformed stanza: {line[:80]!r}")
-        args = line[3:].decode("ascii", "replace").split(" ")
-        if not all(args) or any(not 33 <= ord(c) <= 126 for arg in args for c in arg):
-            raise ProtocolError(f"the plugin sent malformed stanza arguments: {line[:80]!r}")
-        body = bytearray()
-        while True:
-            text = self._line()
-            if len(text) > COLUMNS:
-                raise ProtocolError("the plugin sent a stanza body line longer than 64 columns")
-            try:
-                body += b64decode(text)
-            except ValueError as e:
-                raise ProtocolError(f"the plugin sent a malformed stanza body: {e}") from None
-            if len(body) > _MAX_BODY:
-                raise ProtocolError("the plugin sent an oversized stanza body")
-            if len(text) < COLUMNS:
-                return Stanza(args[0], args[1:], bytes(body))
+        def error(message: str) -> ProtocolError:
+            return ProtocolError(f"the plugin sent a {message}")
+
+        return read_stanza(self._line(), self._line, error, max_body=_MAX_BODY)
 
     def close(self) -> None:
         # Closing our ends lets a plugin that is done exit by itself. One that

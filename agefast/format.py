@@ -84,6 +84,30 @@ def _is_argument(arg: str) -> bool:
     return bool(arg) and all(33 <= ord(c) <= 126 for c in arg)
 
 
+def read_stanza(first: bytes, next_line, error, max_body: int | None = None) -> Stanza:
+    """A stanza from its `-> ...` line and the body lines next_line() returns,
+    all without their newline; error(message) is raised where the grammar is
+    broken. The header and the plugin protocol share this grammar."""
+    if not first.startswith(STANZA_PREFIX):
+        raise error(f"malformed stanza opening line: {first[:80]!r}")
+    args = first[len(STANZA_PREFIX):].decode("ascii", "replace").split(" ")
+    if not all(_is_argument(a) for a in args):
+        raise error(f"malformed stanza arguments: {first[:80]!r}")
+    body = bytearray()
+    while True:
+        text = next_line()
+        if len(text) > COLUMNS:
+            raise error("malformed stanza body: line longer than 64 columns")
+        try:
+            body += b64decode(text)
+        except ValueError as e:
+            raise error(f"malformed stanza body line: {e}") from None
+        if max_body is not None and len(body) > max_body:
+            raise error("oversized stanza body")
+        if len(text) < COLUMNS:
+            return Stanza(args[0], args[1:], bytes(body))
+
+
 @dataclass
 class Header:
     stanzas: list[Stanza]
@@ -119,6 +143,12 @@ def parse_header(src) -> Header:
             raise HeaderError(f"unsupported age format version: {line[:64]!r}")
         raise HeaderError("not an age file: bad version line")
     stanzas = []
+
+    def body_line() -> bytes:
+        line = _read_line(src, len(raw))
+        raw.extend(line)
+        return line[:-1]
+
     while True:
         line = _read_line(src, len(raw))
         if line.startswith(MAC_PREFIX):
@@ -133,22 +163,4 @@ def parse_header(src) -> Header:
                 raise HeaderError("malformed header MAC line: wrong length")
             return Header(stanzas, mac, mac_input)
         raw += line
-        if not line.startswith(STANZA_PREFIX):
-            raise HeaderError(f"malformed stanza opening line: {line[:80]!r}")
-        args = line[len(STANZA_PREFIX):-1].decode("ascii", "replace").split(" ")
-        if not all(_is_argument(a) for a in args):
-            raise HeaderError(f"malformed stanza arguments: {line[:80]!r}")
-        body = bytearray()
-        while True:
-            line = _read_line(src, len(raw))
-            raw += line
-            text = line[:-1]
-            if len(text) > COLUMNS:
-                raise HeaderError("malformed stanza body: line longer than 64 columns")
-            try:
-                body += b64decode(text)
-            except ValueError as e:
-                raise HeaderError(f"malformed stanza body line: {e}") from None
-            if len(text) < COLUMNS:
-                break
-        stanzas.append(Stanza(args[0], args[1:], bytes(body)))
+        stanzas.append(read_stanza(line[:-1], body_line, HeaderError))
