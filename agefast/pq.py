@@ -14,8 +14,9 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
 from ._bech32key import Bech32Key
-from .errors import EncryptError, HeaderError, IdentityError, RecipientError
+from .errors import HeaderError, IdentityError, RecipientError
 from .format import Stanza, b64encode, single_argument
+from .primitives import hpke_wrap_file_key
 
 RECIPIENT_HRP = "age1pq"
 IDENTITY_HRP = "AGE-SECRET-KEY-PQ-"
@@ -53,11 +54,7 @@ class Recipient(Bech32Key):
         return f"<pq.Recipient {str(self)[:24]}...>"
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
-        try:
-            sealed = _SUITE.encrypt(file_key, self._key, info=_INFO)
-        except ValueError as e:
-            raise EncryptError(f"mlkem768x25519 encapsulation failed: {e}") from None
-        enc, body = sealed[:ENC_SIZE], sealed[ENC_SIZE:]
+        enc, body = hpke_wrap_file_key(_SUITE, self._key, file_key, _INFO, ENC_SIZE, STANZA_TYPE)
         return [Stanza(STANZA_TYPE, [b64encode(enc)], body)]
 
 

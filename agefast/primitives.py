@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from .errors import EncryptError
+
 FILE_KEY_SIZE = 16
 _ZERO_NONCE = bytes(12)
 
@@ -27,6 +29,16 @@ def hmac_sha256(key: bytes, data: bytes) -> bytes:
 
 def wrap_file_key(wrap_key: bytes, file_key: bytes) -> bytes:
     return ChaCha20Poly1305(wrap_key).encrypt(_ZERO_NONCE, file_key, None)
+
+
+def hpke_wrap_file_key(suite, public_key, file_key: bytes, info: bytes, enc_size: int,
+                       what: str) -> tuple[bytes, bytes]:
+    """HPKE SealBase of the file key: (encapsulated key, body)."""
+    try:
+        sealed = suite.encrypt(file_key, public_key, info=info)
+    except ValueError as e:
+        raise EncryptError(f"{what} encapsulation failed: {e}") from None
+    return sealed[:enc_size], sealed[enc_size:]
 
 
 def unwrap_file_key(wrap_key: bytes, body: bytes) -> bytes | None:

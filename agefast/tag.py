@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ._bech32key import Bech32Key
-from .errors import EncryptError, RecipientError
+from .errors import RecipientError
 from .format import Stanza, b64encode
-from .primitives import hmac_sha256
+from .primitives import hmac_sha256, hpke_wrap_file_key
 
 RECIPIENT_HRP = "age1tag"
 STANZA_TYPE = "p256tag"
@@ -65,10 +65,6 @@ class Recipient(Bech32Key):
         return cls(key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint))
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
-        try:
-            sealed = _SUITE.encrypt(file_key, self._key, info=_LABEL)
-        except ValueError as e:
-            raise EncryptError(f"p256tag encapsulation failed: {e}") from None
-        enc, body = sealed[:ENC_SIZE], sealed[ENC_SIZE:]
+        enc, body = hpke_wrap_file_key(_SUITE, self._key, file_key, _LABEL, ENC_SIZE, STANZA_TYPE)
         tag = stanza_tag(_LABEL, enc, self._raw)
         return [Stanza(STANZA_TYPE, [b64encode(tag), b64encode(enc)], body)]
