@@ -11,6 +11,7 @@ import os
 import tempfile
 
 from . import armor, chunks
+from ._buffers import new_bytes
 from ._source import MemoryReader, Source
 from .direct import DirectReader, DirectWriter
 from .errors import EncryptError, PayloadError
@@ -181,22 +182,6 @@ def decryptor(src, identities, *, close_src=False, threads=None) -> Decryptor:
     return Decryptor(src, identities, close_src=close_src, threads=threads)
 
 
-def _new_bytes(size: int, fill) -> bytes:
-    """A new bytes object of `size` bytes, written in place by fill(view).
-
-    BytesIO lends a writable view of its own buffer and then returns that very
-    buffer as the bytes object, so a payload is written once, where it ends
-    up, rather than into a bytearray that is then copied (0.2 s per 256 MiB).
-    """
-    out = io.BytesIO()
-    if size:
-        out.seek(size - 1)
-        out.write(b"\0")
-    with out.getbuffer() as view:
-        fill(view)
-    return out.getvalue()
-
-
 def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
     """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
     if armored:
@@ -213,7 +198,7 @@ def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
         view[:start] = header + nonce
         chunks.seal_chunks(payload_key(file_key, nonce), 0, data, view[start:], True, threads=threads)
 
-    return _new_bytes(start + chunks.sealed_size(len(data)), fill)
+    return new_bytes(start + chunks.sealed_size(len(data)), fill)
 
 
 def decrypt(ciphertext, identities, *, threads=None) -> bytes:
@@ -231,7 +216,7 @@ def decrypt(ciphertext, identities, *, threads=None) -> bytes:
         # A valid payload fills the view exactly; an invalid one raises below.
         problems.append(open_batch(key, 0, payload, view, True, threads)[2])
 
-    plaintext = _new_bytes(full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill)
+    plaintext = new_bytes(full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill)
     if problems[0] is not None:
         raise PayloadError(problems[0])
     return plaintext
