@@ -70,3 +70,17 @@ def test_the_engine_loads_in_the_background_after_enough_bytes():
     print(len(calls))
     """)
     assert out == "True\n1\n"
+
+
+def test_one_thread_runs_on_the_engine_once_it_is_warm():
+    out = run(COMMON + """
+    from agefast import kernels
+    kernels.warm_up()
+    calls = set()
+    seal, open_ = kernels.seal_chunks, kernels.open_chunks
+    kernels.seal_chunks = lambda *a: calls.add("seal") or seal(*a)
+    kernels.open_chunks = lambda *a: calls.add("open") or open_(*a)
+    round_trip(threads=1)
+    print(sorted(calls))
+    """)
+    assert out == "['open', 'seal']\n"
