@@ -177,3 +177,36 @@ def test_non_blocking_source_resumes_after_blocking_io_error(step):
             break
         got += chunk
     assert got == data
+
+
+class LargestWrite(io.RawIOBase):
+    """A writer that remembers the largest single write it was handed."""
+
+    def __init__(self):
+        self.out = bytearray()
+        self.largest = 0
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.largest = max(self.largest, len(b))
+        self.out += b
+        return len(b)
+
+
+def test_no_write_exceeds_write_size(tmp_path):
+    # The pipeline (encrypt_io/decrypt_io) and the encryptor's large writes
+    # both reach the destination in pieces of at most stream.WRITE_SIZE.
+    from agefast.stream import WRITE_SIZE
+
+    data = plaintext(5 * WRITE_SIZE + 7)
+    sealed = LargestWrite()
+    agefast.encrypt_io(io.BytesIO(data), sealed, [RECIPIENT])
+    opened = LargestWrite()
+    agefast.decrypt_io(io.BytesIO(bytes(sealed.out)), opened, [IDENTITY])
+    streamed = LargestWrite()
+    with agefast.encryptor(streamed, [RECIPIENT]) as w:
+        w.write(data)
+    assert opened.out == data and agefast.decrypt(bytes(streamed.out), [IDENTITY]) == data
+    assert 0 < max(sealed.largest, opened.largest, streamed.largest) <= WRITE_SIZE
