@@ -4,7 +4,9 @@ A superset of pyrage's API, so `import agefast as pyrage` works, plus true
 streaming through `encryptor` and `decryptor`.
 """
 
-from . import passphrase, plugin, pq, ssh, tag, tagpq, x25519
+import importlib
+
+from . import x25519
 from .api import (
     Decryptor,
     Encryptor,
@@ -46,3 +48,18 @@ __all__ = [
     "tagpq",
     "x25519",
 ]
+
+# The other recipient types are imported on first use (agefast.ssh, or
+# `from agefast import ssh`): together they cost every command ~25 ms of
+# start-up, and most files only need X25519.
+_LAZY = frozenset({"passphrase", "plugin", "pq", "ssh", "tag", "tagpq"})
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY)

@@ -45,3 +45,11 @@ class IdentityError(AgeError, ValueError):
 
 class RecipientError(AgeError, ValueError):
     """A recipient string or file is malformed."""
+
+
+class UnsupportedKeyError(RecipientError):
+    """A well-formed SSH public key of a type age cannot encrypt to (ecdsa, dsa, ...)."""
+
+
+class PassphraseNeededError(IdentityError):
+    """The SSH private key is passphrase-protected and no passphrase was given."""

@@ -22,7 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from .errors import EncryptError, HeaderError, IdentityError, RecipientError
+from .errors import (EncryptError, HeaderError, IdentityError, PassphraseNeededError, RecipientError,
+                     UnsupportedKeyError)
 from .format import Stanza, b64decode, b64encode
 from .primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
 
@@ -67,14 +68,6 @@ def _x25519(scalar: bytes, point: bytes, error: type[Exception]) -> bytes:
 
 def _tweak(wire: bytes) -> bytes:
     return hkdf(b"", wire, _ED25519_LABEL)
-
-
-class UnsupportedKeyError(RecipientError):
-    """A well-formed SSH public key of a type age cannot encrypt to (ecdsa, dsa, ...)."""
-
-
-class PassphraseNeededError(IdentityError):
-    """The SSH private key is passphrase-protected and no passphrase was given."""
 
 
 def key_type(line: str) -> str | None:
