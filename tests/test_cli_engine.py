@@ -26,16 +26,18 @@ def test_an_x25519_command_imports_no_other_recipient_type(tmp_path):
     subprocess.run([sys.executable, "-m", "agefast.keygen", "-o", str(key)], check=True, capture_output=True)
     (tmp_path / "small").write_bytes(b"x" * 1024)
     probe = ("import runpy, sys\n"
-             "sys.argv = ['agefast', '-e', '-i', sys.argv[1], '-o', sys.argv[2], sys.argv[3]]\n"
+             "sys.argv = ['agefast', *sys.argv[1:]]\n"
              "try:\n"
              "    runpy.run_module('agefast', run_name='__main__')\n"
              "finally:\n"
              "    lazy = ('passphrase', 'plugin', 'pq', 'ssh', 'tag', 'tagpq', 'numba', 'dataclasses')\n"
              "    print(sorted(m for m in lazy if m in sys.modules or 'agefast.' + m in sys.modules),\n"
              "          file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", probe, str(key), str(tmp_path / "small.age"),
-                           str(tmp_path / "small")], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stderr == "[]\n", done.stderr
+    sealed, opened = tmp_path / "small.age", tmp_path / "small.out"
+    for argv in (["-e", "-i", key, "-o", sealed, tmp_path / "small"], ["-d", "-i", key, "-o", opened, sealed]):
+        done = subprocess.run([sys.executable, "-c", probe, *map(str, argv)], capture_output=True, text=True)
+        assert done.returncode == 0 and done.stderr == "[]\n", (argv[0], done.stderr)
+    assert opened.read_bytes() == b"x" * 1024
     import agefast
 
     assert agefast.ssh.Recipient and "ssh" in dir(agefast)  # still there on first use
