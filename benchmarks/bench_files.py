@@ -9,9 +9,25 @@ Go age, and every decryption output is compared with the plaintext.
 
 agefast runs both with its default engine choice and with
 AGEFAST_ENGINE=cryptography; results go to benchmarks/results/files.json.
+
+"python-copy" is the floor of any Python command: a bare interpreter
+(`python -I -S`) that only copies the input file to the output in 1 MiB
+readinto/write steps (agefast's write size), no cryptography. Go age's time over it is the largest
+ratio a Python command could reach against Go age on this machine.
+
+--settle N waits N seconds after removing the last outputs, before each run.
+The VM's balloon device has free page reporting on: memory the guest frees
+(here, the deleted outputs' page cache) is handed back to the host about two
+seconds later, and the next program to write a file faults it in again from
+the host, at several times the system time (docs/performance.md). Without a
+wait, a run's cost depends on what ran just before it; with --settle 3 every
+run starts from the same state, the one a command meets on an idle machine.
 """
 
 from pathlib import Path
+
+import sys
+import time
 
 import agefast
 import pyrage
@@ -35,6 +51,7 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
     crypto = common.engine_env("cryptography")
     default = common.engine_env(None)
     enc, dec = [AGEFAST, "-r", recipient, "-o", o, p], [AGEFAST, "-d", "-i", k, "-o", o, s]
+    copy = [sys.executable, "-I", "-S", "-c", COPY]
     return {
         ("encrypt", "agefast-cli"): lambda: common.run(enc, env=default),
         ("encrypt", "agefast-cli-t1"): lambda: common.run(enc[:1] + ["--threads", "1"] + enc[1:], env=default),
@@ -43,6 +60,7 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
         ("encrypt", "agefast"): common.in_engine(None, lambda: agefast.encrypt_file(p, o, ag_rcp)),
         ("encrypt", "agefast-crypto"): common.in_engine("cryptography", lambda: agefast.encrypt_file(p, o, ag_rcp)),
         ("encrypt", "pyrage"): lambda: pyrage.encrypt_file(p, o, [py_rcp]),
+        ("encrypt", "python-copy"): lambda: common.run(copy + [p, o]),
         ("decrypt", "agefast-cli"): lambda: common.run(dec, env=default),
         ("decrypt", "agefast-cli-t1"): lambda: common.run(dec[:1] + ["--threads", "1"] + dec[1:], env=default),
         ("decrypt", "agefast-cli-crypto"): lambda: common.run(dec, env=crypto),
@@ -50,6 +68,7 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
         ("decrypt", "agefast"): common.in_engine(None, lambda: agefast.decrypt_file(s, o, ag_ids)),
         ("decrypt", "agefast-crypto"): common.in_engine("cryptography", lambda: agefast.decrypt_file(s, o, ag_ids)),
         ("decrypt", "pyrage"): lambda: pyrage.decrypt_file(s, o, [py_id]),
+        ("decrypt", "python-copy"): lambda: common.run(copy + [s, o]),
     }
 
 
@@ -62,11 +81,23 @@ RATIOS = {
     "agefast / pyrage": ("agefast", "pyrage"),
     "agefast-crypto / pyrage": ("agefast-crypto", "pyrage"),
     "agefast / age-cli": ("agefast", "age-cli"),
+    "python-copy / age-cli": ("python-copy", "age-cli"),
 }
+
+# The floor: a bare interpreter copying argv[1] to argv[2], 1 MiB at a time.
+COPY = """
+import sys
+buf = bytearray(1 << 20)
+view = memoryview(buf)
+with open(sys.argv[1], "rb", buffering=0) as src, open(sys.argv[2], "wb", buffering=0) as dst:
+    while n := src.readinto(buf):
+        dst.write(view[:n])
+"""
 
 
 def main() -> None:
-    args = common.arguments(__doc__, 5, [("--size", 256, "file size in MiB")])
+    args = common.arguments(__doc__, 5, [("--size", 256, "file size in MiB"),
+                                         ("--settle", 0, "seconds to wait before each run (see above)")])
     size = args.size * MiB
     plain, sealed, out, check = (args.dir / n for n in ("plain", "plain.age", "out", "check"))
     digest = common.make_file(plain, size)
@@ -78,9 +109,17 @@ def main() -> None:
 
     def prepare(name):
         out.unlink(missing_ok=True)
+        check.unlink(missing_ok=True)
+        time.sleep(args.settle)
+
+    copied = {"encrypt": digest, "decrypt": common.sha256_file(sealed)}
 
     def verify(name):
         op, tool = name
+        if tool == "python-copy":
+            if common.sha256_file(out) != copied[op]:
+                raise SystemExit(f"{op} with {tool}: the copy differs from its input")
+            return
         if op == "encrypt":
             check.unlink(missing_ok=True)
             common.run([AGE, "-d", "-i", str(key), "-o", str(check), str(out)])
@@ -90,7 +129,8 @@ def main() -> None:
         if produced != digest:
             raise SystemExit(f"{op} with {tool}: the output does not round-trip to the input")
 
-    result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "size": size, "ops": {}}
+    result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "size": size,
+              "settle": args.settle, "ops": {}}
     for op in ("encrypt", "decrypt"):
         chosen = {tool: fn for (o, tool), fn in work.items() if o == op}
         raw = common.interleave(chosen, args.reps, prepare=lambda t: prepare((op, t)),

@@ -185,12 +185,14 @@ def engine_table(result: dict) -> str:
         rows.append([op, f"{c['agefast-cli']['gb_per_s']:.2f}", f"{c['agefast-cli-crypto']['gb_per_s']:.2f}",
                      f"{c['age-cli']['gb_per_s']:.2f}", f"{r['agefast-cli / age-cli']:.2f}x",
                      f"{c['agefast']['gb_per_s']:.2f}", f"{c['pyrage']['gb_per_s']:.2f}",
-                     f"{r['agefast / pyrage']:.2f}x"])
+                     f"{r['agefast / pyrage']:.2f}x", optional(r, "python-copy / age-cli", ".2f") + "x"])
     m = result["machine"]
+    settle = f", {result['settle']} s settle before each run" if result.get("settle") else ""
     return (f"{size_name(result['size'])} page-cached file, agefast {m['agefast_commit']}, "
-            f"load average {m['loadavg_start'][0]:.1f} at the start\n\n"
+            f"load average {m['loadavg_start'][0]:.1f} at the start{settle}\n\n"
             + table(["op", "agefast command GB/s", "same, cryptography engine", "Go age GB/s", "agefast/age",
-                     "agefast.*_file GB/s", "pyrage.*_file GB/s", "agefast/pyrage"], rows))
+                     "agefast.*_file GB/s", "pyrage.*_file GB/s", "agefast/pyrage",
+                     "copy-only Python command/age (the ceiling)"], rows))
 
 
 def main() -> None:
