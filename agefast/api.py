@@ -182,13 +182,8 @@ def decryptor(src, identities, *, close_src=False, threads=None) -> Decryptor:
     return Decryptor(src, identities, close_src=close_src, threads=threads)
 
 
-def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
-    """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
-    if armored:
-        out = io.BytesIO()
-        with encryptor(out, recipients, armored=True, threads=threads) as w:
-            w.write(plaintext)
-        return out.getvalue()
+def _sealing(plaintext, recipients, threads):
+    """Make the header now; return (age file size, fill(view) writing the file)."""
     data = memoryview(plaintext).cast("B")
     header, file_key = make_header(recipients)
     nonce = os.urandom(NONCE_SIZE)
@@ -198,28 +193,104 @@ def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
         view[:start] = header + nonce
         chunks.seal_chunks(payload_key(file_key, nonce), 0, data, view[start:], True, threads=threads)
 
-    return new_bytes(start + chunks.sealed_size(len(data)), fill)
+    return start + chunks.sealed_size(len(data)), fill
+
+
+def _opening(data: memoryview, identities, threads):
+    """Open the header of a binary age file; return (plaintext size,
+    fill(view) writing the plaintext or raising PayloadError), or None if the
+    file is armored (its size is unknown until it is decoded)."""
+    source = Source(MemoryReader(data))
+    if armor.starts_armored(source):
+        return None
+    key = open_header(source, identities)
+    payload = data[source.consumed:]
+    full, rest = divmod(len(payload), chunks.SEALED_CHUNK_SIZE)
+
+    def fill(view):
+        # A valid payload fills the view exactly; only verified chunks are written.
+        problem = open_batch(key, 0, payload, view, True, threads)[2]
+        if problem is not None:
+            raise PayloadError(problem)
+
+    return full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill
+
+
+def _writable(buf) -> memoryview:
+    view = memoryview(buf)
+    if view.readonly:
+        raise TypeError("buf must be a writable buffer")
+    return view.cast("B")
+
+
+def _too_small(need: int):
+    return ValueError(f"buf must hold at least {need} bytes")
+
+
+def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
+    """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
+    if armored:
+        out = io.BytesIO()
+        with encryptor(out, recipients, armored=True, threads=threads) as w:
+            w.write(plaintext)
+        return out.getvalue()
+    return new_bytes(*_sealing(plaintext, recipients, threads))
+
+
+def encrypt_into(plaintext, recipients, buf, *, threads=None) -> int:
+    """Encrypt `plaintext` to `recipients` into the writable buffer `buf`;
+    returns the length of the age file written at its start.
+
+    As cryptography's encrypt_into: a caller who encrypts again and again
+    reuses one buffer instead of faulting in a new result every time. `buf`
+    must not overlap `plaintext` and must hold the header (its size depends
+    on the recipients: one X25519 recipient makes 184 bytes with the nonce)
+    plus the sealed payload, len(plaintext) + 16 per 64 KiB chunk; a short
+    one raises ValueError naming the size needed, before anything is written.
+    """
+    view = _writable(buf)
+    size, fill = _sealing(plaintext, recipients, threads)
+    if len(view) < size:
+        raise _too_small(size)
+    fill(view[:size])
+    return size
 
 
 def decrypt(ciphertext, identities, *, threads=None) -> bytes:
     """Decrypt a whole age file held in memory; returns the plaintext."""
     data = memoryview(ciphertext).cast("B")
-    source = Source(MemoryReader(data))
-    if armor.starts_armored(source):
+    opening = _opening(data, identities, threads)
+    if opening is None:
         return Decryptor(MemoryReader(data), identities, threads=threads).readall()
-    key = open_header(source, identities)
-    payload = data[source.consumed:]
-    full, rest = divmod(len(payload), chunks.SEALED_CHUNK_SIZE)
-    problems = []
+    return new_bytes(*opening)
 
-    def fill(view):
-        # A valid payload fills the view exactly; an invalid one raises below.
-        problems.append(open_batch(key, 0, payload, view, True, threads)[2])
 
-    plaintext = new_bytes(full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill)
-    if problems[0] is not None:
-        raise PayloadError(problems[0])
-    return plaintext
+def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
+    """Decrypt a whole age file held in memory into the writable buffer `buf`;
+    returns the length of the plaintext written at its start.
+
+    A binary file's plaintext size is known from its length: a short `buf`
+    raises ValueError before anything is written. An armored file is decoded
+    as it goes, so a `buf` it overflows holds verified plaintext when the
+    ValueError comes. On a PayloadError `buf` holds the verified plaintext of
+    the chunks before the failure, never anything unverified.
+    """
+    data = memoryview(ciphertext).cast("B")
+    view = _writable(buf)
+    opening = _opening(data, identities, threads)
+    if opening is None:
+        reader = Decryptor(MemoryReader(data), identities, threads=threads)
+        n = 0
+        while n < len(view) and (got := reader.readinto(view[n:])):
+            n += got
+        if reader.read(1):
+            raise ValueError("buf is too small for the plaintext")
+        return n
+    size, fill = opening
+    if len(view) < size:
+        raise _too_small(size)
+    fill(view[:size])
+    return size
 
 
 def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:

@@ -1,0 +1,74 @@
+"""encrypt_into / decrypt_into: age files into the caller's buffer."""
+
+import random
+
+import pyrage
+import pytest
+
+import agefast
+from agefast.errors import PayloadError
+
+CHUNK = 64 * 1024
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+SENTINEL = 0xA5
+
+
+def plaintext(n: int) -> bytes:
+    return random.Random(n).randbytes(n)
+
+
+@pytest.mark.parametrize("n", [0, 1, CHUNK, CHUNK + 1, 17 * CHUNK + 5])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_round_trip_leaves_the_rest_of_buf_alone(n, threads):
+    data = plaintext(n)
+    sealed = bytearray([SENTINEL]) * (n + 4096)
+    size = agefast.encrypt_into(data, [RECIPIENT], sealed, threads=threads)
+    assert size == len(agefast.encrypt(data, [RECIPIENT]))
+    assert sealed[size:] == bytearray([SENTINEL]) * (len(sealed) - size)
+    # another implementation reads it
+    assert pyrage.decrypt(bytes(sealed[:size]), [pyrage.x25519.Identity.from_str(str(IDENTITY))]) == data
+    opened = bytearray([SENTINEL]) * (n + 10)
+    assert agefast.decrypt_into(memoryview(sealed)[:size], [IDENTITY], opened, threads=threads) == n
+    assert opened[:n] == data and opened[n:] == bytearray([SENTINEL]) * 10
+
+
+def test_short_buffers_are_refused_before_anything_is_written():
+    data = plaintext(3 * CHUNK)
+    sealed = agefast.encrypt(data, [RECIPIENT])
+    short = bytearray([SENTINEL]) * (len(sealed) - 1)
+    with pytest.raises(ValueError, match=f"at least {len(sealed)} bytes"):
+        agefast.encrypt_into(data, [RECIPIENT], short)
+    assert short == bytearray([SENTINEL]) * len(short)
+    short = bytearray([SENTINEL]) * (len(data) - 1)
+    with pytest.raises(ValueError, match=f"at least {len(data)} bytes"):
+        agefast.decrypt_into(sealed, [IDENTITY], short)
+    assert short == bytearray([SENTINEL]) * len(short)
+
+
+def test_read_only_buffers_are_refused():
+    with pytest.raises(TypeError):
+        agefast.encrypt_into(b"x", [RECIPIENT], bytes(1000))
+    with pytest.raises(TypeError):
+        agefast.decrypt_into(agefast.encrypt(b"x", [RECIPIENT]), [IDENTITY], bytes(10))
+
+
+def test_armored_files_decrypt_into_a_buffer():
+    data = plaintext(2 * CHUNK + 3)
+    armored = agefast.encrypt(data, [RECIPIENT], armored=True)
+    out = bytearray(len(data) + 1)
+    assert agefast.decrypt_into(armored, [IDENTITY], out) == len(data) and out[:len(data)] == data
+    with pytest.raises(ValueError, match="too small"):
+        agefast.decrypt_into(armored, [IDENTITY], bytearray(len(data) - 1))
+
+
+def test_a_corrupt_chunk_leaves_only_verified_plaintext():
+    data = plaintext(3 * CHUNK)
+    sealed = bytearray(agefast.encrypt(data, [RECIPIENT]))
+    sealed[-CHUNK // 2] ^= 1  # inside the last chunk
+    out = bytearray([SENTINEL]) * len(data)
+    with pytest.raises(PayloadError):
+        agefast.decrypt_into(sealed, [IDENTITY], out)
+    assert out[:2 * CHUNK] == data[:2 * CHUNK]
+    # The failed chunk's part is untouched, or wiped where OpenSSL wrote before its tag check.
+    assert set(out[2 * CHUNK:]) <= {0, SENTINEL}
