@@ -99,6 +99,18 @@ class SeekablePayload:
         n = 0
         while n < len(mv) and self.pos < self.size:
             index = self.pos // CHUNK_SIZE
+            whole = min((len(mv) - n) // CHUNK_SIZE, BATCH_CHUNKS)
+            if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and self._pending is None:
+                # Whole chunks are opened straight into the caller's buffer,
+                # which open_chunks never leaves unverified plaintext in.
+                got = self._direct(index, mv[n:n + whole * CHUNK_SIZE])
+                n += got
+                self.pos += got
+                if self._error is not None:
+                    if n:
+                        return n
+                    raise self._error
+                continue
             if not self._cached(index) and self._pending is None:
                 self._count = 0  # the buffer is about to be overwritten
                 self._count, self._pending = self._load(index, self._plain, self._sealed)
@@ -116,6 +128,14 @@ class SeekablePayload:
             n += take
             self.pos += take
         return n
+
+    def _direct(self, index: int, out: memoryview) -> int:
+        """Open chunks from `index` on into `out`; return the plaintext bytes
+        verified before any failure, which becomes the reader's error."""
+        ok, error = self._load(index, out, self._sealed)
+        if error is not None:
+            self._error = error
+        return min(ok * CHUNK_SIZE, self.size - index * CHUNK_SIZE)
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if whence == io.SEEK_SET:

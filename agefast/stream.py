@@ -76,7 +76,15 @@ def open_batch(key: bytes, counter: int, sealed, plain, at_end: bool,
 
 
 class PayloadWriter:
-    """Seals what is written to it onto `dst`; close() seals the final chunk."""
+    """Seals what is written to it onto `dst`; close() seals the final chunk.
+
+    Writes of a whole batch or more are sealed straight from the caller's
+    buffer. Any of their chunks could turn out to be the final one, so the
+    last chunk of such a batch is held back: its sealed bytes wait in
+    _held_sealed, and its plaintext (one chunk, the only copy made) in
+    _held_plain. The next write proves it was not final and releases it;
+    close() seals it again as the final chunk.
+    """
 
     def __init__(self, dst, payload_key: bytes, threads: int | None = None):
         self._dst = dst
@@ -84,6 +92,9 @@ class PayloadWriter:
         self._threads = threads
         self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
         self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+        self._held_plain = bytearray(CHUNK_SIZE)
+        self._held_sealed = bytearray(SEALED_CHUNK_SIZE)
+        self._held = False
         self._fill = 0
         self._counter = 0
 
@@ -92,14 +103,16 @@ class PayloadWriter:
         batch = len(self._plain)
         pos = 0
         while pos < len(mv):
+            if self._held:
+                # More data follows, so the held chunk was not the final one.
+                write_all(self._dst, self._held_sealed)
+                self._held = False
             if self._fill == batch:
                 # More data follows, so none of these chunks is the final one.
                 self._seal(memoryview(self._plain), final=False)
                 self._fill = 0
-            if self._fill == 0 and len(mv) - pos > batch:
-                # Whole batches are sealed straight from the caller's buffer,
-                # without a copy; data follows each, so none is final.
-                self._seal(mv[pos:pos + batch], final=False)
+            if self._fill == 0 and len(mv) - pos >= batch:
+                self._seal_holding_last(mv[pos:pos + batch])
                 pos += batch
                 continue
             take = min(len(mv) - pos, batch - self._fill)
@@ -113,7 +126,22 @@ class PayloadWriter:
         write_all(self._dst, memoryview(self._sealed)[:size])
         self._counter += -(-len(plain) // CHUNK_SIZE)
 
+    def _seal_holding_last(self, plain: memoryview) -> None:
+        """Seal whole chunks as not final; write all but the last, hold that one."""
+        size = chunks.seal_chunks(self._key, self._counter, plain, self._sealed, False, threads=self._threads)
+        sealed = memoryview(self._sealed)
+        write_all(self._dst, sealed[:size - SEALED_CHUNK_SIZE])
+        self._held_sealed[:] = sealed[size - SEALED_CHUNK_SIZE:size]
+        self._held_plain[:] = plain[len(plain) - CHUNK_SIZE:]
+        self._held = True
+        self._counter += len(plain) // CHUNK_SIZE
+
     def close(self) -> None:
+        if self._held:
+            self._counter -= 1
+            self._seal(memoryview(self._held_plain), final=True)
+            self._held = False
+            return
         self._seal(memoryview(self._plain)[:self._fill], final=True)
 
 

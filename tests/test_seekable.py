@@ -121,6 +121,22 @@ def test_reordered_middle_chunks_fail_at_the_first_bad_chunk():
         r.pread(0, 1) and r.pread(2 * CHUNK, 1)
 
 
+@pytest.mark.parametrize("size", [CHUNK, 5 * CHUNK, 17 * CHUNK])
+def test_whole_chunk_reads_stop_at_the_first_bad_chunk(size):
+    # Reads of whole chunks open straight into the caller's buffer.
+    head, cs = chunk_list(CT)
+    ct = head + b"".join(cs[:2] + [cs[3], cs[2]] + cs[4:])
+    r = open_file(ct)
+    got = bytearray()
+    with pytest.raises(errors.PayloadError, match="chunk 2"):
+        while True:
+            got += r.read(size)
+    assert got == DATA[:2 * CHUNK]
+    r.seek(0)
+    with pytest.raises(errors.PayloadError):  # a failed reader keeps failing
+        r.read(size)
+
+
 def test_unseekable_and_armored_sources_are_not_seekable():
     for r in (agefast.decryptor(Trickle(CT), [IDENTITY]),
               agefast.decryptor(io.BytesIO(agefast.encrypt(b"x", [RECIPIENT], armored=True)), [IDENTITY])):
