@@ -24,12 +24,37 @@ public wrappers in agefast.kernels validate.
 import numpy as np
 from llvmlite import ir
 from numba import config, njit, types
-from numba.core import cgutils
+from numba.core import caching, cgutils
 from numba.extending import intrinsic, register_jitable
 
-# One place for decorator options: cached, GIL released, no boundscheck
-# (it stops vectorization), no fastmath (integer code gains nothing).
-_jit = njit(cache=True, nogil=True)
+
+class _OutOfTreeCache(caching.FunctionCache):
+    """Numba's on-disk cache for these kernels, kept out of the package.
+
+    Numba caches next to the source when it can write there: inside
+    site-packages for an installed agefast. pip leaves those files behind on
+    uninstall, and the leftover agefast/kernels/__pycache__ then makes
+    site-packages/agefast a namespace package that shadows a later editable
+    install. So the order here is NUMBA_CACHE_DIR if set, else the user-wide
+    cache (~/.cache/numba, one subdirectory per source directory), and next
+    to the source only where neither is writable. Freshness works as
+    Numba's own: each entry is keyed on this file's timestamp and size.
+    """
+
+    class _impl_class(caching.CompileResultCacheImpl):
+        _locator_classes = [caching.UserProvidedCacheLocator, caching.UserWideCacheLocator,
+                            caching.InTreeCacheLocator]
+
+
+def _jit(func):
+    """One place for decorator options: cached (out of tree, above), GIL
+    released, no boundscheck (it stops vectorization), no fastmath (integer
+    code gains nothing)."""
+    dispatcher = njit(nogil=True)(func)
+    # What cache=True does (Dispatcher.enable_caching), with our locators;
+    # cache=True itself would first create the in-tree cache directory.
+    dispatcher._cache = _OutOfTreeCache(func)
+    return dispatcher
 # Helpers are compiled into their callers only (no machine code, no CPython
 # wrapper of their own): that cut the cold compile of the batch kernels ~3x.
 _inner = register_jitable
