@@ -1,12 +1,12 @@
 """The tamper matrix: bit flips in every region, truncations, chunk drops,
-duplicates, swaps and reorders, trailing bytes, and chunks forged with the
-real payload key. The reference decides each file's outcome and verified
+duplicates, swaps and reorders, trailing bytes, chunks forged with the
+real payload key, and header grammar cases (torture/grammar.py). The reference decides each file's outcome and verified
 prefix; each case also names the outcomes it intends, and the reference must
 land in that set, so a lenient reference cannot hide a lenient implementation.
 """
 
 from . import adversarial_io as aio
-from . import forge, keys
+from . import forge, grammar, keys
 from .judge import oneshot_decrypt, stream_decrypt, verdict_problem
 from .primitives import NONCE_SIZE, SEALED_CHUNK_SIZE
 from .reference import ARMOR, HEADER, MAC, NO_MATCH, OK, PAYLOAD
@@ -118,6 +118,9 @@ def run_axis(run, stratum) -> None:
                      *_truncations(f, prof.every_chunk), *_rearrangements(f), *_trailing(f, rng)]
             if run.adapter.armor and size <= 2 * SEALED_CHUNK_SIZE:
                 cases += _armor(run, plain, key)
+            if size == stratum.sizes[0] and rep == 0:
+                # The header grammar does not depend on the payload: once per stratum.
+                cases += grammar.cases(f, rng)
             for i, (name, data, intent) in enumerate(cases):
                 _judge_file(run, stratum.name, f"{name} size={size} rep={rep}", data, key, intent, seed + i)
 
