@@ -7,6 +7,7 @@ header MAC can be checked over the bytes as read.
 
 import base64
 import binascii
+
 from .errors import HeaderError
 
 VERSION_LINE = b"age-encryption.org/v1\n"

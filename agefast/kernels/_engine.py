@@ -55,6 +55,8 @@ def _jit(func):
     # cache=True itself would first create the in-tree cache directory.
     dispatcher._cache = _OutOfTreeCache(func)
     return dispatcher
+
+
 # Helpers are compiled into their callers only (no machine code, no CPython
 # wrapper of their own): that cut the cold compile of the batch kernels ~3x.
 _inner = register_jitable
