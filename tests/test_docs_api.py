@@ -1,0 +1,28 @@
+"""The API reference in docs/api.md covers every public name of agefast."""
+
+import pathlib
+import re
+
+import agefast
+
+API_PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "api.md"
+
+
+def documented_names() -> set[str]:
+    """The objects docs/api.md hands to autodoc, as dotted names."""
+    return set(re.findall(r"^\.\. auto\w+:: (agefast[\w.]*)$", API_PAGE.read_text(), re.M))
+
+
+def test_every_public_name_is_in_the_api_reference():
+    documented = documented_names()
+    missing = [name for name in agefast.__all__ if f"agefast.{name}" not in documented]
+    assert missing == [], f"agefast.__all__ names missing from docs/api.md: {missing}"
+
+
+def test_every_error_class_is_in_the_api_reference():
+    documented = documented_names()
+    errors = [name for name, obj in vars(agefast.errors).items()
+              if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == "agefast.errors"]
+    missing = [name for name in errors
+               if f"agefast.errors.{name}" not in documented and f"agefast.{name}" not in documented]
+    assert missing == [], f"agefast.errors classes missing from docs/api.md: {missing}"
