@@ -36,8 +36,10 @@ myst_heading_anchors = 3
 
 # Docstrings put names in single backticks, as the Markdown pages do.
 default_role = "literal"
+# "--armor" stays two hyphens in prose and in the man pages, not an en dash.
+smartquotes = False
 autodoc_member_order = "bysource"
-autodoc_typehints = "description"
+autodoc_typehints = "signature"
 
 # Examples run exactly as written; an example that raises shows its
 # exception's type, and its message may change without breaking the page.
