@@ -22,7 +22,6 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.doctest",
-    "sphinx.ext.napoleon",
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
