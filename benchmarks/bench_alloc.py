@@ -4,7 +4,7 @@ Each run is a new process that copies 256 MiB of random bytes into a result
 made one of four ways and times only that; the runs are interleaved round by
 round, with a pause before each (--settle, default 3 s) so every run meets
 memory as a one-shot job does: on this VM freed memory goes back to the host
-about two seconds after it is freed (docs/performance.md).
+about two seconds after it is freed (benchmarks/HISTORY.md, "Free page reporting").
 
 - BytesIO: an io.BytesIO stretched to size (zero-filled by CPython), written
   through getbuffer() (api.py until 4925c3b);

@@ -19,7 +19,7 @@ ratio a Python command could reach against Go age on this machine.
 The VM's balloon device has free page reporting on: memory the guest frees
 (here, the deleted outputs' page cache) is handed back to the host about two
 seconds later, and the next program to write a file faults it in again from
-the host, at several times the system time (docs/performance.md). Without a
+the host, at several times the system time (benchmarks/HISTORY.md, "Free page reporting"). Without a
 wait, a run's cost depends on what ran just before it; with --settle 3 every
 run starts from the same state, the one a command meets on an idle machine.
 """
