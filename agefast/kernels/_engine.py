@@ -23,9 +23,12 @@ public wrappers in agefast.kernels validate.
 
 import numpy as np
 from llvmlite import ir
-from numba import config, njit, types
+from numba import carray, config, njit, types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic, register_jitable
+
+from . import _abi
+from ._abi import OPEN, SEAL  # noqa: F401  (the modes of _batch)
 
 
 class _OutOfTreeCache(caching.FunctionCache):
@@ -79,8 +82,8 @@ FEATURES = _target_features()
 # features never loads this one's machine code.
 IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
 
-CHUNK = 65536
-TAG = 16
+CHUNK = _abi.CHUNK
+TAG = _abi.TAG
 BLOCK16 = 1024          # bytes of keystream per 16-lane ChaCha20 call
 GROUP = 256             # bytes per 16-lane Poly1305 Horner step
 LANES = 16
@@ -751,7 +754,7 @@ def _scratch():
     pw16 = np.zeros(9 * LANES, np.uint64)
     pwfin = np.zeros(9 * LANES, np.uint64)
     # bytes: [0:1024] zeros, [1024:2048] keystream / tail, [2048:2064] tag, [2064:2080] pad block
-    buf = np.zeros(2080, np.uint8)
+    buf = np.zeros(_abi.BYTES_SIZE, np.uint8)
     return st, ctx, hl, pw16, pwfin, buf
 
 
@@ -826,9 +829,8 @@ def _open_one(scr, aad, src, dst):
 
 
 @_inner
-def _seal_batch(key, counter, src, dst, final):
+def _seal_batch(key, counter, src, dst, final, scr):
     """Seal src as consecutive chunks into dst (agefast.chunks semantics); returns bytes written."""
-    scr = _scratch()
     _set_key(scr[0], key)
     aad = scr[5][:0]
     n = src.size
@@ -849,12 +851,11 @@ def _seal_batch(key, counter, src, dst, final):
 
 
 @_inner
-def _open_batch(key, counter, src, dst, final):
+def _open_batch(key, counter, src, dst, final, scr):
     """Open consecutive sealed chunks; returns how many verified (index of the first failure).
 
     Per chunk: MAC, compare, then decrypt; stops at the first failure.
     """
-    scr = _scratch()
     _set_key(scr[0], key)
     aad = scr[5][:0]
     n = src.size
@@ -875,19 +876,43 @@ def _open_batch(key, counter, src, dst, final):
     return done
 
 
-SEAL, OPEN = 0, 1
-
-
-@_jit
-def _batch(key, counter, src, dst, final, mode):
-    """The one compiled entry point for batches (one cold compile instead of two).
-
-    mode SEAL returns bytes written; OPEN (verify then decrypt each chunk, stop
-    at the first failure) returns the number of chunks verified.
-    """
+@_inner
+def _batch(key, counter, src, dst, final, mode, scr):
+    """Seal (mode SEAL: returns bytes written) or open (OPEN: verify then
+    decrypt each chunk, stop at the first failure; returns the number of
+    chunks verified) a batch, with the caller's scratch `scr` (_scratch())."""
     if mode == SEAL:
-        return _seal_batch(key, counter, src, dst, final)
-    return _open_batch(key, counter, src, dst, final)
+        return _seal_batch(key, counter, src, dst, final, scr)
+    return _open_batch(key, counter, src, dst, final, scr)
+
+
+@intrinsic
+def _at(typingctx, ptr, offset):
+    """ptr + offset bytes, for carving the caller's scratch into arrays."""
+    sig = types.voidptr(types.voidptr, types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
+def batch_c(key, counter, src, n, dst, m, final, mode, scratch):
+    """The batch kernel over raw pointers, compiled by _build as a C function (_abi.BATCH_SIGNATURE).
+
+    key: 32 bytes; src: n bytes; dst: m bytes; scratch: _abi.SCRATCH_SIZE
+    zeroed bytes, 8-byte aligned, owned by this call. Every buffer comes
+    from the caller, so the compiled code allocates nothing and needs nothing
+    of Numba's runtime.
+    """
+    scr = (carray(_at(scratch, _abi.STATE_AT), 16, np.uint32),
+           carray(_at(scratch, _abi.CTX_AT), 8, np.uint64),
+           carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
+           carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
+           carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),
+           carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
+    return _batch(carray(key, 32, np.uint8), counter, carray(src, n, np.uint8), carray(dst, m, np.uint8),
+                  final != 0, mode, scr)
 
 
 # ------------------------------------------------ single messages (tests)

@@ -48,19 +48,22 @@ def test_avx2_only_build(tmp_path):
     assert "avx2 ok" in out
 
 
-def test_the_kernel_cache_lives_outside_the_package(tmp_path):
+def test_the_kernel_caches_live_outside_the_package(tmp_path):
     # Numba's default would cache inside the installed package, where pip
     # leaves it behind on uninstall; the user-wide cache or NUMBA_CACHE_DIR
-    # take it instead.
-    probe = ("from agefast.kernels import _engine\n"
-             "loc = _engine._batch._cache._impl.locator\n"
-             "print(type(loc).__name__, loc.get_cache_path())\n")
+    # take it instead, for the compiled batch kernel and for Numba's own cache
+    # of the single-message kernels the tests call.
+    probe = ("from agefast.kernels import _cache, _engine\n"
+             "loc = _engine._chacha20._cache._impl.locator\n"
+             "print(type(loc).__name__, loc.get_cache_path(), _cache.directory())\n")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
-    kind, path = done.stdout.split()
+    kind, path, ours = done.stdout.split()
     assert kind == "UserWideCacheLocator" and path.startswith(str(tmp_path / "xdg")), done.stderr
+    assert ours == str(tmp_path / "xdg" / "agefast" / "kernels")
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
-    kind, path = done.stdout.split()
+    kind, path, ours = done.stdout.split()
     assert kind == "UserProvidedCacheLocator" and path.startswith(str(tmp_path / "own")), done.stderr
+    assert ours == str(tmp_path / "own" / "agefast-kernels")
