@@ -340,7 +340,6 @@ if config.DISABLE_JIT:
     _chacha_xor_1k = _py_chacha_xor_1k
     _poly_step = _py_poly_step
     _poly_final = _py_poly_final
-    _poly_lanes = _py_poly_lanes
 
 
 # ---------------------------------------------------------------- helpers
@@ -649,6 +648,10 @@ def _poly_lanes(typingctx, hl, pw, buf, off, ngroups):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+if config.DISABLE_JIT:     # after the intrinsic of the same name, which it replaces
+    _poly_lanes = _py_poly_lanes
 
 
 @_inner
