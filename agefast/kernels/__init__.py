@@ -31,7 +31,8 @@ __all__ = ["seal_chunks", "open_chunks", "isa", "warm_up", "is_warm", "cached"]
 _batch = None           # the loaded C function (_abi), once warm_up ran
 _isa = None
 _load_lock = threading.Lock()
-_pool = None
+_tasks = None           # the worker threads' queue, once started
+_workers = 0
 _pool_lock = threading.Lock()
 
 
@@ -39,8 +40,8 @@ def _after_fork_in_child() -> None:
     # A forked child has only the thread that forked: the pool's workers are
     # gone (a task sent to them would wait forever) and a lock another thread
     # held stays held. The loaded kernel is plain memory and stays valid.
-    global _pool, _pool_lock, _load_lock
-    _pool = None
+    global _tasks, _workers, _pool_lock, _load_lock
+    _tasks, _workers = None, 0
     _pool_lock = threading.Lock()
     _load_lock = threading.Lock()
 
@@ -55,14 +56,49 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _executor():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+def _work(tasks) -> None:
+    while True:
+        function, span, results, i, done = tasks.get()
+        try:
+            results[i] = function(span)
+        except BaseException as e:
+            results[i] = e
+        finally:
+            done.release()
 
-            _pool = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="agefast-kernel")
-        return _pool
+
+def _map(function, spans: list) -> list:
+    """[function(span) for span in spans], in parallel: the first on this thread, the others on workers.
+
+    The workers are daemon threads started on first need and kept (a small
+    pool of our own: concurrent.futures costs a process ~5 ms to import).
+    """
+    global _tasks, _workers
+    with _pool_lock:
+        if _tasks is None:
+            import queue
+
+            _tasks = queue.SimpleQueue()
+        while _workers < len(spans) - 1:
+            threading.Thread(target=_work, args=(_tasks,), name="agefast-kernel", daemon=True).start()
+            _workers += 1
+        tasks = _tasks
+    results = [None] * len(spans)
+    waits = []
+    for i in range(1, len(spans)):
+        done = threading.Lock()
+        done.acquire()
+        tasks.put((function, spans[i], results, i, done))
+        waits.append(done)
+    try:
+        results[0] = function(spans[0])
+    finally:
+        for done in waits:
+            done.acquire()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
 
 
 def _isa_of(features: str) -> str:
@@ -233,7 +269,7 @@ def _run(mode, k, counter, s, d, final, threads, chunks, step_in, step_out):
     parts = _threads(threads, chunks)
     if parts == 1:
         return [run((0, chunks))]
-    return list(_executor().map(run, _ranges(chunks, parts)))
+    return _map(run, list(_ranges(chunks, parts)))
 
 
 def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:

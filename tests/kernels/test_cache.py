@@ -51,11 +51,11 @@ def probe(cache, **kw) -> dict:
 
 
 def entries(cache):
-    return sorted((cache / "agefast-kernels").glob("*.json"))
+    return sorted((cache / "agefast-kernels").glob("*.entry"))
 
 
 def compiled_file(entry: Path) -> Path:
-    meta = json.loads(entry.read_bytes())
+    meta = dict(line.split(" ", 1) for line in entry.read_text().splitlines())
     return entry.parent / f"{meta['sha256']}.{meta['kind']}"
 
 
