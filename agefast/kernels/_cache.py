@@ -20,6 +20,7 @@ Location, as for Numba's own cache of the kernels: NUMBA_CACHE_DIR if set,
 else the user-wide cache ($XDG_CACHE_HOME or ~/.cache), never the package.
 """
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -73,6 +74,7 @@ def _release(package: str) -> bytes:
         return b""
 
 
+@functools.cache     # what it reads does not change while a process runs
 def key() -> str:
     h = hashlib.sha256(b"agefast-kernels %d\n" % _FORMAT)
     for name in _SOURCES:

@@ -142,3 +142,32 @@ def test_an_unwritable_cache_still_runs(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_bytes(b"")
     assert probe(blocked)["numba"]
+
+
+def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_path):
+    def fresh_key():
+        _cache.key.cache_clear()
+        return _cache.key()
+
+    keys = [fresh_key()]
+    monkeypatch.setenv("NUMBA_CPU_NAME", "haswell")
+    keys.append(fresh_key())
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2")
+    keys.append(fresh_key())
+    host = _cache._host_cpu()
+    monkeypatch.setattr(_cache, "_host_cpu", lambda: host + b" other")
+    keys.append(fresh_key())
+    release = _cache._release
+    monkeypatch.setattr(_cache, "_release", lambda name: release(name) + (b"#" if name == "numba" else b""))
+    keys.append(fresh_key())
+    monkeypatch.setattr(_cache, "_release", lambda name: release(name) + (b"#" if name == "llvmlite" else b""))
+    keys.append(fresh_key())
+    copy = tmp_path / "kernels"
+    shutil.copytree(Path(_cache._HERE), copy)
+    with open(copy / "_build.py", "a") as f:
+        f.write("\n")
+    monkeypatch.setattr(_cache, "_HERE", str(copy))
+    keys.append(fresh_key())
+    monkeypatch.undo()
+    assert len(set(keys)) == len(keys)
+    assert fresh_key() == keys[0]
