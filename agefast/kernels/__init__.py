@@ -16,7 +16,6 @@ to fill the cache. NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead
 """
 
 import os
-import tempfile
 import threading
 
 from . import _abi, _cache, _native
@@ -133,6 +132,8 @@ def _reference():
 
 def _compile(key: str):
     """Numba's cold compile (seconds); stores the result in the cache where it can."""
+    import tempfile
+
     from . import _build
 
     obj, cpu, features = _build.compile_object()
