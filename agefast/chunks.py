@@ -31,15 +31,15 @@ SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
 KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
 # With threads=None a process switches to the kernels, on every core, once it
 # has moved ENGINE_AFTER bytes, when the kernels' cache holds them for this
-# machine: loading them then costs ~6 ms, which 2 threads win back from
-# ENGINE_AFTER on (docs/engine.md). Where the cache is cold (the first job on a
+# machine: loading them then costs 3-8 ms, which 2 threads win back from
+# about there on, even with the other core busy (docs/engine.md). Where the cache is cold (the first job on a
 # machine, `agefast --warm-up` fills it) they are compiled in a background
 # thread once the process has moved COMPILE_AFTER bytes, as long as
 # cryptography takes to seal the compile's ~8 s of CPU; until then
 # cryptography serves. threads > 1 asks for the kernels at once. threads=1
 # loads nothing (cryptography is nearly as fast on one core), but once the
 # kernels are loaded in this process one core runs on them too, 6% faster.
-ENGINE_AFTER = 8 << 20
+ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
 
 _moved = 0

@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-j", dest="plugins", action="append", default=[], metavar="PLUGIN",
                    help="decrypt using the data-less plugin PLUGIN; can be repeated")
     p.add_argument("--threads", type=_positive_int, metavar="N", default=None,
-                   help="cores for the payload (default: every core, from a few MiB on; see docs/engine.md)")
+                   help="cores for the payload (default: every core for large inputs; see docs/engine.md)")
     p.add_argument("--warm-up", action="store_true",
                    help="compile (or load from Numba's cache) the payload engine, say which, and exit")
     p.add_argument("input", nargs="?", metavar="INPUT", help="the file to read (default: standard input)")

@@ -11,6 +11,10 @@ at the end, and whether numba was imported. Cases, interleaved:
           was found), loaded by llvmlite's MCJIT
   cold    an empty cache: Numba compiles (seconds; --cold-reps runs)
 
+Children run with bytecode caching on (PYTHONPYCACHEPREFIX in a temporary
+directory, filled by a first run), as an installed agefast has its .pyc
+files, whatever PYTHONDONTWRITEBYTECODE says here.
+
     python benchmarks/bench_startup.py [--reps N] [--cold-reps N]
 """
 
@@ -68,8 +72,10 @@ def main() -> None:
     ap.add_argument("--cold-reps", type=int, default=1, help="fresh processes with an empty cache (default 1)")
     args = ap.parse_args()
     common.warm_engine()
-    base = common.engine_env(None)
     with tempfile.TemporaryDirectory() as tmp:
+        base = {k: v for k, v in common.engine_env(None).items() if k != "PYTHONDONTWRITEBYTECODE"}
+        base["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+        run(base)       # fill the bytecode cache
         no_cc = dict(base, NUMBA_CACHE_DIR=os.path.join(tmp, "object"), CC=os.path.join(tmp, "no-such-cc"))
         run(no_cc)      # fill the object-file cache
         envs = {"warm": base, "object": no_cc}
