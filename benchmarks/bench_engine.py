@@ -3,6 +3,7 @@
     python benchmarks/bench_engine.py -o engine.json        (add --fast for a quick look)
     python benchmarks/bench_engine.py --interleaved 15      (no pyperf: rounds over every case)
     python benchmarks/bench_engine.py --fresh 7             (one-shot calls, each in a fresh process)
+    python benchmarks/bench_engine.py --threshold 7         (where every core pays: 4-64 MiB, fresh processes)
 
 Both sides seal/open age STREAM chunks (64 KiB plaintext, 16-byte tag, nonce =
 11-byte big-endian counter || final flag) into a preallocated buffer and
@@ -21,6 +22,11 @@ ratio to cryptography) is printed at the end; cycles/byte use the nominal clock 
 new interpreter (warm kernel cache), N interleaved rounds, medians:
 agefast.encrypt / decrypt of 256 MiB with default threads (the engine's load
 included) against cryptography's chunk loop into a new buffer.
+
+--threshold N finds where the kernels on every core pay in a fresh process:
+agefast.encrypt / decrypt of 4-64 MiB with the kernels from the first batch
+(their load included) against the same call on cryptography, each a fresh
+interpreter with bytecode caching on (as an installed agefast), N rounds.
 
 pyperf times one benchmark after the other, so on a shared machine a burst of
 someone else's work lands on one row only. --interleaved N runs N rounds, each
@@ -187,7 +193,63 @@ def one_shot(rounds: int) -> None:
         print(f"{ours} vs {theirs} into a new buffer: {statistics.median(ratios):.2f}x (median of per-round ratios)")
 
 
+THRESHOLD = """
+import os, sys, time
+import agefast
+from agefast import chunks, x25519
+size, engine, op = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+identity = x25519.Identity.generate()
+data = os.urandom(size)
+recipients = [identity.to_public()]
+if op == "decrypt":
+    data = agefast.encrypt(data, recipients, threads=1)    # threads=1 never loads the kernels
+if engine == "kernels":
+    chunks.ENGINE_AFTER = 0
+else:
+    os.environ["AGEFAST_ENGINE"] = "cryptography"
+t0 = time.perf_counter()
+if op == "encrypt":
+    agefast.encrypt(data, recipients)
+else:
+    agefast.decrypt(data, [identity])
+print(time.perf_counter() - t0)
+"""
+
+
+def threshold(rounds: int) -> None:
+    import statistics
+    import subprocess
+    import tempfile
+
+    sizes = [n << 20 for n in (4, 8, 16, 32, 64)]
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AGEFAST_ENGINE")}
+        env["PYTHONPYCACHEPREFIX"] = tmp
+        for _ in range(rounds):
+            for size in sizes:
+                for op in ("encrypt", "decrypt"):
+                    for engine in ("cryptography", "kernels"):
+                        out = subprocess.run([sys.executable, "-c", THRESHOLD, str(size), engine, op], env=env,
+                                             capture_output=True, text=True, check=True).stdout
+                        times.setdefault((size, op, engine), []).append(float(out))
+    print(f"load average {os.getloadavg()}, {rounds} rounds, medians (ratio: of per-round ratios)")
+    print("| size | encrypt: cryptography | kernels, every core | ratio | decrypt: cryptography | kernels | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for size in sizes:
+        row = [f"{size >> 20} MiB"]
+        for op in ("encrypt", "decrypt"):
+            c, k = times[(size, op, "cryptography")], times[(size, op, "kernels")]
+            row += [f"{statistics.median(c) * 1e3:.1f} ms", f"{statistics.median(k) * 1e3:.1f} ms",
+                    f"{statistics.median(a / b for a, b in zip(c, k)):.2f}x"]
+        print("| " + " | ".join(row) + " |")
+
+
 def main():
+    if "--threshold" in sys.argv:
+        kernels.warm_up()
+        threshold(int(sys.argv[sys.argv.index("--threshold") + 1]))
+        return
     if "--fresh" in sys.argv:
         kernels.warm_up()
         one_shot(int(sys.argv[sys.argv.index("--fresh") + 1]))
