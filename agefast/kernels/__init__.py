@@ -254,6 +254,7 @@ def _lend_destination(dst, size: int) -> _native.Lent:
 
 def _run(mode, k, counter, s, d, final, threads, chunks, step_in, step_out):
     """Run the batch over `chunks` chunks of s into d, split into per-thread ranges; the per-range results."""
+    parts = _threads(threads, chunks)
     warm_up()
     batch = _batch
 
@@ -267,7 +268,6 @@ def _run(mode, k, counter, s, d, final, threads, chunks, step_in, step_out):
             raise RuntimeError("the batch kernel failed")
         return result
 
-    parts = _threads(threads, chunks)
     if parts == 1:
         return [run((0, chunks))]
     return _map(run, list(_ranges(chunks, parts)))
