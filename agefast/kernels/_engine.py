@@ -1,10 +1,11 @@
 """ChaCha20-Poly1305 (RFC 8439) kernels for age's STREAM chunks.
 
-The whole call graph of the batch kernels lives in this one module on
-purpose: Numba's on-disk cache is keyed on the source file of the function
-it compiled, and it does not notice an edit to a callee that lives in another
-module. With everything here, editing any kernel invalidates every cached
-caller.
+The whole call graph of the kernels lives in this one module on purpose:
+the cache of the compiled batch kernel (_cache) is keyed on the hash of this
+file (and of _build and _abi), and Numba's own on-disk cache, which keeps the
+single-message kernels the tests call, on its timestamp; neither notices an
+edit to a callee in another module. With everything here, editing any kernel
+invalidates every cached build.
 
 Layout of the work:
   * ChaCha20 runs 16 blocks at once as 16 SIMD lanes in LLVM IR (one <16 x i32>
