@@ -45,6 +45,7 @@ COMPILE_AFTER = 1 << 30
 _moved = 0
 _loader = None
 _uncached = False       # the cache was looked at and is cold
+_unloadable = False     # loading the kernels failed in this process
 _load_lock = threading.Lock()
 
 
@@ -72,7 +73,7 @@ def _background_load() -> None:
 
 def _kernels_for(size: int, threads: int | None):
     """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
-    global _moved, _loader, _uncached
+    global _moved, _loader, _uncached, _unloadable
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):
         raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
@@ -81,8 +82,18 @@ def _kernels_for(size: int, threads: int | None):
     if engine == "numba" or (threads is not None and threads > 1):
         from . import kernels
 
-        kernels.warm_up()
-        return kernels
+        if engine == "numba":
+            kernels.warm_up()       # forced: a failure to load is the caller's to see
+            return kernels
+        if _unloadable:
+            return None
+        try:
+            kernels.warm_up()
+            return kernels
+        except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
+            _unloadable = True      # and is not tried again in this process
+            _warn(e)
+            return None
     loaded = sys.modules.get("agefast.kernels")
     # A module still being imported by another thread has no is_warm yet.
     if loaded is not None and getattr(loaded, "is_warm", bool)():

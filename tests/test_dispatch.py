@@ -111,3 +111,19 @@ def test_one_thread_runs_on_the_engine_once_it_is_warm():
     print(calls)
     """)
     assert out == "[1, 1]\n"
+
+
+def test_kernels_that_cannot_load_leave_the_job_to_cryptography():
+    out = run(COMMON + """
+    import warnings
+    from agefast import kernels
+    def broken():
+        raise OSError("cannot map the library")
+    kernels._load = broken
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        round_trip(threads=2)
+        round_trip(threads=2)       # not tried again
+    print(kernels.is_warm(), sum("staying on cryptography" in str(w.message) for w in seen))
+    """)
+    assert out == "False 1\n"
