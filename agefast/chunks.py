@@ -71,9 +71,23 @@ def _background_load() -> None:
         _warn(e)
 
 
+def _loaded(kernels):
+    """kernels, loaded; or None for cryptography where they cannot be (warned once, not tried again)."""
+    global _unloadable
+    if _unloadable:
+        return None
+    try:
+        kernels.warm_up()
+        return kernels
+    except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
+        _unloadable = True
+        _warn(e)
+        return None
+
+
 def _kernels_for(size: int, threads: int | None):
     """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
-    global _moved, _loader, _uncached, _unloadable
+    global _moved, _loader, _uncached
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):
         raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
@@ -85,15 +99,7 @@ def _kernels_for(size: int, threads: int | None):
         if engine == "numba":
             kernels.warm_up()       # forced: a failure to load is the caller's to see
             return kernels
-        if _unloadable:
-            return None
-        try:
-            kernels.warm_up()
-            return kernels
-        except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
-            _unloadable = True      # and is not tried again in this process
-            _warn(e)
-            return None
+        return _loaded(kernels)
     loaded = sys.modules.get("agefast.kernels")
     # A module still being imported by another thread has no is_warm yet.
     if loaded is not None and getattr(loaded, "is_warm", bool)():
@@ -106,13 +112,9 @@ def _kernels_for(size: int, threads: int | None):
             return None
         from . import kernels
 
-        if not _uncached:
-            try:
-                if kernels.cached():
-                    kernels.warm_up()
-                    return kernels
-            except Exception as e:
-                _warn(e)
+        if not _uncached and not _unloadable:
+            if kernels.cached():
+                return _loaded(kernels)
             _uncached = True
         if _moved >= COMPILE_AFTER:
             _loader = threading.Thread(target=_background_load, name="agefast-engine-load", daemon=True)
