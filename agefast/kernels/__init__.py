@@ -20,6 +20,12 @@ import threading
 
 from . import _abi, _cache, _native
 
+# With error highlighting on, numba initialises colorama, whose exit handler
+# writes a colour reset to a terminal: a stray "\x1b[0m" after every agefast
+# command that compiled the kernels. The setting is read when numba is
+# imported (by _build or _engine, both submodules: this runs first).
+os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
+
 CHUNK_SIZE = _abi.CHUNK
 TAG_SIZE = _abi.TAG
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
