@@ -26,24 +26,40 @@ TAG_SIZE = 16
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
 
 # Batches of at least this many bytes may go to the Numba kernels
-# (agefast.kernels); smaller ones stay on cryptography and never import numba;
+# (agefast.kernels); smaller ones stay on cryptography and never load them;
 # measured in docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
 KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
-# Loading the engine (importing numba, loading the kernels from its cache)
-# costs a process 0.8-1.3 s on the project's VM, as long as cryptography takes
-# to seal about 3 GB on one core. So with threads=None a process starts on
-# cryptography, loads the engine in a background thread once it has moved
-# ENGINE_AFTER bytes, and switches when it is ready: one-shot jobs never pay
-# the load, long streams and long-lived processes get the engine. threads > 1
-# asks for the engine at once. threads=1 loads nothing: cryptography is nearly
-# as fast on one core (docs/engine.md); but once the engine is warm in this
-# process (kernels.warm_up, `threads > 1`, the background load) one core runs
-# on it too, 6% faster.
-ENGINE_AFTER = 1 << 30
+# With threads=None a process switches to the kernels, on every core, once it
+# has moved ENGINE_AFTER bytes, when the kernels' cache holds them for this
+# machine: loading them then costs 3-8 ms, which 2 threads win back from
+# about there on, even with the other core busy (docs/engine.md). Where the cache is cold (the first job on a
+# machine, `agefast --warm-up` fills it) they are compiled in a background
+# thread once the process has moved COMPILE_AFTER bytes, as long as
+# cryptography takes to seal the compile's ~8 s of CPU; until then
+# cryptography serves. threads > 1 asks for the kernels at once. threads=1
+# loads nothing (cryptography is nearly as fast on one core), but once the
+# kernels are loaded in this process one core runs on them too, 6% faster.
+ENGINE_AFTER = 32 << 20
+COMPILE_AFTER = 1 << 30
 
 _moved = 0
 _loader = None
+_uncached = False       # the cache was looked at and is cold
+_unloadable = False     # loading the kernels failed in this process
 _load_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _load_lock
+    _load_lock = threading.Lock()   # a lock another thread held at fork stays held in the child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _warn(e: Exception) -> None:
+    # cryptography serves on, correctly; say why
+    warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}", RuntimeWarning)
 
 
 def _background_load() -> None:
@@ -51,14 +67,27 @@ def _background_load() -> None:
         from . import kernels
 
         kernels.warm_up()
-    except Exception as e:  # cryptography serves on, correctly; say why
-        warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}",
-                      RuntimeWarning)
+    except Exception as e:
+        _warn(e)
+
+
+def _loaded(kernels):
+    """kernels, loaded; or None for cryptography where they cannot be (warned once, not tried again)."""
+    global _unloadable
+    if _unloadable:
+        return None
+    try:
+        kernels.warm_up()
+        return kernels
+    except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
+        _unloadable = True
+        _warn(e)
+        return None
 
 
 def _kernels_for(size: int, threads: int | None):
     """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
-    global _moved, _loader
+    global _moved, _loader, _uncached
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):
         raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
@@ -67,9 +96,10 @@ def _kernels_for(size: int, threads: int | None):
     if engine == "numba" or (threads is not None and threads > 1):
         from . import kernels
 
-        if not kernels.is_warm():
-            kernels.warm_up()
-        return kernels
+        if engine == "numba":
+            kernels.warm_up()       # forced: a failure to load is the caller's to see
+            return kernels
+        return _loaded(kernels)
     loaded = sys.modules.get("agefast.kernels")
     # A module still being imported by another thread has no is_warm yet.
     if loaded is not None and getattr(loaded, "is_warm", bool)():
@@ -78,7 +108,15 @@ def _kernels_for(size: int, threads: int | None):
         return None
     with _load_lock:
         _moved += size
-        if _moved >= ENGINE_AFTER and _loader is None:
+        if _moved < ENGINE_AFTER or _loader is not None:
+            return None
+        from . import kernels
+
+        if not _uncached and not _unloadable:
+            if kernels.cached():
+                return _loaded(kernels)
+            _uncached = True
+        if _moved >= COMPILE_AFTER:
             _loader = threading.Thread(target=_background_load, name="agefast-engine-load", daemon=True)
             _loader.start()
     return None

@@ -77,9 +77,8 @@ def _parser() -> argparse.ArgumentParser:
                    metavar="PATH", help="use the identity file at PATH; can be repeated")
     p.add_argument("-j", dest="plugins", action="append", default=[], metavar="PLUGIN",
                    help="decrypt using the data-less plugin PLUGIN; can be repeated")
-    p.add_argument("--threads", type=_positive_int, metavar="N", default=1,
-                   help="cores for the payload (default 1: one command does not earn back the"
-                        " ~1 s it takes to load the multi-core engine; see docs/performance.md)")
+    p.add_argument("--threads", type=_positive_int, metavar="N", default=None,
+                   help="cores for the payload (default: every core for large inputs; see docs/engine.md)")
     p.add_argument("--warm-up", action="store_true",
                    help="compile (or load from Numba's cache) the payload engine, say which, and exit")
     p.add_argument("input", nargs="?", metavar="INPUT", help="the file to read (default: standard input)")

@@ -2,6 +2,8 @@
 
     python benchmarks/bench_engine.py -o engine.json        (add --fast for a quick look)
     python benchmarks/bench_engine.py --interleaved 15      (no pyperf: rounds over every case)
+    python benchmarks/bench_engine.py --fresh 7             (one-shot calls, each in a fresh process)
+    python benchmarks/bench_engine.py --threshold 7         (where every core pays: 4-64 MiB, fresh processes)
 
 Both sides seal/open age STREAM chunks (64 KiB plaintext, 16-byte tag, nonce =
 11-byte big-endian counter || final flag) into a preallocated buffer and
@@ -15,6 +17,16 @@ threads, against the same cryptography seal, and against cryptography sealing
 into a new buffer on every call (the allocation rule agefast.encrypt lives under). A summary table (GB/s from the best value, cycles/byte,
 ratio to cryptography) is printed at the end; cycles/byte use the nominal clock from
 /proc/cpuinfo ("cpu MHz"), because the VM exposes no cycle counter.
+
+--fresh N times one-shot calls the way a short job meets them: each case in a
+new interpreter (warm kernel cache), N interleaved rounds, medians:
+agefast.encrypt / decrypt of 256 MiB with default threads (the engine's load
+included) against cryptography's chunk loop into a new buffer.
+
+--threshold N finds where the kernels on every core pay in a fresh process:
+agefast.encrypt / decrypt of 4-64 MiB with the kernels from the first batch
+(their load included) against the same call on cryptography, each a fresh
+interpreter with bytecode caching on (as an installed agefast), N rounds.
 
 pyperf times one benchmark after the other, so on a shared machine a burst of
 someone else's work lands on one row only. --interleaved N runs N rounds, each
@@ -121,7 +133,127 @@ def interleaved_best(cases, rounds):
     return best
 
 
+FRESH = """
+import os, struct, sys, time
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+import agefast
+from agefast import x25519
+case, size = sys.argv[1], int(sys.argv[2])
+CHUNK, SEALED = 65536, 65552
+identity = x25519.Identity.generate()
+data = os.urandom(size)
+key = os.urandom(32)
+def crypto(seal, src):
+    aead = ChaCha20Poly1305(key)
+    nonce = bytearray(12)
+    step = CHUNK if seal else SEALED
+    count = -(-len(src) // step)
+    out = bytearray(len(src) + count * 16 if seal else len(src) - count * 16)
+    s, d = memoryview(src), memoryview(out)
+    run = aead.encrypt_into if seal else aead.decrypt_into
+    o = step + 16 if seal else step - 16
+    for i in range(count):
+        struct.pack_into(">QB", nonce, 3, i, 1 if i == count - 1 else 0)
+        run(nonce, s[i * step:(i + 1) * step], None, d[i * o:(i + 1) * o])
+    return out
+if case == "agefast.decrypt":
+    sealed = agefast.encrypt(data, [identity.to_public()], threads=1)
+elif case == "cryptography open":
+    sealed = bytes(crypto(True, data))
+t0 = time.perf_counter()
+if case == "agefast.encrypt":
+    agefast.encrypt(data, [identity.to_public()])
+elif case == "agefast.decrypt":
+    agefast.decrypt(sealed, [identity])
+elif case == "cryptography seal":
+    crypto(True, data)
+else:
+    crypto(False, sealed)
+print(time.perf_counter() - t0)
+"""
+
+
+def one_shot(rounds: int) -> None:
+    import statistics
+    import subprocess
+
+    cases = ("agefast.encrypt", "cryptography seal", "agefast.decrypt", "cryptography open")
+    env = {k: v for k, v in os.environ.items() if k != "AGEFAST_ENGINE"}
+    times = {case: [] for case in cases}
+    for _ in range(rounds):
+        for case in cases:
+            out = subprocess.run([sys.executable, "-c", FRESH, case, str(STREAM)], env=env, capture_output=True,
+                                 text=True, check=True).stdout
+            times[case].append(float(out))
+    print(f"load average {os.getloadavg()}, {rounds} fresh processes per case, 256 MiB, medians")
+    for case in cases:
+        print(f"{case}: {statistics.median(times[case]) * 1e3:.1f} ms")
+    for ours, theirs in (("agefast.encrypt", "cryptography seal"), ("agefast.decrypt", "cryptography open")):
+        ratios = [b / a for a, b in zip(times[ours], times[theirs])]
+        print(f"{ours} vs {theirs} into a new buffer: {statistics.median(ratios):.2f}x (median of per-round ratios)")
+
+
+THRESHOLD = """
+import os, sys, time
+import agefast
+from agefast import chunks, x25519
+size, engine, op = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+identity = x25519.Identity.generate()
+data = os.urandom(size)
+recipients = [identity.to_public()]
+if op == "decrypt":
+    data = agefast.encrypt(data, recipients, threads=1)    # threads=1 never loads the kernels
+if engine == "kernels":
+    chunks.ENGINE_AFTER = 0
+else:
+    os.environ["AGEFAST_ENGINE"] = "cryptography"
+t0 = time.perf_counter()
+if op == "encrypt":
+    agefast.encrypt(data, recipients)
+else:
+    agefast.decrypt(data, [identity])
+print(time.perf_counter() - t0)
+"""
+
+
+def threshold(rounds: int) -> None:
+    import statistics
+    import subprocess
+    import tempfile
+
+    sizes = [n << 20 for n in (4, 8, 16, 32, 64)]
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AGEFAST_ENGINE")}
+        env["PYTHONPYCACHEPREFIX"] = tmp
+        for _ in range(rounds):
+            for size in sizes:
+                for op in ("encrypt", "decrypt"):
+                    for engine in ("cryptography", "kernels"):
+                        out = subprocess.run([sys.executable, "-c", THRESHOLD, str(size), engine, op], env=env,
+                                             capture_output=True, text=True, check=True).stdout
+                        times.setdefault((size, op, engine), []).append(float(out))
+    print(f"load average {os.getloadavg()}, {rounds} rounds, medians (ratio: of per-round ratios)")
+    print("| size | encrypt: cryptography | kernels, every core | ratio | decrypt: cryptography | kernels | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for size in sizes:
+        row = [f"{size >> 20} MiB"]
+        for op in ("encrypt", "decrypt"):
+            c, k = times[(size, op, "cryptography")], times[(size, op, "kernels")]
+            row += [f"{statistics.median(c) * 1e3:.1f} ms", f"{statistics.median(k) * 1e3:.1f} ms",
+                    f"{statistics.median(a / b for a, b in zip(c, k)):.2f}x"]
+        print("| " + " | ".join(row) + " |")
+
+
 def main():
+    if "--threshold" in sys.argv:
+        kernels.warm_up()
+        threshold(int(sys.argv[sys.argv.index("--threshold") + 1]))
+        return
+    if "--fresh" in sys.argv:
+        kernels.warm_up()
+        one_shot(int(sys.argv[sys.argv.index("--fresh") + 1]))
+        return
     rounds = 0
     if "--interleaved" in sys.argv:
         i = sys.argv.index("--interleaved")

@@ -1,17 +1,27 @@
-"""Which engine a batch runs on: cryptography until the Numba engine pays."""
+"""Which engine a batch runs on: cryptography until the compiled kernels pay, then every core."""
 
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_cache():
+    # The processes below inherit this environment, and with it a cache that
+    # holds the kernels for this machine (filled here if it is cold).
+    from agefast import kernels
+
+    kernels.warm_up()
+
 
 def run(code: str, **env) -> str:
-    import os
-
     environ = {k: v for k, v in os.environ.items() if k != "AGEFAST_ENGINE"}
     environ.update(env)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environ)
+                          env=environ, timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -23,23 +33,45 @@ COMMON = """
     data = bytes(range(256)) * (8 << 12)  # 8 MiB
     def round_trip(**kw):
         assert agefast.decrypt(agefast.encrypt(data, [identity.to_public()], **kw), [identity], **kw) == data
+    def engine_calls():
+        from agefast import kernels
+        calls = []
+        for name in ("seal_chunks", "open_chunks"):
+            function = getattr(kernels, name)
+            # chunks passes threads as the sixth argument
+            setattr(kernels, name, lambda *a, f=function: calls.append(a[5]) or f(*a))
+        return calls
 """
 
 
-def test_a_one_shot_job_stays_on_cryptography():
+def test_a_small_job_stays_on_cryptography():
     out = run(COMMON + """
-    round_trip()
-    print("numba" in sys.modules)
+    chunks.ENGINE_AFTER = 17 << 20
+    round_trip()                      # 16 MiB moved
+    print("agefast.kernels" in sys.modules)
     """)
     assert out == "False\n"
+
+
+def test_past_the_threshold_every_core_runs_on_the_cached_kernels_without_numba():
+    out = run(COMMON + """
+    chunks.ENGINE_AFTER = 8 << 20
+    round_trip()                      # the encryption reaches the threshold
+    calls = engine_calls()
+    round_trip()
+    from agefast import kernels
+    print(calls, kernels.is_warm(), "numba" in sys.modules)
+    """)
+    assert out == "[None, None] True False\n"
 
 
 def test_several_threads_or_the_override_use_the_engine():
     assert run(COMMON + """
     round_trip(threads=2)
-    print("agefast.kernels" in sys.modules)
-    """) == "True\n"
+    print("agefast.kernels" in sys.modules, "numba" in sys.modules)
+    """) == "True False\n"
     assert run(COMMON + """
+    chunks.ENGINE_AFTER = 1 << 40
     round_trip()
     print("agefast.kernels" in sys.modules)
     """, AGEFAST_ENGINE="numba") == "True\n"
@@ -50,37 +82,48 @@ def test_one_thread_stays_on_cryptography():
     chunks.ENGINE_AFTER = 1
     round_trip(threads=1)
     round_trip(threads=1)
-    print("numba" in sys.modules, chunks._loader)
+    print("agefast.kernels" in sys.modules, chunks._loader)
     """)
     assert out == "False None\n"
 
 
-def test_the_engine_loads_in_the_background_after_enough_bytes():
+def test_a_cold_cache_compiles_in_the_background_after_enough_bytes(tmp_path):
     out = run(COMMON + """
-    chunks.ENGINE_AFTER = 20 << 20
-    round_trip()                      # 16 MiB moved: still cryptography
-    print(chunks._loader is None)
-    round_trip()                      # 32 MiB: the load starts
+    chunks.ENGINE_AFTER = 8 << 20
+    chunks.COMPILE_AFTER = 20 << 20
+    round_trip()                      # 16 MiB moved, the cache is cold: still cryptography
+    print(chunks._loader is None, "numba" in sys.modules)
+    round_trip()                      # 32 MiB: the compile starts
     chunks._loader.join()
-    from agefast import kernels
-    calls = []
-    seal = kernels.seal_chunks
-    kernels.seal_chunks = lambda *a: calls.append(1) or seal(*a)
+    calls = engine_calls()
     round_trip()                      # now on the engine, with the same results
     print(len(calls))
-    """)
-    assert out == "True\n1\n"
+    """, NUMBA_CACHE_DIR=str(tmp_path))
+    assert out == "True False\n2\n"
 
 
 def test_one_thread_runs_on_the_engine_once_it_is_warm():
     out = run(COMMON + """
     from agefast import kernels
     kernels.warm_up()
-    calls = set()
-    seal, open_ = kernels.seal_chunks, kernels.open_chunks
-    kernels.seal_chunks = lambda *a: calls.add("seal") or seal(*a)
-    kernels.open_chunks = lambda *a: calls.add("open") or open_(*a)
+    calls = engine_calls()
     round_trip(threads=1)
-    print(sorted(calls))
+    print(calls)
     """)
-    assert out == "['open', 'seal']\n"
+    assert out == "[1, 1]\n"
+
+
+def test_kernels_that_cannot_load_leave_the_job_to_cryptography():
+    out = run(COMMON + """
+    import warnings
+    from agefast import kernels
+    def broken():
+        raise OSError("cannot map the library")
+    kernels._load = broken
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        round_trip(threads=2)
+        round_trip(threads=2)       # not tried again
+    print(kernels.is_warm(), sum("staying on cryptography" in str(w.message) for w in seen))
+    """)
+    assert out == "False 1\n"

@@ -5,32 +5,53 @@ agefast.chunks.seal_chunks / open_chunks (same nonces, same return values, a
 chunk's plaintext reaches `dst` only after its tag verified, so `dst` only
 ever holds verified plaintext), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
-running the GIL-free kernel. This is the only package of agefast that imports
-numba; agefast.chunks imports it lazily, for large batches only.
+running the GIL-free kernel.
+
+Numba compiles the kernels (_engine) once per machine into a C function
+(_build), kept in a cache (_cache); every later process loads that in
+milliseconds and calls it through ctypes (_native) without importing numba
+or numpy. This is the only package of agefast that imports numba, and only
+to fill the cache. NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead
+(with numpy), for tests.
 """
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
+from . import _abi, _cache, _native
 
 # With error highlighting on, numba initialises colorama, whose exit handler
 # writes a colour reset to a terminal: a stray "\x1b[0m" after every agefast
-# command that used the engine. The setting is read when numba is imported.
+# command that compiled the kernels. The setting is read when numba is
+# imported (by _build or _engine, both submodules: this runs first).
 os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
-from . import _engine  # noqa: E402  (after the environment is set)
-
-CHUNK_SIZE = _engine.CHUNK
-TAG_SIZE = _engine.TAG
+CHUNK_SIZE = _abi.CHUNK
+TAG_SIZE = _abi.TAG
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+_U64 = (1 << 64) - 1
 
-__all__ = ["seal_chunks", "open_chunks", "isa", "warm_up", "is_warm"]
+__all__ = ["seal_chunks", "open_chunks", "isa", "warm_up", "is_warm", "cached"]
 
-_pool = None
+_batch = None           # the loaded C function (_abi), once warm_up ran
+_isa = None
+_load_lock = threading.Lock()
+_tasks = None           # the worker threads' queue, once started
+_workers = 0
 _pool_lock = threading.Lock()
-_warm = False
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has only the thread that forked: the pool's workers are
+    # gone (a task sent to them would wait forever) and a lock another thread
+    # held stays held. The loaded kernel is plain memory and stays valid.
+    global _tasks, _workers, _pool_lock, _load_lock
+    _tasks, _workers = None, 0
+    _pool_lock = threading.Lock()
+    _load_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _cpu_count() -> int:
@@ -40,18 +61,150 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
+def _work(tasks) -> None:
+    while True:
+        function, span, results, i, done = tasks.get()
+        try:
+            results[i] = function(span)
+        except BaseException as e:
+            results[i] = e
+        finally:
+            done.release()
+
+
+def _map(function, spans: list) -> list:
+    """[function(span) for span in spans], in parallel: the first on this thread, the others on workers.
+
+    The workers are daemon threads started on first need and kept (a small
+    pool of our own: concurrent.futures costs a process ~5 ms to import).
+    """
+    global _tasks, _workers
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="agefast-kernel")
-        return _pool
+        if _tasks is None:
+            import queue
+
+            _tasks = queue.SimpleQueue()
+        while _workers < len(spans) - 1:
+            threading.Thread(target=_work, args=(_tasks,), name="agefast-kernel", daemon=True).start()
+            _workers += 1
+        tasks = _tasks
+    results = [None] * len(spans)
+    waits = []
+    for i in range(1, len(spans)):
+        done = threading.Lock()
+        done.acquire()
+        tasks.put((function, spans[i], results, i, done))
+        waits.append(done)
+    try:
+        results[0] = function(spans[0])
+    finally:
+        for done in waits:
+            done.acquire()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
 
 
-# The helpers below run once per call; a 64 KiB chunk seals in ~17 µs, so each
-# takes the cheapest numpy route for the common argument types.
+def _isa_of(features: str) -> str:
+    have = {f[1:] for f in features.split(",") if f.startswith("+")}
+    if "avx512ifma" in have and "avx512f" in have:
+        return "avx512ifma"
+    for name in ("avx512f", "avx2"):
+        if name in have:
+            return name
+    return "baseline"
 
-def _key(key) -> np.ndarray:
+
+def _jit_disabled() -> bool:
+    return os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0")
+
+
+def _reference():
+    """NUMBA_DISABLE_JIT=1: the kernels' own Python (slow), called as the compiled function is."""
+    import numpy as np
+
+    from . import _engine
+
+    def batch(key, counter, src, n, dst, m, final, mode, scratch):
+        def array(address, size):
+            return np.ctypeslib.as_array(_native.at(address, size)) if size else np.zeros(0, np.uint8)
+        k = np.frombuffer(bytearray(key.raw), np.uint8)
+        return _engine._batch(k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
+                              _engine._scratch())
+
+    return batch, _isa_of(",".join("+" + f for f in _engine.FEATURES))
+
+
+def _compile(key: str):
+    """Numba's cold compile (seconds); stores the result in the cache where it can."""
+    import tempfile
+
+    from . import _build
+
+    obj, cpu, features = _build.compile_object()
+    meta = {"cpu": cpu, "features": features}
+    with tempfile.TemporaryDirectory(prefix="agefast-kernels-") as scratch_dir:
+        shared = _build.link_shared(obj, scratch_dir)
+        if shared is None:
+            kind, data = "o", obj
+        else:
+            kind = "so"
+            with open(shared, "rb") as f:
+                data = f.read()
+        try:
+            shared = _cache.store(key, kind, data, meta)
+        except OSError:
+            pass    # an unwritable cache: this process runs what it compiled, the next compiles again
+        function = _native.load_library(shared) if kind == "so" else _native.load_object(data)
+    return function, _isa_of(features)
+
+
+def _load():
+    if _jit_disabled():
+        return _reference()
+    key = _cache.key()
+    entry = _cache.lookup(key)
+    if entry is None:
+        return _compile(key)
+    kind, path, data, meta = entry
+    function = _native.load_library(path) if kind == "so" else _native.load_object(data)
+    return function, _isa_of(meta["features"])
+
+
+def warm_up() -> None:
+    """Load the compiled kernels (from the cache: milliseconds; the first time on a machine, compile: seconds)."""
+    global _batch, _isa
+    if _batch is None:
+        with _load_lock:
+            if _batch is None:
+                function, _isa = _load()
+                _batch = function
+
+
+def is_warm() -> bool:
+    """Whether the kernels are loaded in this process, so calls cost no compile or load."""
+    return _batch is not None
+
+
+def cached() -> bool:
+    """Whether warm_up would load the kernels from the cache (milliseconds) rather than compile them."""
+    return _batch is not None or _jit_disabled() or _cache.lookup(_cache.key()) is not None
+
+
+def isa() -> str:
+    """The widest vector instruction set the kernels are compiled for.
+
+    "avx512ifma" (Poly1305 in radix 2^44 on vpmadd52luq/huq, ChaCha20 in zmm),
+    "avx512f", "avx2" or "baseline".
+    """
+    warm_up()
+    return _isa
+
+
+# The helpers below run once per call; a 64 KiB chunk seals in ~17 µs.
+
+def _key(key):
     if type(key) is not bytes:
         try:
             key = bytes(memoryview(key).cast("B"))
@@ -59,37 +212,15 @@ def _key(key) -> np.ndarray:
             raise TypeError("key must be a bytes-like object") from None
     if len(key) != 32:
         raise ValueError("key must be 32 bytes")
-    return np.frombuffer(bytearray(key), np.uint8)
+    return _native.key_buffer(key)
 
 
-def _counter(counter) -> np.uint64:
+def _counter(counter) -> int:
     if type(counter) is not int:
         raise TypeError("counter must be an int")
     if not 0 <= counter < 1 << 64:
         raise ValueError("counter out of range")
-    return np.uint64(counter)
-
-
-def _bytes_view(obj, readonly: bool) -> memoryview:
-    view = memoryview(obj)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    return view.toreadonly() if readonly else view
-
-
-def _source(src) -> np.ndarray:
-    # Always a read-only array, so the kernels are compiled for one source
-    # type whether the caller passes bytes or a bytearray.
-    return np.frombuffer(_bytes_view(src, True), np.uint8)
-
-
-def _destination(dst, size: int) -> np.ndarray:
-    view = _bytes_view(dst, False)
-    if view.readonly:
-        raise TypeError("dst must be a writable buffer")
-    if len(view) < size:
-        raise ValueError(f"dst must hold at least {size} bytes")
-    return np.frombuffer(view, np.uint8)
+    return counter
 
 
 def _threads(threads, chunks: int) -> int:
@@ -112,29 +243,63 @@ def _ranges(chunks: int, parts: int):
         start = stop
 
 
+def _lend_source(src) -> _native.Lent:
+    return _native.Lent(src, writable=False)
+
+
+def _lend_destination(dst, size: int) -> _native.Lent:
+    try:
+        lent = _native.Lent(dst, writable=True)
+    except BufferError:
+        raise TypeError("dst must be a writable buffer") from None
+    if lent.size < size:
+        lent.release()
+        raise ValueError(f"dst must hold at least {size} bytes")
+    return lent
+
+
+def _run(mode, k, counter, s, d, final, threads, chunks, step_in, step_out):
+    """Run the batch over `chunks` chunks of s into d, split into per-thread ranges; the per-range results."""
+    parts = _threads(threads, chunks)
+    warm_up()
+    batch = _batch
+
+    def run(span):
+        a, b = span
+        src_at, dst_at = a * step_in, a * step_out
+        size = min(b * step_in, s.size) - src_at
+        result = batch(k, (counter + a) & _U64, s.address + src_at, size, d.address + dst_at, d.size - dst_at,
+                       final and b == chunks, mode, _native.scratch())
+        if result < 0:      # the compiled wrapper's report of a failed call (_build)
+            raise RuntimeError("the batch kernel failed")
+        return result
+
+    if parts == 1:
+        return [run((0, chunks))]
+    return _map(run, list(_ranges(chunks, parts)))
+
+
 def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`; returns bytes written.
 
     `src` must hold a whole number of chunks unless `final`. `threads=None`
     uses every CPU this process may run on.
     """
-    k, ctr, s = _key(key), _counter(counter), _source(src)
-    n = len(s)
+    k, ctr = _key(key), _counter(counter)
     final = bool(final)
-    if not final and (n == 0 or n % CHUNK_SIZE):
-        raise ValueError("a non-final batch must hold whole chunks")
-    chunks = max(1, -(-n // CHUNK_SIZE))
-    d = _destination(dst, n + chunks * TAG_SIZE)
-    parts = _threads(threads, chunks)
-    if parts == 1:
-        return _engine._batch(k, ctr, s, d, final, _engine.SEAL)
-
-    def run(span):
-        a, b = span
-        return _engine._batch(k, ctr + np.uint64(a), s[a * CHUNK_SIZE:b * CHUNK_SIZE],
-                              d[a * SEALED_CHUNK_SIZE:], final and b == chunks, _engine.SEAL)
-
-    return sum(_executor().map(run, _ranges(chunks, parts)))
+    s = _lend_source(src)
+    try:
+        n = s.size
+        if not final and (n == 0 or n % CHUNK_SIZE):
+            raise ValueError("a non-final batch must hold whole chunks")
+        chunks = max(1, -(-n // CHUNK_SIZE))
+        d = _lend_destination(dst, n + chunks * TAG_SIZE)
+        try:
+            return sum(_run(_abi.SEAL, k, ctr, s, d, final, threads, chunks, CHUNK_SIZE, SEALED_CHUNK_SIZE))
+        finally:
+            d.release()
+    finally:
+        s.release()
 
 
 def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
@@ -148,51 +313,20 @@ def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
     and stops at its first failure, so chunks after k (in other threads'
     ranges) may hold their verified plaintext. Release only the first k.
     """
-    k, ctr, s = _key(key), _counter(counter), _source(src)
-    n = len(s)
+    k, ctr = _key(key), _counter(counter)
     final = bool(final)
-    if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
-        raise ValueError("a batch must hold whole sealed chunks")
-    chunks = -(-n // SEALED_CHUNK_SIZE)
-    d = _destination(dst, max(0, n - chunks * TAG_SIZE))
-    parts = _threads(threads, chunks)
-    if parts == 1:
-        return _engine._batch(k, ctr, s, d, final, _engine.OPEN)
-
-    def run(span):
-        a, b = span
-        return a + _engine._batch(k, ctr + np.uint64(a), s[a * SEALED_CHUNK_SIZE:b * SEALED_CHUNK_SIZE],
-                                  d[a * CHUNK_SIZE:], final and b == chunks, _engine.OPEN)
-
-    spans = list(_ranges(chunks, parts))
-    reached = list(_executor().map(run, spans))
-    return next((r for r, (_, b) in zip(reached, spans) if r < b), chunks)
-
-
-def isa() -> str:
-    """The widest vector instruction set the kernels are compiled for.
-
-    "avx512ifma" (Poly1305 in radix 2^44 on vpmadd52luq/huq, ChaCha20 in zmm),
-    "avx512f", "avx2" or "baseline".
-    """
-    if _engine.IFMA:
-        return "avx512ifma"
-    for name in ("avx512f", "avx2"):
-        if name in _engine.FEATURES:
-            return name
-    return "baseline"
-
-
-def warm_up() -> None:
-    """Compile (or load from Numba's cache) every kernel the public functions use."""
-    global _warm
-    key = bytes(32)
-    sealed = bytearray(SEALED_CHUNK_SIZE)
-    seal_chunks(key, 0, bytes(CHUNK_SIZE), sealed, True, threads=1)
-    open_chunks(key, 0, sealed, bytearray(CHUNK_SIZE), True, threads=1)
-    _warm = True
-
-
-def is_warm() -> bool:
-    """Whether warm_up has run in this process, so calls cost no compile or load."""
-    return _warm
+    s = _lend_source(src)
+    try:
+        n = s.size
+        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
+            raise ValueError("a batch must hold whole sealed chunks")
+        chunks = -(-n // SEALED_CHUNK_SIZE)
+        d = _lend_destination(dst, max(0, n - chunks * TAG_SIZE))
+        try:
+            reached = _run(_abi.OPEN, k, ctr, s, d, final, threads, chunks, SEALED_CHUNK_SIZE, CHUNK_SIZE)
+        finally:
+            d.release()
+    finally:
+        s.release()
+    spans = list(_ranges(chunks, len(reached)))
+    return next((a + r for r, (a, b) in zip(reached, spans) if a + r < b), chunks)

@@ -1,10 +1,11 @@
 """ChaCha20-Poly1305 (RFC 8439) kernels for age's STREAM chunks.
 
-The whole call graph of the batch kernels lives in this one module on
-purpose: Numba's on-disk cache is keyed on the source file of the function
-it compiled, and it does not notice an edit to a callee that lives in another
-module. With everything here, editing any kernel invalidates every cached
-caller.
+The whole call graph of the kernels lives in this one module on purpose:
+the cache of the compiled batch kernel (_cache) is keyed on the hash of this
+file (and of _build and _abi), and Numba's own on-disk cache, which keeps the
+single-message kernels the tests call, on its timestamp; neither notices an
+edit to a callee in another module. With everything here, editing any kernel
+invalidates every cached build.
 
 Layout of the work:
   * ChaCha20 runs 16 blocks at once as 16 SIMD lanes in LLVM IR (one <16 x i32>
@@ -23,9 +24,12 @@ public wrappers in agefast.kernels validate.
 
 import numpy as np
 from llvmlite import ir
-from numba import config, njit, types
+from numba import carray, config, njit, types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic, register_jitable
+
+from . import _abi
+from ._abi import OPEN, SEAL  # noqa: F401  (the modes of _batch)
 
 
 class _OutOfTreeCache(caching.FunctionCache):
@@ -79,8 +83,8 @@ FEATURES = _target_features()
 # features never loads this one's machine code.
 IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
 
-CHUNK = 65536
-TAG = 16
+CHUNK = _abi.CHUNK
+TAG = _abi.TAG
 BLOCK16 = 1024          # bytes of keystream per 16-lane ChaCha20 call
 GROUP = 256             # bytes per 16-lane Poly1305 Horner step
 LANES = 16
@@ -337,7 +341,6 @@ if config.DISABLE_JIT:
     _chacha_xor_1k = _py_chacha_xor_1k
     _poly_step = _py_poly_step
     _poly_final = _py_poly_final
-    _poly_lanes = _py_poly_lanes
 
 
 # ---------------------------------------------------------------- helpers
@@ -648,6 +651,10 @@ def _poly_lanes(typingctx, hl, pw, buf, off, ngroups):
     return sig, codegen
 
 
+if config.DISABLE_JIT:     # after the intrinsic of the same name, which it replaces
+    _poly_lanes = _py_poly_lanes
+
+
 @_inner
 def _poly_fold(ctx, hl):
     """Sum the lanes into the radix-2^64 accumulator ctx[4:7] (replacing it)."""
@@ -751,7 +758,7 @@ def _scratch():
     pw16 = np.zeros(9 * LANES, np.uint64)
     pwfin = np.zeros(9 * LANES, np.uint64)
     # bytes: [0:1024] zeros, [1024:2048] keystream / tail, [2048:2064] tag, [2064:2080] pad block
-    buf = np.zeros(2080, np.uint8)
+    buf = np.zeros(_abi.BYTES_SIZE, np.uint8)
     return st, ctx, hl, pw16, pwfin, buf
 
 
@@ -826,9 +833,8 @@ def _open_one(scr, aad, src, dst):
 
 
 @_inner
-def _seal_batch(key, counter, src, dst, final):
+def _seal_batch(key, counter, src, dst, final, scr):
     """Seal src as consecutive chunks into dst (agefast.chunks semantics); returns bytes written."""
-    scr = _scratch()
     _set_key(scr[0], key)
     aad = scr[5][:0]
     n = src.size
@@ -849,12 +855,11 @@ def _seal_batch(key, counter, src, dst, final):
 
 
 @_inner
-def _open_batch(key, counter, src, dst, final):
+def _open_batch(key, counter, src, dst, final, scr):
     """Open consecutive sealed chunks; returns how many verified (index of the first failure).
 
     Per chunk: MAC, compare, then decrypt; stops at the first failure.
     """
-    scr = _scratch()
     _set_key(scr[0], key)
     aad = scr[5][:0]
     n = src.size
@@ -875,19 +880,43 @@ def _open_batch(key, counter, src, dst, final):
     return done
 
 
-SEAL, OPEN = 0, 1
-
-
-@_jit
-def _batch(key, counter, src, dst, final, mode):
-    """The one compiled entry point for batches (one cold compile instead of two).
-
-    mode SEAL returns bytes written; OPEN (verify then decrypt each chunk, stop
-    at the first failure) returns the number of chunks verified.
-    """
+@_inner
+def _batch(key, counter, src, dst, final, mode, scr):
+    """Seal (mode SEAL: returns bytes written) or open (OPEN: verify then
+    decrypt each chunk, stop at the first failure; returns the number of
+    chunks verified) a batch, with the caller's scratch `scr` (_scratch())."""
     if mode == SEAL:
-        return _seal_batch(key, counter, src, dst, final)
-    return _open_batch(key, counter, src, dst, final)
+        return _seal_batch(key, counter, src, dst, final, scr)
+    return _open_batch(key, counter, src, dst, final, scr)
+
+
+@intrinsic
+def _at(typingctx, ptr, offset):
+    """ptr + offset bytes, for carving the caller's scratch into arrays."""
+    sig = types.voidptr(types.voidptr, types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
+def batch_c(key, counter, src, n, dst, m, final, mode, scratch):
+    """The batch kernel over raw pointers, compiled by _build as a C function (_abi.BATCH_SIGNATURE).
+
+    key: 32 bytes; src: n bytes; dst: m bytes; scratch: _abi.SCRATCH_SIZE
+    zeroed bytes, 8-byte aligned, owned by this call. Every buffer comes
+    from the caller, so the compiled code allocates nothing and needs nothing
+    of Numba's runtime.
+    """
+    scr = (carray(_at(scratch, _abi.STATE_AT), 16, np.uint32),
+           carray(_at(scratch, _abi.CTX_AT), 8, np.uint64),
+           carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
+           carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
+           carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),
+           carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
+    return _batch(carray(key, 32, np.uint8), counter, carray(src, n, np.uint8), carray(dst, m, np.uint8),
+                  final != 0, mode, scr)
 
 
 # ------------------------------------------------ single messages (tests)

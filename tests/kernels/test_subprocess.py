@@ -26,6 +26,55 @@ def test_kernels_without_jit():
     assert "5 passed" in out
 
 
+def test_batches_without_jit():
+    # NUMBA_DISABLE_JIT=1: agefast.kernels runs the kernels' own Python (the
+    # reference route), not the compiled library.
+    script = textwrap.dedent("""
+        import os, sys
+        from agefast import chunks, kernels
+        os.environ["AGEFAST_ENGINE"] = "cryptography"
+        key = bytes(range(32))
+        for n in (0, 100, 1500):
+            src = bytes(range(256)) * 6
+            src = src[:n]
+            ref = bytearray(chunks.sealed_size(n))
+            w = chunks.seal_chunks(key, 2, src, ref, True)
+            got = bytearray(w)
+            assert kernels.seal_chunks(key, 2, src, got, True, threads=1) == w and got == ref
+            back = bytearray(n)
+            assert kernels.open_chunks(key, 2, bytes(ref), back, True, threads=1) == 1 and back == src
+        print("reference ok", kernels._batch.__module__)
+    """)
+    out = run(["-c", script], NUMBA_DISABLE_JIT="1")
+    assert out == "reference ok agefast.kernels\n"
+
+
+def test_a_forked_child_keeps_using_the_engine():
+    # The pool's threads do not survive a fork; before, the child's first
+    # multi-threaded call waited for them forever.
+    script = textwrap.dedent("""
+        import os
+        import agefast
+        from agefast import x25519
+        identity = x25519.Identity.generate()
+        data = os.urandom(8 << 20)
+        recipients = [identity.to_public()]
+        def round_trip():
+            return agefast.decrypt(agefast.encrypt(data, recipients, threads=2), [identity], threads=2) == data
+        assert round_trip()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if round_trip() and round_trip() else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status), round_trip())
+    """)
+    full = dict(os.environ)
+    full.pop("AGEFAST_ENGINE", None)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=full, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout == "child 0 True\n", proc.stderr[-3000:]
+
+
 def test_avx2_only_build(tmp_path):
     script = textwrap.dedent("""
         import random
@@ -48,19 +97,22 @@ def test_avx2_only_build(tmp_path):
     assert "avx2 ok" in out
 
 
-def test_the_kernel_cache_lives_outside_the_package(tmp_path):
+def test_the_kernel_caches_live_outside_the_package(tmp_path):
     # Numba's default would cache inside the installed package, where pip
     # leaves it behind on uninstall; the user-wide cache or NUMBA_CACHE_DIR
-    # take it instead.
-    probe = ("from agefast.kernels import _engine\n"
-             "loc = _engine._batch._cache._impl.locator\n"
-             "print(type(loc).__name__, loc.get_cache_path())\n")
+    # take it instead, for the compiled batch kernel and for Numba's own cache
+    # of the single-message kernels the tests call.
+    probe = ("from agefast.kernels import _cache, _engine\n"
+             "loc = _engine._chacha20._cache._impl.locator\n"
+             "print(type(loc).__name__, loc.get_cache_path(), _cache.directory())\n")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
-    kind, path = done.stdout.split()
+    kind, path, ours = done.stdout.split()
     assert kind == "UserWideCacheLocator" and path.startswith(str(tmp_path / "xdg")), done.stderr
+    assert ours == str(tmp_path / "xdg" / "agefast" / "kernels")
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
-    kind, path = done.stdout.split()
+    kind, path, ours = done.stdout.split()
     assert kind == "UserProvidedCacheLocator" and path.startswith(str(tmp_path / "own")), done.stderr
+    assert ours == str(tmp_path / "own" / "agefast-kernels")

@@ -1,0 +1,94 @@
+"""The one place agefast.kernels reaches into C: loading the compiled kernel and lending it buffers.
+
+Why ctypes: a process that finds the kernel in the cache runs it without
+importing numba (0.3-0.4 s and ~100 MiB of start-up) or numpy (~90 ms). The
+kernel is a plain C function (_abi), so ctypes calls it, and ctypes releases
+the GIL for the call, so threads seal in parallel. The buffers it works on are
+lent by CPython's buffer protocol (PyObject_GetBuffer), which covers every
+bytes-like object the public functions accept, read-only ones included, and
+keeps each one exported (not resizable) until released.
+"""
+
+import ctypes
+
+from . import _abi
+
+_C_TYPES = {"voidptr": ctypes.c_void_p, "uint64": ctypes.c_uint64, "int64": ctypes.c_int64}
+_ARGS = tuple(_C_TYPES[name] for name in _abi.BATCH_ARGS)
+_RESULT = _C_TYPES[_abi.BATCH_RESULT]
+_keep = []      # what must live as long as the process may call the kernel (llvmlite's engine)
+
+
+def load_library(path: str):
+    """The batch function of a shared library the cache verified."""
+    function = ctypes.CDLL(path)[_abi.SYMBOL]
+    function.restype = _RESULT
+    function.argtypes = _ARGS
+    return function
+
+
+def load_object(data: bytes):
+    """The batch function of an object file, linked in memory by LLVM's MCJIT (llvmlite, ~45 ms and ~45 MiB).
+
+    Only for caches filled where no C compiler driver was found to link a
+    shared library. The object needs nothing but the C library's memset,
+    which MCJIT finds in the process.
+    """
+    import llvmlite.binding as ll
+
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    machine = ll.Target.from_default_triple().create_target_machine(codemodel="jitdefault")
+    engine = ll.create_mcjit_compiler(ll.parse_assembly(""), machine)
+    engine.add_object_file(ll.ObjectFileRef.from_data(data))
+    engine.finalize_object()
+    _keep.append(engine)
+    return ctypes.CFUNCTYPE(_RESULT, *_ARGS)(engine.get_function_address(_abi.SYMBOL))
+
+
+class _PyBuffer(ctypes.Structure):
+    # Py_buffer, as declared in CPython's Include/pybuffer.h
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+_PyBUF_SIMPLE, _PyBUF_WRITABLE = 0, 1
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = (ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int)
+_get_buffer.restype = ctypes.c_int
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.argtypes = (ctypes.POINTER(_PyBuffer),)
+_release_buffer.restype = None
+
+
+class Lent:
+    """The address and size of a contiguous buffer, held until release(); writable on request."""
+
+    __slots__ = ("_view", "address", "size")
+
+    def __init__(self, obj, writable: bool):
+        self._view = _PyBuffer()
+        _get_buffer(obj, ctypes.byref(self._view), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
+        self.address = self._view.buf or 0
+        self.size = self._view.len
+
+    def release(self) -> None:
+        if self._view is not None:
+            _release_buffer(ctypes.byref(self._view))
+            self._view = None
+
+
+def scratch():
+    """A zeroed scratch buffer for one batch call (_abi.SCRATCH_SIZE bytes, malloc-aligned)."""
+    return ctypes.create_string_buffer(_abi.SCRATCH_SIZE)
+
+
+def key_buffer(key: bytes):
+    return ctypes.create_string_buffer(key, len(key))
+
+
+def at(address: int, size: int):
+    """The `size` bytes at `address` as a ctypes array (the NUMBA_DISABLE_JIT reference route)."""
+    return (ctypes.c_uint8 * size).from_address(address)
