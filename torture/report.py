@@ -1,5 +1,6 @@
 """The per-party tables and the JSON report, one file per party."""
 
+import hashlib
 import json
 import re
 import statistics
@@ -54,8 +55,12 @@ def table(rows_: list[dict], timed: bool) -> str:
 
 
 def slug(name: str) -> str:
-    """A file name for a party: `cmd:age -d -i {identity}` -> `cmd-age-d-i-identity`."""
-    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:80] or "target"
+    """A file name for a party: `cmd:age -d -i {identity}` -> `cmd-age-d-i-identity`;
+    long names keep their end and a hash, so targets differing late stay apart."""
+    text = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") or "target"
+    if len(text) <= 64:
+        return text
+    return text[-48:].strip("-") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
 
 
 def groups(party, reproducers: dict) -> list[dict]:

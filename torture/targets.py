@@ -154,19 +154,21 @@ class Target:
         key = keys.x25519(rng)
         plain = b"agetorture probe\n"
         f = forge.forge_x25519(plain, key.public, rng.randbytes(16), rng.randbytes(NONCE_SIZE), rng.randbytes(32))
+        # Only whether each file decrypts at all: wrong plaintext is a finding
+        # of the run, not a reason to skip anything.
         got = self.decrypt_many([(f.data, [key])])[0]
-        if got.kind != OK or got.plaintext != plain:
+        if got.kind != OK:
             raise UsageError(f"target {self.name!r} cannot decrypt a plain X25519 file: {got.kind} "
                              f"{got.message[:300]!r}")
         got = self.decrypt_many([(armor(f.data), [key])])[0]
-        if got.kind != OK or got.plaintext != plain:
+        if got.kind != OK:
             self.armor = False
             self.declared.append(f"armor: the probe's armored file was refused ({got.message[:120]})")
         if "passphrase" in self.kinds:
             spec = keys.passphrase("non-ascii", 2)
             p = forge.forge_scrypt(plain, spec.secret, spec.work_factor, rng)
             got = self.decrypt_many([(p.data, [spec])])[0]
-            if got.kind != OK or got.plaintext != plain:
+            if got.kind != OK:
                 self.kinds = self.kinds - {"passphrase"}
                 self.declared.append(f"passphrase: the probe's scrypt file was refused ({got.message[:120]})")
         self.declared.append(NO_PQ)
