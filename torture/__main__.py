@@ -86,7 +86,7 @@ def _write_report(directory, run, strata, seconds, status) -> None:
     paths = reproducers.write(run, directory)
     reports = []
     for party in run.parties.values():
-        if party.role == REFERENCE and not party.failures and party.cases == 0:
+        if party.role != "target" and party.cases == 0:
             continue
         r = report.party_json(run, party, strata, seconds, paths)
         report.write_json(os.path.join(directory, report.slug(party.name) + ".json"), r)

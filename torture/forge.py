@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from .primitives import (CHUNK_SIZE, NONCE_SIZE, SCRYPT_LABEL, SEALED_CHUNK_SIZE, TAG_SIZE, b64, chunk_nonce, header_mac,
-                         payload_key, seal, x25519_public, x25519_shared, x25519_wrap_key)
+from .primitives import (CHUNK_SIZE, NONCE_SIZE, SCRYPT_LABEL, SEALED_CHUNK_SIZE, TAG_SIZE, b64, chunk_nonce,
+                         header_mac, payload_key, seal, x25519_public, x25519_shared, x25519_wrap_key)
 
 VERSION_LINE = b"age-encryption.org/v1\n"
 

@@ -39,11 +39,9 @@ def _summary(reports) -> str:
 
 
 def _matrix(reports) -> str:
-    keys = []
-    for r in reports:
-        for row in r["axes"]:
-            if (row["stratum"], row["axis"]) not in keys:
-                keys.append((row["stratum"], row["axis"]))
+    order = {name: i for i, name in enumerate(reports[0]["strata"])}
+    keys = sorted({(row["stratum"], row["axis"]) for r in reports for row in r["axes"]},
+                  key=lambda k: (order.get(k[0], len(order)), k[1]))
     cells = {(r["implementation"], row["stratum"], row["axis"]): row for r in reports for row in r["axes"]}
     head = "".join(f"<th><code>{_e(r['implementation'])}</code></th>" for r in reports)
     out = [f"<table><tr><th>stratum</th><th>axis</th>{head}</tr>"]
@@ -109,10 +107,12 @@ def page(reports, seconds: float, exit_status: int) -> str:
         '<p class="muted">A case agrees when the party gives the reference\'s outcome: the same success or '
         "failure, the same plaintext on success, the same failure kind where the party names one, and on failure "
         "nothing released beyond what the reference verified.</p>",
-        "<h2>Side by side (agreeing / asked)</h2>", _matrix(reports),
-        "<h2>Not run</h2>", _not_run(reports),
         "<h2>Disagreements</h2>",
         "".join(_disagreements(r) for r in reports) or '<p class="ok">None.</p>',
+        "<h2>Side by side (agreeing / asked)</h2>", _matrix(reports),
+        '<p class="muted">The reference column counts its own check of each case: its verdict must be one the '
+        "case intends.</p>",
+        "<h2>Not run</h2>", _not_run(reports),
     ]
     return (f"<!doctype html><html><head><meta charset=utf-8><title>agetorture report</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")

@@ -1,9 +1,11 @@
-"""python -m torture.reproduce [--target T] FILE.age (IDENTITY_FILE | --passphrase-file FILE)
+"""python -m torture.reproduce [--target T | --expect-sha256 HEX] FILE.age (IDENTITY_FILE | --passphrase-file FILE)
 
 Decrypts one file with the reference and, given --target, with that target,
 and prints each outcome and the SHA-256 of the plaintext each released.
-Exit status: 0 when they agree (or no target was given), 1 when they
-disagree, 2 on usage errors. Every reproducer's command.sh runs this.
+--expect-sha256 instead checks that the reference decrypts the file (one an
+encrypting target wrote) to plaintext of that hash. Exit status: 0 when they
+agree, 1 when they disagree, 2 on usage errors. Every reproducer's
+command.sh runs this.
 """
 
 import argparse
@@ -36,6 +38,7 @@ def main(argv=None) -> int:
     p.add_argument("file")
     p.add_argument("identity", nargs="?")
     p.add_argument("--passphrase-file")
+    p.add_argument("--expect-sha256", help="the plaintext's SHA-256, for a file an encrypting target wrote")
     args = p.parse_args(argv)
     if (args.identity is None) == (args.passphrase_file is None):
         p.error("give an identity file or --passphrase-file, not both")
@@ -55,7 +58,11 @@ def main(argv=None) -> int:
     expected = reference.open_file(data, identities)
     print(_describe("reference", expected.kind, expected.detail, expected.plaintext, "verified"))
     if target is None:
-        return 0
+        if args.expect_sha256 is None:
+            return 0
+        agree = expected.kind == reference.OK and runner.sha256(expected.plaintext) == args.expect_sha256
+        print("agreement" if agree else f"disagreement: the plaintext's sha256 is {args.expect_sha256}")
+        return 0 if agree else 1
     try:
         got = target.decrypt_many([(data, identities)])[0]
     finally:

@@ -21,7 +21,8 @@ def _spec(party) -> str:
 
 
 def command(party, d, key_arg: str) -> str:
-    target = [] if d.axis == "encrypt" else ["--target", _spec(party)]
+    # For a file an encrypting target wrote, the plaintext's hash is the expectation.
+    target = ["--expect-sha256", d.reference_sha256] if d.axis == "encrypt" else ["--target", _spec(party)]
     argv = [sys.executable, "-m", "torture.reproduce", *target, "case.age", *key_arg.split()]
     return f'cd "$(dirname "$0")" && PYTHONPATH={shlex.quote(_ROOT)} ' + " ".join(map(shlex.quote, argv))
 

@@ -73,7 +73,8 @@ def test_go_age_and_pyrage_side_by_side(tmp_path):
 BUGS = {
     "exit-zero": ("reference says payload, target says ok", "ok"),
     "drop-last-byte": ("plaintext differs from the reference's (63 bytes, expected 64)", "ok"),
-    "release-failed-chunk": ("released 64 bytes that are not a prefix of the 0 bytes the reference verified", "payload"),
+    "release-failed-chunk": ("released 64 bytes that are not a prefix of the 0 bytes the reference verified",
+                             "payload"),
 }
 
 
@@ -120,6 +121,11 @@ def test_a_broken_encryptor_is_caught(tmp_path):
     [group] = party(tmp_path, spec)["disagreements"]
     assert (group["reference"], group["target"]) == ("ok", "header")
     assert (tmp_path / group["reproducer"] / "case.age").read_bytes() == b"age-encryption.org/v1\n"
+    # The reference's reading of the target's file, against the plaintext's hash.
+    again = subprocess.run(["sh", str(tmp_path / group["reproducer"] / "command.sh")], capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 1 and again.stdout.startswith("reference: header"), again.stdout + again.stderr
+    assert again.stdout.splitlines()[-1] == f"disagreement: the plaintext's sha256 is {group['reference_sha256']}"
 
 
 @pytest.mark.parametrize("args", [
