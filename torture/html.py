@@ -2,9 +2,8 @@
 with every party side by side, what was not run and why, and each group of
 disagreements with both outcomes, plaintext hashes and its reproducer."""
 
-import datetime
 import html
-import platform
+import re
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1400px}
@@ -22,6 +21,12 @@ def _e(x) -> str:
     return html.escape(str(x))
 
 
+def _name(name: str) -> str:
+    """A party's name with directories dropped from its paths (the full name on hover)."""
+    short = re.sub(r"(?<![\w{])/(?:[^\s/]+/)+", "", name)
+    return f'<code title="{_e(name)}">{_e(short)}</code>'
+
+
 def _hash(sha: str, nbytes: int) -> str:
     return f'<span class="h" title="{_e(sha)}">{_e(sha[:16])}…</span> <span class="muted">({nbytes} B)</span>'
 
@@ -30,7 +35,7 @@ def _summary(reports) -> str:
     rows = []
     for r in reports:
         cls = "bad" if r["failures"] else "ok"
-        rows.append(f'<tr><td><code>{_e(r["implementation"])}</code></td><td>{_e(r["role"])}</td>'
+        rows.append(f'<tr><td>{_name(r["implementation"])}</td><td>{_e(r["role"])}</td>'
                     f'<td class="n">{r["files"] or "-"}</td><td class="n">{r["cases"]}</td>'
                     f'<td class="n {cls}">{r["agreements"]}</td><td class="n {cls}">{r["failures"]}</td>'
                     f'<td class="n">{sum(r["not_run"].values())}</td><td class="n">{r["target_seconds"]:.1f}</td></tr>')
@@ -43,7 +48,7 @@ def _matrix(reports) -> str:
     keys = sorted({(row["stratum"], row["axis"]) for r in reports for row in r["axes"]},
                   key=lambda k: (order.get(k[0], len(order)), k[1]))
     cells = {(r["implementation"], row["stratum"], row["axis"]): row for r in reports for row in r["axes"]}
-    head = "".join(f"<th><code>{_e(r['implementation'])}</code></th>" for r in reports)
+    head = "".join(f"<th>{_name(r['implementation'])}</th>" for r in reports)
     out = [f"<table><tr><th>stratum</th><th>axis</th>{head}</tr>"]
     for stratum, axis in keys:
         tds = []
@@ -65,7 +70,7 @@ def _not_run(reports) -> str:
         items = [f"<li>{_e(reason)}: {n} cases</li>" for reason, n in sorted(r["not_run"].items())]
         items += [f'<li class="muted">declared: {_e(d)}</li>' for d in r["declared"] if d not in r["not_run"]]
         if items:
-            out.append(f"<h3><code>{_e(r['implementation'])}</code></h3><ul>{''.join(items)}</ul>")
+            out.append(f"<h3>{_name(r['implementation'])}</h3><ul>{''.join(items)}</ul>")
     return "".join(out) or '<p class="muted">Every party was asked every case.</p>'
 
 
@@ -74,7 +79,8 @@ def _disagreements(r) -> str:
         return ""
     rows = []
     for g in r["disagreements"]:
-        repro = (f'<a href="{_e(g["reproducer"])}/command.sh"><code>{_e(g["reproducer"])}</code></a>'
+        repro = (f'<a href="{_e(g["reproducer"])}/README.txt" title="{_e(g["reproducer"])}">'
+                 f'<code>{_e(g["reproducer"].rsplit("/", 1)[-1])}</code></a>'
                  if g["reproducer"] else '<span class="muted">no file</span>')
         cases = "".join(f"<li><code>{_e(c['case'])}</code>: {_e(c['problem'])}</li>" for c in g["cases"][:200])
         more = f"<li>… {g['count'] - 200} more</li>" if g["count"] > 200 else ""
@@ -86,7 +92,7 @@ def _disagreements(r) -> str:
             f"{_hash(g['target_sha256'], g['target_bytes'])}</td>"
             f"<td class=n>{g['count']}</td><td><details><summary><code>{_e(g['cases'][0]['case'])}</code>"
             f"</summary><ul>{cases}{more}</ul></details></td><td>{repro}</td></tr>")
-    return (f"<h3><code>{_e(r['implementation'])}</code>: {r['failures']} disagreements in "
+    return (f"<h3>{_name(r['implementation'])}: {r['failures']} disagreements in "
             f"{len(r['disagreements'])} groups</h3>"
             "<table><tr><th>stratum</th><th>axis</th><th>reference (verified plaintext)</th>"
             "<th>target (released plaintext)</th><th>cases</th><th>first case (all in the group)</th>"
@@ -94,15 +100,15 @@ def _disagreements(r) -> str:
 
 
 def page(reports, seconds: float, exit_status: int) -> str:
+    """The page for the parties' JSON reports (report.party_json), in order."""
     first = reports[0]
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     verdict = ("every target agrees with the reference" if exit_status == 0
                else "disagreements found")
     body = [
         "<h1>agetorture report</h1>",
         f'<p class="verdict {"ok" if exit_status == 0 else "bad"}">{_e(verdict)}</p>',
         f"<p>{_e(first['profile'])} profile, seed {first['seed']}, strata {_e(', '.join(first['strata']))}; "
-        f"{seconds:.1f} s on {_e(platform.node())} ({_e(platform.machine())}), {_e(when)}.</p>",
+        f"{seconds:.1f} s on {_e(first['machine'])}, finished {_e(first['finished'])}.</p>",
         "<h2>Parties</h2>", _summary(reports),
         '<p class="muted">A case agrees when the party gives the reference\'s outcome: the same success or '
         "failure, the same plaintext on success, the same failure kind where the party names one, and on failure "

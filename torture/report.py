@@ -1,7 +1,10 @@
 """The per-party tables and the JSON report, one file per party."""
 
+import datetime
 import hashlib
 import json
+import os
+import platform
 import re
 import statistics
 
@@ -60,7 +63,8 @@ def slug(name: str) -> str:
     text = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") or "target"
     if len(text) <= 64:
         return text
-    return text[-48:].strip("-") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    tail = text[-48:]
+    return tail[tail.find("-") + 1:] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
 
 
 def groups(party, reproducers: dict) -> list[dict]:
@@ -97,6 +101,8 @@ def party_json(run, party, strata, seconds: float, reproducers: dict) -> dict:
         "not_run": dict(party.not_run),
         "declared": party.target.declared if party.target else [],
         "seconds": round(seconds, 2),
+        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs)",
         "target_seconds": round(party.seconds, 2),
         "axes": rows(party),
         "disagreements": groups(party, reproducers),

@@ -30,7 +30,8 @@ def command(party, d, key_arg: str) -> str:
 def _readme(party, d, group, key_arg: str) -> str:
     lines = [f"target:    {party.name}",
              f"group:     {d.stratum} / {d.axis}: reference {d.reference}, target {d.outcome} ({len(group)} cases)",
-             f"reference: {d.reference} {d.reference_detail}; {d.verified} bytes verified, "
+             f"reference: {d.reference}{f' ({d.reference_detail})' if d.reference_detail else ''}; "
+             f"{d.verified} bytes verified, "
              f"sha256 {d.reference_sha256}",
              f"target:    {d.outcome}; {d.released} bytes released, sha256 {d.sha256}",
              f"message:   {d.message}", "", "Run ./command.sh to ask both again."]
