@@ -107,10 +107,11 @@ def test_what_a_target_cannot_do_is_not_run(tmp_path):
 @needs_age
 def test_encrypting_target(tmp_path):
     p = torture("--strata", "Micro,Edge", "--axes", "encrypt", "--report", str(tmp_path),
-                "--target-encrypt", "cmd:age -r {recipient}")
+                "--target-encrypt", "cmd:age -r {recipient}", "--target-encrypt", "pyrage")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    r = party(tmp_path, "cmd:age -r {recipient}")
-    assert r["cases"] == 4 and r["failures"] == 0
+    for name in ("cmd:age -r {recipient}", "pyrage"):
+        r = party(tmp_path, name)
+        assert r["cases"] == 4 and r["failures"] == 0, r  # two sizes: decrypted by the reference, nonces differ
 
 
 def test_a_broken_encryptor_is_caught(tmp_path):
