@@ -1,12 +1,22 @@
-"""python -m torture [--quick] [--strata NAMES] [--seed N] [--report FILE.json]"""
+"""python -m torture [--quick] [--target T ...] [--target-encrypt T ...] [--strata NAMES] [--axes NAMES]
+[--seed N] [--report DIR]
+
+Targets: agefast (the default), pyrage, module:NAME (a Python module with
+pyrage's API), or 'cmd:PROGRAM ARGS…' (a command-line decryptor; {identity}
+in ARGS is an identity file, ciphertext on stdin, plaintext on stdout, exit 0
+means success). --target-encrypt 'cmd:PROGRAM ARGS… {recipient}' (or a
+module) encrypts for the reference to decrypt. Exit status: 0 when every
+target agrees with the reference, 1 when any disagrees, 2 on usage errors.
+"""
 
 import argparse
+import os
 import sys
 import time
 
-from . import degraded, report, streams, tamper
+from . import degraded, encrypting, html, report, reproducers, streams, tamper, targets
 from .adapter import agefast_adapter
-from .runner import Profile, Run
+from .runner import REFERENCE, Profile, Run
 from .strata import all_strata
 
 PROFILES = {
@@ -15,13 +25,16 @@ PROFILES = {
     "full": Profile("full", flips_per_region=24, fragment_seeds=8, repeats=4, every_chunk=True,
                     key_pairs="cross", multistream_streams=16),
 }
-AXES = {"roundtrip+adversarial-io": streams.run_axis, "keys": degraded.run_axis, "tamper": tamper.run_axis}
+AXES = {"roundtrip+adversarial-io": streams.run_axis, "keys": degraded.run_axis, "tamper": tamper.run_axis,
+        "encrypt": encrypting.run_axis}
 
 
-def run_torture(adapter, profile: Profile, seed: int, strata_names=None, axes=None, oracles=None, log=None):
-    """Run the suite against `adapter`; returns (run, strata, seconds)."""
+def run_torture(adapter, profile: Profile, seed: int, strata_names=None, axes=None, oracles=None, log=None,
+                decrypting=(), encrypting=()):
+    """Run the suite against `adapter` (or None) and the targets; returns (run, strata, seconds)."""
     strata = [s for s in all_strata(profile.multistream_streams) if not strata_names or s.name in strata_names]
-    run = Run(adapter, profile, seed, **({"use_oracles": oracles} if oracles is not None else {}))
+    run = Run(adapter, profile, seed, **({"use_oracles": oracles} if oracles is not None else {}),
+              decrypting=decrypting, encrypting=encrypting)
     start = time.perf_counter()
     try:
         for stratum in strata:
@@ -36,30 +49,92 @@ def run_torture(adapter, profile: Profile, seed: int, strata_names=None, axes=No
     return run, strata, time.perf_counter() - start
 
 
+def _names(p, value, known, what):
+    if value is None:
+        return None
+    names = set(value.split(","))
+    if not names <= set(known):
+        p.error(f"unknown {what} {sorted(names - set(known))}; known: {sorted(known)}")
+    return names
+
+
+def _targets(p, specs, encrypt_specs):
+    """(adapter or None, decrypting targets, encrypting targets), probed."""
+    if len(set(specs)) != len(specs) or len(set(encrypt_specs)) != len(encrypt_specs):
+        p.error("a target is given twice")
+    adapter = agefast_adapter() if "agefast" in specs else None
+    decrypting, encrypting_ = [], []
+    try:
+        for spec in specs:
+            if spec != "agefast":
+                decrypting.append(targets.parse(spec))
+                decrypting[-1].probe()
+        for spec in encrypt_specs:
+            t = targets.parse("module:agefast" if spec == "agefast" else spec, encrypting=True)
+            if not t.encrypts:
+                raise targets.UsageError(f"target {spec!r} cannot encrypt (no encrypt and x25519.Recipient)")
+            encrypting_.append(t)
+    except targets.UsageError as e:
+        for t in decrypting + encrypting_:
+            t.close()
+        p.error(str(e))
+    return adapter, decrypting, encrypting_
+
+
+def _write_report(directory, run, strata, seconds, status) -> None:
+    os.makedirs(directory, exist_ok=True)
+    paths = reproducers.write(run, directory)
+    reports = []
+    for party in run.parties.values():
+        if party.role != "target" and party.cases == 0:
+            continue
+        r = report.party_json(run, party, strata, seconds, paths)
+        report.write_json(os.path.join(directory, report.slug(party.name) + ".json"), r)
+        reports.append(r)
+    with open(os.path.join(directory, "index.html"), "w") as f:
+        f.write(html.page(reports, seconds, status))
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m torture", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m torture", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="the CI profile (under 2 minutes)")
+    p.add_argument("--target", action="append", default=[], help="what to test (repeatable; default agefast)")
+    p.add_argument("--target-encrypt", action="append", default=[],
+                   help="an encrypting target: 'cmd:PROGRAM ARGS… {recipient}', pyrage or module:NAME")
     p.add_argument("--strata", help="comma-separated stratum names (default: all)")
+    p.add_argument("--axes", help=f"comma-separated axes (default: all of {', '.join(AXES)})")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--report", help="write a JSON report here")
+    p.add_argument("--report", metavar="DIR", help="write JSON per party, index.html and reproducers/ here")
     args = p.parse_args(argv)
-    names = set(args.strata.split(",")) if args.strata else None
-    known = {s.name for s in all_strata(1)}
-    if names and not names <= known:
-        p.error(f"unknown strata {sorted(names - known)}; known: {sorted(known)}")
+    names = _names(p, args.strata, [s.name for s in all_strata(1)], "strata")
+    axes = _names(p, args.axes, AXES, "axes")
+    specs = args.target or ([] if args.target_encrypt else ["agefast"])
+    adapter, decrypting, encrypting_ = _targets(p, specs, args.target_encrypt)
+    # agefast alone is cross-checked by Go age and pyrage, as oracles of the
+    # reference; named targets are compared with the reference only.
+    oracles = None if adapter is not None and not decrypting else (REFERENCE,)
     profile = PROFILES["quick" if args.quick else "full"]
-    run, strata, seconds = run_torture(agefast_adapter(), profile, args.seed, names,
-                                       log=lambda m: print(m, file=sys.stderr, flush=True))
-    rows = report.rows(run)
-    print(report.table(rows))
+    run, strata, seconds = run_torture(adapter, profile, args.seed, names, axes, oracles,
+                                       lambda m: print(m, file=sys.stderr, flush=True), decrypting, encrypting_)
+    for party in run.parties.values():
+        if party.cases:
+            print(f"\n{party.name} ({party.role})")
+            print(report.table(report.rows(party), timed=party.target is None and party.role == "target"))
     print(f"\n{run.cases} cases, {run.failures} failures in {seconds:.1f}s ({profile.name} profile, seed {args.seed})")
-    print("files judged by each oracle: " + ", ".join(f"{k} {v}" for k, v in sorted(run.oracle_files.items())))
-    for r in rows:
-        for ex in r["failure_examples"]:
-            print(f"FAIL {r['stratum']}/{r['axis']}: {ex['case']}: {ex['problem']}")
+    print("files judged: " + ", ".join(f"{k} {v}" for k, v in sorted(run.oracle_files.items())))
+    for party in run.parties.values():
+        if party.not_run:
+            print(f"not run by {party.name}: " + "; ".join(f"{r} ({n})" for r, n in sorted(party.not_run.items())))
+        for group in party.groups.values():
+            d = group[0]
+            print(f"DISAGREE {party.name} {d.stratum}/{d.axis} reference {d.reference} vs {d.outcome}: "
+                  f"{len(group)} cases, first {d.case}: {d.problem}")
+    status = 1 if run.failures else 0
     if args.report:
-        report.write_json(args.report, run, strata, seconds, rows)
-    return 1 if run.failures else 0
+        _write_report(args.report, run, strata, seconds, status)
+        print(f"report: {os.path.join(args.report, 'index.html')}")
+    return status
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""Bech32 encoding (BIP 173) of age key strings, for the oracles' key files.
+"""Bech32 (BIP 173) for age key strings: the targets' key files and reproducers.
 
 Written here rather than borrowed from the implementation under test, so a
-bug there cannot make the oracles agree with it.
+bug there cannot make the targets agree with it.
 """
 
 _CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
@@ -42,3 +42,23 @@ def encode(hrp: str, data: bytes) -> str:
     checksum = [mod >> 5 * (5 - i) & 31 for i in range(6)]
     text = low + "1" + "".join(_CHARSET[w] for w in words + checksum)
     return text.upper() if hrp.isupper() else text
+
+
+def decode(text: str) -> tuple[str, bytes]:
+    """(hrp, data) of a Bech32 string; raises ValueError on a bad checksum."""
+    low = text.lower()
+    hrp, sep, rest = low.rpartition("1")
+    if not sep or len(rest) < 6 or any(c not in _CHARSET for c in rest):
+        raise ValueError("not a Bech32 string")
+    words = [_CHARSET.index(c) for c in rest]
+    if _polymod([ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp] + words) != 1:
+        raise ValueError("bad Bech32 checksum")
+    acc = bits = 0
+    out = bytearray()
+    for w in words[:-6]:
+        acc = acc << 5 | w
+        bits += 5
+        if bits >= 8:
+            bits -= 8
+            out.append(acc >> bits & 0xFF)
+    return hrp, bytes(out)

@@ -8,9 +8,10 @@ degraded-key axis to pick file keys and scalars no honest encryptor would.
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from .primitives import (CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE, b64, chunk_nonce, header_mac,
-                         payload_key, seal, x25519_public, x25519_shared, x25519_wrap_key)
+from .primitives import (CHUNK_SIZE, NONCE_SIZE, SCRYPT_LABEL, SEALED_CHUNK_SIZE, TAG_SIZE, b64, chunk_nonce,
+                         header_mac, payload_key, seal, x25519_public, x25519_shared, x25519_wrap_key)
 
 VERSION_LINE = b"age-encryption.org/v1\n"
 
@@ -102,3 +103,16 @@ def forge(plaintext: bytes, file_key: bytes, nonce: bytes, stanzas: list[bytes])
 def forge_x25519(plaintext: bytes, recipient: bytes, file_key: bytes, nonce: bytes, ephemeral: bytes) -> Forged:
     """An honest file to one X25519 recipient, with every secret chosen."""
     return forge(plaintext, file_key, nonce, [x25519_stanza(file_key, recipient, ephemeral)])
+
+
+def scrypt_stanza(file_key: bytes, passphrase: str, work_factor: int, salt: bytes) -> bytes:
+    """The scrypt stanza wrapping `file_key` under `passphrase`."""
+    key = Scrypt(SCRYPT_LABEL + salt, 32, 1 << work_factor, 8, 1).derive(passphrase.encode())
+    return b"-> scrypt " + b64(salt) + b" %d\n" % work_factor + b64(seal(key, file_key)) + b"\n"
+
+
+def forge_scrypt(plaintext: bytes, passphrase: str, work_factor: int, rng) -> Forged:
+    """An honest passphrase-encrypted file, its secrets drawn from `rng`."""
+    file_key = rng.randbytes(16)
+    stanza = scrypt_stanza(file_key, passphrase, work_factor, rng.randbytes(16))
+    return forge(plaintext, file_key, rng.randbytes(NONCE_SIZE), [stanza])

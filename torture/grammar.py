@@ -41,6 +41,10 @@ def cases(f: Forged, rng):
     yield "version v2", _file(f, header(x25519, version=b"age-encryption.org/v2\n")), {HEADER}
     yield "empty line between stanzas", _file(f, header(grease, b"\n", x25519)), {HEADER}
     yield "no short line after a 64-column body", _file(f, header(grease[:-1], x25519)), {HEADER}
+    # The C2SP vectors stanza_missing_final_line and stanza_missing_body: the
+    # last stanza before the MAC line ends on a full line, or has no body line.
+    yield "64-column body right before the MAC", _file(f, header(x25519, grease[:-1])), {HEADER}
+    yield "stanza with no body line before the MAC", _file(f, header(x25519, b"-> grease\n")), {HEADER}
     yield "65-column body line", _file(f, header(b"-> grease\n" + full + b"A\n" + b"\n", x25519)), {HEADER}
 
     # Stanza argument lines.

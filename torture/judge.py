@@ -3,6 +3,7 @@ and the ways of asking it (one-shot, streaming reader, decrypt_io)."""
 
 from .adversarial_io import FragmentRawReader, FragmentReader, ShortWriter, read_sizes, unaligned
 from .reference import OK, Verdict
+from .targets import Outcome
 
 
 def verdict_problem(adapter, expected: Verdict, plaintext, exc, released: bytes | None = None) -> str | None:
@@ -28,6 +29,13 @@ def verdict_problem(adapter, expected: Verdict, plaintext, exc, released: bytes 
         return (f"released {len(released)} bytes that are not a prefix of the "
                 f"{len(expected.plaintext)} verified bytes")
     return None
+
+
+def outcome(adapter, plaintext, exc, released: bytes = b"") -> Outcome:
+    """The adapter's answer as a target's Outcome, for the report."""
+    if exc is None:
+        return Outcome(OK, plaintext)
+    return Outcome(adapter.classify(exc) or f"untyped {type(exc).__name__}", released, f"{type(exc).__name__}: {exc}")
 
 
 def drain(reader, sizes, use_readinto: bool) -> tuple[bytes, Exception | None]:

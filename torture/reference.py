@@ -16,13 +16,12 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from . import armor
 from .primitives import (FILE_KEY_SIZE, NONCE_SIZE, SCRYPT_LABEL, SEALED_CHUNK_SIZE, TAG_SIZE, b64_strict,
                          chunk_nonce, header_mac, payload_key, x25519_public, x25519_shared, x25519_wrap_key)
 
 # Outcome kinds, one per age outcome.
 OK, HEADER, MAC, NO_MATCH, PAYLOAD, ARMOR = "ok", "header", "mac", "no-match", "payload", "armor"
-ARMOR_BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
-ARMOR_END = b"-----END AGE ENCRYPTED FILE-----"
 MAX_SCRYPT_WORK_FACTOR = 22
 
 
@@ -41,14 +40,48 @@ class Failure(Exception):
         self.kind, self.detail, self.prefix = kind, detail, prefix
 
 
+class ArmorFailure(Failure):
+    """Broken armor; `intact` is what its leading well-formed lines decode to."""
+
+    def __init__(self, detail: str, intact: bytes):
+        super().__init__(ARMOR, detail)
+        self.intact = intact
+
+
+def _intact(lines: list[bytes]) -> bytes:
+    """What a streaming armor decoder has decoded before the defect: the body
+    lines after BEGIN that are full canonical 64-column lines, and a shorter
+    canonical line ending them."""
+    out = bytearray()
+    for line in lines[1:] if lines and lines[0].rstrip(b"\r") == armor.BEGIN else ():
+        line = line[:-1] if line.endswith(b"\r") else line
+        try:
+            part = base64.b64decode(line, validate=True) if 0 < len(line) <= 64 else None
+        except binascii.Error:
+            part = None
+        if part is None or base64.b64encode(part) != line:
+            break
+        out += part
+        if len(line) < 64:
+            break
+    return bytes(out)
+
+
 def _dearmor(data: bytes) -> bytes:
+    try:
+        return _dearmor_strict(data)
+    except Failure as f:
+        raise ArmorFailure(f.detail, _intact(data.split(b"\n"))) from None
+
+
+def _dearmor_strict(data: bytes) -> bytes:
     lines = data.split(b"\n")
     # A file ends with a newline after the END line; tolerate trailing
     # whitespace only, as age does.
     while lines and not lines[-1].strip():
         lines.pop()
     lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
-    if len(lines) < 2 or lines[0] != ARMOR_BEGIN or lines[-1] != ARMOR_END:
+    if len(lines) < 2 or lines[0] != armor.BEGIN or lines[-1] != armor.END:
         raise Failure(ARMOR, "missing or malformed armor BEGIN/END line")
     body = lines[1:-1]
     if not body:
@@ -203,8 +236,15 @@ def open_header(data: bytes, identities) -> tuple[bytes, bytes]:
 
 
 def open_file(data: bytes, identities) -> Verdict:
-    """Decrypt `data` with KeySpecs `identities`; never raises on bad input."""
+    """Decrypt `data` with KeySpecs `identities`; never raises on bad input.
+
+    On broken armor the verified prefix is that of the file its intact lines
+    decode to: a streaming decoder (Go age's) releases those chunks before it
+    reaches the defect, as it would before a payload failure.
+    """
     try:
         return Verdict(OK, _open_payload(*open_header(data, identities)))
+    except ArmorFailure as f:
+        return Verdict(ARMOR, open_file(f.intact, identities).plaintext if f.intact else b"", f.detail)
     except Failure as f:
         return Verdict(f.kind, f.prefix, f.detail)

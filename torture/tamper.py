@@ -7,7 +7,8 @@ land in that set, so a lenient reference cannot hide a lenient implementation.
 
 from . import adversarial_io as aio
 from . import forge, grammar, keys
-from .judge import oneshot_decrypt, stream_decrypt, verdict_problem
+from .armor import armor
+from .judge import oneshot_decrypt, outcome, stream_decrypt, verdict_problem
 from .primitives import NONCE_SIZE, SEALED_CHUNK_SIZE
 from .reference import ARMOR, HEADER, MAC, NO_MATCH, OK, PAYLOAD
 
@@ -95,10 +96,11 @@ def _forgeries(f: forge.Forged):
             forge.seal_chunk(key, i, p, True) for i, p in enumerate(c)), {PAYLOAD}
 
 
-def _armor(run, plain: bytes, key):
-    """Breaks of the ASCII armor itself, made from the implementation's own armored file."""
-    data = run.adapter.encrypt(plain, [run.adapter.recipient(key)], True)
+def _armor(f: forge.Forged):
+    """Breaks of the ASCII armor itself, around torture's own armoring of `f`."""
+    data = armor(f.data)
     lines = data.split(b"\n")
+    yield "armored genuine", data, {OK}
     yield "armor without END line", b"\n".join(lines[:-2]) + b"\n", {ARMOR}
     yield "armor with garbage after END", data + b"junk\n", {ARMOR}
     if len(lines) > 4:
@@ -116,8 +118,8 @@ def run_axis(run, stratum) -> None:
             f = forge.forge_x25519(plain, key.public, rng.randbytes(16), rng.randbytes(NONCE_SIZE), rng.randbytes(32))
             cases = [*_forgeries(f), *_headers(f, rng), *_flips(f, rng, prof.flips_per_region),
                      *_truncations(f, prof.every_chunk), *_rearrangements(f), *_trailing(f, rng)]
-            if run.adapter.armor and size <= 2 * SEALED_CHUNK_SIZE:
-                cases += _armor(run, plain, key)
+            if size <= 2 * SEALED_CHUNK_SIZE:
+                cases += _armor(f)
             if size == stratum.sizes[0] and rep == 0:
                 # The header grammar does not depend on the payload: once per stratum.
                 cases += grammar.cases(f, rng)
@@ -126,16 +128,18 @@ def run_axis(run, stratum) -> None:
 
 
 def _judge_file(run, stratum: str, label: str, data: bytes, key, intent: set[str], seed: int) -> None:
+    expected = run.check_targets(stratum, "tamper", label, data, [key])
+    run.check_intent(stratum, "tamper", label, expected, intent)
     a = run.adapter
+    if a is None:
+        return
     ids = [a.identity(key)]
-    expected = run.check_oracles(stratum, "tamper", label, data, [key])
-    run.record(stratum, "tamper", f"{label} [intent]",
-               None if expected.kind in intent else f"reference says {expected.kind} ({expected.detail}), "
-                                                    f"intended {sorted(intent)}")
     (got, exc) = run.measure(stratum, "tamper", len(data), lambda: oneshot_decrypt(a, data, ids))[0]
-    run.record(stratum, "tamper", f"{label} [decrypt]", verdict_problem(a, expected, got, exc))
+    run.record(stratum, "tamper", f"{label} [decrypt]", verdict_problem(a, expected, got, exc),
+               evidence=(data, [key], expected, outcome(a, got, exc)))
     # Small caller reads: an implementation that hands out plaintext before
     # the chunk's tag verified gets caught releasing it.
     (got, exc) = run.measure(stratum, "tamper", len(data), lambda: stream_decrypt(
         a, data, ids, aio.seeded(seed), lambda p, w: 1 + seed % 4000))[0]
-    run.record(stratum, "tamper", f"{label} [decryptor]", verdict_problem(a, expected, got, exc, got))
+    run.record(stratum, "tamper", f"{label} [decryptor]", verdict_problem(a, expected, got, exc, got),
+               evidence=(data, [key], expected, outcome(a, got, exc, got)))

@@ -16,11 +16,14 @@ def _torture(adapter):
     return run
 
 
+def _problems(run) -> list[str]:
+    return [e["problem"] for p in run.parties.values() for s in p.stats.values() for e in s.examples]
+
+
 def test_correct_stream_passes():
     run = _torture(broken_adapter())
-    examples = [e for s in run.stats.values() for e in s.examples]
     assert run.cases > 200
-    assert run.failures == 0, examples[:5]
+    assert run.failures == 0, _problems(run)[:5]
 
 
 # What agetorture must say about each bug, not merely that something failed.
@@ -37,7 +40,7 @@ SYMPTOMS = {
 @pytest.mark.parametrize("bug", BUGS)
 def test_bug_is_caught(bug):
     run = _torture(broken_adapter(bug))
-    problems = [e["problem"] for s in run.stats.values() for e in s.examples]
+    problems = _problems(run)
     assert run.failures > 0, f"agetorture missed {bug}"
     assert any(SYMPTOMS[bug] in p for p in problems), problems[:5]
 
@@ -53,5 +56,5 @@ def test_wrong_error_kind_is_caught():
     mislabels = dataclasses.replace(honest, classify=lambda e: {"mac": "header"}.get(honest.classify(e),
                                                                                      honest.classify(e)))
     run, _, _ = run_torture(mislabels, PROFILES["quick"], 7, {"Micro"}, {"tamper"}, oracles=("reference",))
-    problems = [e["problem"] for s in run.stats.values() for e in s.examples]
+    problems = _problems(run)
     assert any(p.startswith("expected mac") for p in problems), problems[:5]

@@ -1,0 +1,144 @@
+"""agetorture against other implementations: Go age and pyrage as targets,
+command-line decryptors with injected bugs, an encrypting target, what a
+target cannot do, reproducers that show the same outcome again, and the exit
+status. Each run is a small slice of the quick profile (one stratum, one or
+two axes), so the suite stays fast; `python -m torture --quick --target …`
+runs the whole profile the same way."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+AGE = "cmd:age -d -i {identity}"
+needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="Go age (the `age` command) is not installed")
+
+
+def torture(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
+    return subprocess.run([sys.executable, "-m", "torture", "--quick", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=timeout)
+
+
+def party(report: Path, name: str) -> dict:
+    matches = [json.loads(p.read_text()) for p in report.glob("*.json")]
+    return next(r for r in matches if r["implementation"] == name)
+
+
+def rerun(report: Path, group: dict) -> str:
+    """Run a reproducer's command.sh; returns the target's line of its output."""
+    p = subprocess.run(["sh", str(report / group["reproducer"] / "command.sh")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr  # the difference is still there
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(f"reference: {group['reference']}") and group["reference_sha256"] in lines[0]
+    return lines[1]
+
+
+def test_bug_wrapper_is_correct_without_a_bug(tmp_path):
+    """The wrappers below differ from this one by their bug alone."""
+    p = torture("--strata", "Micro", "--axes", "tamper", "--report", str(tmp_path),
+                "--target", f"cmd:{sys.executable} {HERE / 'buggy_decrypt.py'} none {{identity}}")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+
+
+@needs_age
+def test_go_age_and_pyrage_side_by_side(tmp_path):
+    p = torture("--strata", "Micro", "--axes", "tamper,keys", "--report", str(tmp_path),
+                "--target", AGE, "--target", "pyrage")
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]  # pyrage's leniencies
+    age = party(tmp_path, AGE)
+    assert age["files"] > 90 and age["failures"] == 0, age["disagreements"]
+    assert age["not_run"] == {"passphrase: a command gets no terminal to type it on": 10,
+                              "scrypt work factor above 22: a target with no limit would run minutes of scrypt": 1}
+    pyrage = party(tmp_path, "pyrage")
+    [group] = pyrage["disagreements"]
+    assert (group["stratum"], group["axis"], group["reference"], group["target"]) == ("Micro", "tamper", "header", "ok")
+    assert sorted(c["case"].split(" size=")[0] for c in group["cases"]) == [
+        "64-column body right before the MAC", "no short line after a 64-column body",
+        "stanza with no body line before the MAC"]
+    assert pyrage["failures"] == 3 and pyrage["agreements"] > 100
+    assert rerun(tmp_path, group).startswith("target pyrage: ok;") and group["target_sha256"] in rerun(tmp_path, group)
+    page = (tmp_path / "index.html").read_text()
+    assert group["reproducer"] in page and group["reference_sha256"][:16] in page and AGE in page
+
+
+# Each bug and what agetorture must say about it.
+BUGS = {
+    "exit-zero": ("reference says payload, target says ok", "ok"),
+    "drop-last-byte": ("plaintext differs from the reference's (63 bytes, expected 64)", "ok"),
+    "release-failed-chunk": ("released 64 bytes that are not a prefix of the 0 bytes the reference verified",
+                             "payload"),
+}
+
+
+def test_injected_bugs_are_caught_with_reproducers(tmp_path):
+    specs = {bug: f"cmd:{sys.executable} {HERE / 'buggy_decrypt.py'} {bug} {{identity}}" for bug in BUGS}
+    p = torture("--strata", "Micro", "--axes", "tamper", "--report", str(tmp_path),
+                *[a for spec in specs.values() for a in ("--target", spec)])
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    for bug, (symptom, outcome) in BUGS.items():
+        r = party(tmp_path, specs[bug])
+        assert r["failures"] > 0, bug
+        [group] = [g for g in r["disagreements"] if any(c["problem"].startswith(symptom) for c in g["cases"])]
+        assert group["target"] == outcome and group["reproducer"], group
+        assert all(g["reproducer"] for g in r["disagreements"])
+        line = rerun(tmp_path, group)
+        assert line.startswith(f"target {specs[bug]}: {outcome}") and group["target_sha256"] in line, line
+
+
+def test_what_a_target_cannot_do_is_not_run(tmp_path):
+    p = torture("--strata", "Micro", "--axes", "tamper,keys", "--report", str(tmp_path),
+                "--target", "module:x25519_only_age")
+    r = party(tmp_path, "module:x25519_only_age")
+    assert r["not_run"]["passphrase: the module has no passphrase.decrypt"] == 10
+    armor = [n for reason, n in r["not_run"].items() if reason.startswith("armor: the probe's armored file")]
+    assert armor == [4]  # the armored genuine file and three broken armors (64 bytes: no 65-column case)
+    assert not any("armor" in c["case"] or "passphrase" in c["case"] for g in r["disagreements"] for c in g["cases"])
+    assert p.returncode == 1  # pyrage underneath: its three leniencies
+
+
+@needs_age
+def test_encrypting_target(tmp_path):
+    p = torture("--strata", "Micro,Edge", "--axes", "encrypt", "--report", str(tmp_path),
+                "--target-encrypt", "cmd:age -r {recipient}", "--target-encrypt", "pyrage")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    for name in ("cmd:age -r {recipient}", "pyrage"):
+        r = party(tmp_path, name)
+        assert r["cases"] == 4 and r["failures"] == 0, r  # two sizes: decrypted by the reference, nonces differ
+
+
+def test_a_broken_encryptor_is_caught(tmp_path):
+    header_only = "import sys; sys.stdout.write('age-encryption.org/v1\\n')"
+    spec = f"cmd:{sys.executable} -c \"{header_only}\" {{recipient}}"
+    p = torture("--strata", "Micro", "--axes", "encrypt", "--report", str(tmp_path), "--target-encrypt", spec)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    [group] = party(tmp_path, spec)["disagreements"]
+    assert (group["reference"], group["target"]) == ("ok", "header")
+    assert (tmp_path / group["reproducer"] / "case.age").read_bytes() == b"age-encryption.org/v1\n"
+    # The reference's reading of the target's file, against the plaintext's hash.
+    again = subprocess.run(["sh", str(tmp_path / group["reproducer"] / "command.sh")], capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 1 and again.stdout.startswith("reference: header"), again.stdout + again.stderr
+    assert again.stdout.splitlines()[-1] == f"disagreement: the plaintext's sha256 is {group['reference_sha256']}"
+
+
+@pytest.mark.parametrize("args", [
+    ("--target", "nonsense"),
+    ("--target", "cmd:age -d"),                       # no {identity}
+    ("--target", "cmd:no-such-decryptor {identity}"),
+    ("--target", "cmd:false {identity}"),             # cannot decrypt the probe's plain file
+    ("--target", "module:no_such_module"),
+    ("--target", "pyrage", "--target", "pyrage"),
+    ("--target-encrypt", "cmd:age -e"),               # no {recipient}
+    ("--strata", "Nope"),
+])
+def test_usage_errors_exit_2(args):
+    p = torture(*args, "--strata", "Micro", "--axes", "tamper") if "--strata" not in args else torture(*args)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]

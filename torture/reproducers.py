@@ -1,0 +1,78 @@
+"""Reproducer folders: for each group of near-duplicate disagreements, the
+first case's age file, its identity and a one-line command showing the
+difference (`python -m torture.reproduce`, which asks the reference and the
+target again)."""
+
+import os
+import pathlib
+import shlex
+import sys
+
+from . import report
+from .targets import identity_file_text
+
+# Where `python -m torture.reproduce` can import torture from.
+_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+
+
+def _spec(party) -> str:
+    """The --target spelling that asks this party again."""
+    return party.target.spec if party.target is not None else party.name
+
+
+def command(party, d, key_arg: str) -> str:
+    # For a file an encrypting target wrote, the plaintext's hash is the expectation.
+    target = ["--expect-sha256", d.reference_sha256] if d.axis == "encrypt" else ["--target", _spec(party)]
+    argv = [sys.executable, "-m", "torture.reproduce", *target, "case.age", *key_arg.split()]
+    return f'cd "$(dirname "$0")" && PYTHONPATH={shlex.quote(_ROOT)} ' + " ".join(map(shlex.quote, argv))
+
+
+def _readme(party, d, group, key_arg: str) -> str:
+    lines = [f"target:    {party.name}",
+             f"group:     {d.stratum} / {d.axis}: reference {d.reference}, target {d.outcome} ({len(group)} cases)",
+             f"reference: {d.reference}{f' ({d.reference_detail})' if d.reference_detail else ''}; "
+             f"{d.verified} bytes verified, "
+             f"sha256 {d.reference_sha256}",
+             f"target:    {d.outcome}; {d.released} bytes released, sha256 {d.sha256}",
+             f"message:   {d.message}", "", "Run ./command.sh to ask both again."]
+    if party.target is not None and getattr(party.target, "argv", None) and d.axis != "encrypt":
+        raw = " ".join(shlex.quote(a) for a in party.target.argv_for(key_arg.split()[-1]))
+        lines.append(f"The target alone: {raw} < case.age | sha256sum")
+    if d.axis == "encrypt":
+        lines.append("case.age was written by the target; command.sh shows the reference's reading of it.")
+    lines += ["", "Cases in this group (this file is the first):"] + [f"  {x.case}: {x.problem}" for x in group]
+    return "\n".join(lines) + "\n"
+
+
+def write(run, directory: str) -> dict:
+    """Write every reproducer under directory/reproducers; returns
+    {(party, group key): path relative to `directory`}."""
+    out = {}
+    for party in run.parties.values():
+        n = 0
+        for key, group in party.groups.items():
+            d = group[0]
+            if d.data is None:
+                continue
+            n += 1
+            rel = os.path.join("reproducers", report.slug(party.name),
+                               f"{n:02d}-{report.slug('-'.join([d.stratum, d.axis, d.reference, 'vs', d.outcome]))}")
+            path = os.path.join(directory, rel)
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "case.age"), "wb") as f:
+                f.write(d.data)
+            if d.identities[0].kind == "passphrase":
+                key_arg = "--passphrase-file passphrase.txt"
+                with open(os.path.join(path, "passphrase.txt"), "w", encoding="utf-8", newline="") as f:
+                    f.write(d.identities[0].secret)
+            else:
+                key_arg = "identity.txt"
+                with open(os.path.join(path, "identity.txt"), "w") as f:
+                    f.write(identity_file_text(d.identities))
+            with open(os.path.join(path, "command.sh"), "w") as f:
+                f.write("#!/bin/sh\n" + command(party, d, key_arg) + "\n")
+            os.chmod(os.path.join(path, "command.sh"), 0o755)
+            with open(os.path.join(path, "README.txt"), "w") as f:
+                f.write(_readme(party, d, group, key_arg))
+            out[(party.name, key)] = rel
+    return out
