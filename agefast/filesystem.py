@@ -303,7 +303,10 @@ class AgeReadFile(AbstractBufferedFile):
         end = min(end, self.size)
         if start >= end:
             return b""
+        index, skip = divmod(start, CHUNK_SIZE)
         with self._lock:
+            if end <= (index + 1) * CHUNK_SIZE:  # within one chunk
+                return self._chunk(index)[skip:skip + end - start]
             return new_bytes(end - start, lambda view: self._fill(view, start))
 
     def _fill(self, view: memoryview, start: int) -> None:

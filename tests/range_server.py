@@ -58,8 +58,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(start)
             data = f.read(end - start)
-        self.wfile.write(data)
+        # Counted before sending: once the client has the bytes, they are counted.
         self.server.count(len(data))
+        self.wfile.write(data)
 
 
 class RangeServer(http.server.ThreadingHTTPServer):

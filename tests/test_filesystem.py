@@ -166,6 +166,9 @@ def test_http_reads_fetch_only_the_chunks_they_touch(tmp_path, key, make_plainte
             f.seek(10 * CHUNK_SIZE + 100)
             assert f.read(1000) == plaintext[10 * CHUNK_SIZE + 100:10 * CHUNK_SIZE + 1100]
             assert server.bytes_sent - opened == SEALED_CHUNK_SIZE
+            f.seek(10 * CHUNK_SIZE + 5000)  # the same chunk again: from the chunk cache
+            assert f.read(10) == plaintext[10 * CHUNK_SIZE + 5000:10 * CHUNK_SIZE + 5010]
+            assert server.bytes_sent - opened == SEALED_CHUNK_SIZE
             f.seek(3 * CHUNK_SIZE)
             before = server.bytes_sent
             assert f.read(4 * CHUNK_SIZE) == plaintext[3 * CHUNK_SIZE:7 * CHUNK_SIZE]
