@@ -53,7 +53,7 @@ def _parsed(values, needs: str, parse) -> list:
     `needs`, such as pyrage's key objects, through str()) parsed by agefast."""
     out = []
     for value in _as_list(values):
-        if hasattr(value, needs) and not isinstance(value, str):
+        if hasattr(value, needs):
             out.append(value)
         else:
             out.extend(parse(str(value)))

@@ -23,6 +23,7 @@ Writes benchmarks/results/data-<part>.json for each part run.
 import argparse
 import os
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -145,31 +146,46 @@ def bench_dask(work: Path, key: Path, recipient: str, reps: int) -> dict:
             cases[name] = lambda name=name, read=read, on_dask=on_dask: results.__setitem__(
                 name, on_dask(read()).compute())
 
-    def verify(name):
-        if not _same(results.pop(name), wants[name.split()[0]]):
-            raise RuntimeError(f"dask {name}: the result differs from pandas on the plaintext")
+    # The workers' CPU seconds per job, read before and after it, untimed:
+    # other jobs on the machine change the wall times far more than these.
+    cpu_start, worker_cpu = {}, {name: [] for name in cases}
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
 
-        def forgotten(_name=None):
+        def workers_cpu() -> float:
+            return sum(client.run(time.process_time).values())
+
+        def prepare(name):
             # The scheduler releases a result after compute() returns; a job
             # whose graph is still held would be answered from memory.
             while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
                 time.sleep(0.01)
+            cpu_start[name] = workers_cpu()
+
+        def verify(name):
+            worker_cpu[name].append(workers_cpu() - cpu_start[name])
+            if not _same(results.pop(name), wants[name.split()[0]]):
+                raise RuntimeError(f"dask {name}: the result differs from pandas on the plaintext")
 
         for name in cases:  # workers import and warm up before timing
+            prepare(name)
             cases[name]()
             verify(name)
-            forgotten()
-        runs = common.interleave(cases, reps, prepare=forgotten, verify=verify)
+            worker_cpu[name].clear()
+        runs = common.interleave(cases, reps, prepare=prepare, verify=verify)
     out = {"parts": 8, "rows_per_part": rows, "plain_bytes": sum(p.stat().st_size for p in plain_dir.glob("*")),
            "cluster": "LocalCluster(n_workers=2, threads_per_worker=1, processes=True)", "jobs": {}}
     for job, _, _ in JOBS:
         age, plain = runs[f"{job} age"], runs[f"{job} plain"]
         out["jobs"][job] = {"age_seconds": common.median_seconds(age), "plain_seconds": common.median_seconds(plain),
                             "age_speed_vs_plain": 1 / common.paired_ratio(plain, age),
-                            "runs": {"age": age["runs"], "plain": plain["runs"]}}
+                            "age_worker_cpu_seconds": statistics.median(worker_cpu[f"{job} age"]),
+                            "plain_worker_cpu_seconds": statistics.median(worker_cpu[f"{job} plain"]),
+                            "plain_over_age_worker_cpu": statistics.median(
+                                p / a for p, a in zip(worker_cpu[f"{job} plain"], worker_cpu[f"{job} age"])),
+                            "runs": {"age": age["runs"], "plain": plain["runs"]},
+                            "worker_cpu": {"age": worker_cpu[f"{job} age"], "plain": worker_cpu[f"{job} plain"]}}
     return out
 
 
@@ -316,7 +332,8 @@ def main() -> None:
     if args.part in ("dask", "all"):
         result = bench_dask(args.dir, key, recipient, args.reps)
         for job, numbers in result["jobs"].items():
-            print(f"dask {job}: age {numbers['age_speed_vs_plain']:.2f}x the speed of plain", file=sys.stderr)
+            print(f"dask {job}: age {numbers['age_speed_vs_plain']:.2f}x the speed of plain, worker CPU "
+                  f"{numbers['plain_over_age_worker_cpu']:.2f}x", file=sys.stderr)
         common.save("data-dask", result)
     if args.part in ("random", "all"):
         result = bench_random(args.dir, key, recipient, args.reps)

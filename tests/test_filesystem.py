@@ -217,6 +217,15 @@ def test_swapped_chunks_fail_the_reads_that_touch_them(tmp_path, key, make_plain
             assert f.read(length) == plaintext[start:start + length]
 
 
+def test_pyrage_key_objects_work(tmp_path):
+    identity = pyrage.x25519.Identity.generate()
+    url = f"age::file://{tmp_path}/x.age"
+    with fsspec.open(url, "wb", age={"recipients": [identity.to_public()]}) as f:
+        f.write(b"from pyrage keys")
+    with fsspec.open(url, "rb", age={"identities": [identity]}) as f:
+        assert f.read() == b"from pyrage keys"
+
+
 def test_wrong_key_fails_at_open(tmp_path, key, make_plaintext):
     write_age(tmp_path / "x.age", make_plaintext(100), key)
     other = Key(tmp_path / "..")
@@ -257,6 +266,18 @@ def test_an_exception_in_the_with_block_leaves_a_file_that_fails(tmp_path, key, 
         with open_it() as f:
             f.write(make_plaintext(size))
             raise RuntimeError("interrupted")
+    with pytest.raises(PayloadError):
+        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+
+
+def test_a_close_while_an_exception_is_handled_does_not_seal(tmp_path, key):
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    f = fs.open(str(tmp_path / "x.age"), "wb")
+    f.write(b"half of it")
+    try:
+        raise OSError("the source went away")
+    except OSError:
+        f.close()
     with pytest.raises(PayloadError):
         agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
 
