@@ -194,6 +194,8 @@ class AgeFileSystem(ChainedFileSystem):
         """`info` of a wrapped file, with the plaintext size of the age file."""
         if info.get("type") != "file":
             return info
+        if info.get("size") is None:  # http:// listings of HTML pages give no sizes
+            info = {**info, "size": self.fs.size(info["name"])}
         stamp = (info["name"], info["size"], info.get("mtime"), info.get("ETag"))
         header = self._header_sizes.get(stamp)
         if header is None:
