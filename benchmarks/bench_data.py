@@ -13,7 +13,7 @@
   bytes fetched against bytes read for random reads of 1 B to 16 MiB (the plot
   docs/img/data_random_reads.png), and sequential 1 MiB reads against
   agefast.decryptor on the same file, with a plain read of the ciphertext as
-  the floor.
+  the floor; and writing 1 GiB through age:: against agefast.encryptor.
 
     python benchmarks/bench_data.py [--part http|dask|random|all] [--reps N] [--dir DIR]
 
@@ -278,6 +278,7 @@ def bench_random(work: Path, key: Path, recipient: str, reps: int) -> dict:
     cases = {"age:: read(1 MiB)": through_age, "decryptor.readinto(1 MiB buffer)": decryptor_readinto,
              "decryptor.read(1 MiB)": decryptor_read, "read the ciphertext (floor)": ciphertext_read}
     runs = common.interleave(cases, reps)
+    out.update(_writes(work, fs, recipient, reps))
     out["sequential"] = {name: common.summarize(case, GiB) for name, case in runs.items()}
     out["sequential_age_vs_decryptor_readinto"] = 1 / common.paired_ratio(
         runs["decryptor.readinto(1 MiB buffer)"], runs["age:: read(1 MiB)"])
@@ -285,6 +286,44 @@ def bench_random(work: Path, key: Path, recipient: str, reps: int) -> dict:
         runs["decryptor.read(1 MiB)"], runs["age:: read(1 MiB)"])
     out["sequential_runs"] = {name: case["runs"] for name, case in runs.items()}
     return out
+
+
+def _writes(work: Path, fs, recipient: str, reps: int) -> dict:
+    """Writing 1 GiB in 1 MiB writes: through age::file:// against agefast.encryptor
+    onto a file, and a plain write of as many bytes (the floor)."""
+    piece = os.urandom(MiB)
+    target = work / "written.age"
+    recipients = [agefast.x25519.Recipient.from_str(recipient)]
+    writer = fsspec.filesystem("age", target_protocol="file", recipients=[recipient])
+
+    def through_age():
+        with writer.open(str(target), "wb") as f:
+            for _ in range(GiB // MiB):
+                f.write(piece)
+
+    def encryptor():
+        with open(target, "wb") as raw, agefast.encryptor(raw, recipients) as f:
+            for _ in range(GiB // MiB):
+                f.write(piece)
+
+    def plain_write():
+        with open(target, "wb") as raw:
+            for _ in range(GiB // MiB):
+                raw.write(piece)
+
+    def verify(name):
+        if name != "write the bytes (floor)":
+            size = fs.size(str(target))
+            if size != GiB or fs.cat_file(str(target), start=size - MiB) != piece:
+                raise RuntimeError(f"{name}: the file written does not decrypt to what was written")
+
+    cases = {"age:: write(1 MiB)": through_age, "encryptor.write(1 MiB)": encryptor,
+             "write the bytes (floor)": plain_write}
+    runs = common.interleave(cases, reps, prepare=lambda name: target.unlink(missing_ok=True), verify=verify)
+    return {"writes": {name: common.summarize(case, GiB) for name, case in runs.items()},
+            "writes_age_vs_encryptor": 1 / common.paired_ratio(runs["encryptor.write(1 MiB)"],
+                                                               runs["age:: write(1 MiB)"]),
+            "writes_runs": {name: case["runs"] for name, case in runs.items()}}
 
 
 def plot(curve: list, path: Path) -> None:
@@ -338,8 +377,8 @@ def main() -> None:
     if args.part in ("random", "all"):
         result = bench_random(args.dir, key, recipient, args.reps)
         plot(result["random_curve"], Path(__file__).resolve().parent.parent / "docs/img/data_random_reads.png")
-        print(f"sequential: age:: {result['sequential_age_vs_decryptor_readinto']:.2f}x decryptor.readinto",
-              file=sys.stderr)
+        print(f"sequential: age:: {result['sequential_age_vs_decryptor_readinto']:.2f}x decryptor.readinto, "
+              f"writes {result['writes_age_vs_encryptor']:.2f}x encryptor", file=sys.stderr)
         common.save("data-random", result)
 
 
