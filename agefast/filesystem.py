@@ -385,9 +385,17 @@ class AgeWriteFile(AbstractBufferedFile):
             raise
         super().__init__(fs, path, mode, block_size=block_size, **kwargs)
 
+    def write(self, data):
+        # Straight to the encryptor, which gathers a batch of chunks of its
+        # own: AbstractBufferedFile's buffer in front of it would only copy.
+        if not self.writable():
+            raise ValueError("write to a closed age file")
+        n = self._encryptor.write(data)
+        self.loc += n
+        return n
+
     def _upload_chunk(self, final=False):
-        with self.buffer.getbuffer() as data:
-            self._encryptor.write(data)
+        # Called by close() (through flush(force=True)); the buffer stays empty.
         if final:
             self._encryptor.close()
             self._raw.close()

@@ -256,7 +256,7 @@ def test_written_files_decrypt(tmp_path, key, make_plaintext, size):
 
 
 @pytest.mark.parametrize("opener", ["fsspec.open", "fs.open"])
-@pytest.mark.parametrize("size", [100, 6 << 20])  # below and above the 5 MiB write buffer
+@pytest.mark.parametrize("size", [100, 6 << 20])  # nothing on disk yet, and sealed batches on disk
 def test_an_exception_in_the_with_block_leaves_a_file_that_fails(tmp_path, key, make_plaintext, opener, size):
     url = f"age::file://{tmp_path}/x.age"
     fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
