@@ -1,0 +1,351 @@
+"""The fsspec filesystem `age` (agefast.filesystem): random access reads,
+streaming writes, failures, pickling, and pandas / pyarrow through it.
+
+Dask on worker processes is in test_filesystem_dask.py.
+"""
+
+import io
+import pickle
+import shutil
+import subprocess
+import sys
+
+import fsspec
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pyrage
+import pytest
+
+import agefast
+from agefast import x25519
+from agefast.chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, sealed_size
+from agefast.errors import HeaderError, IdentityError, NoIdentityMatchError, PayloadError
+from agefast.filesystem import AgeFileSystem, plaintext_size
+from range_server import serving
+
+needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="the Go age CLI (`age`) is not installed")
+
+
+class Key:
+    def __init__(self, directory):
+        self.identity = x25519.Identity.generate()
+        self.secret = str(self.identity)
+        self.recipient = str(self.identity.to_public())
+        self.path = directory / "key.txt"
+        self.path.write_text(f"# public key: {self.recipient}\n{self.secret}\n")
+
+
+@pytest.fixture
+def key(tmp_path):
+    return Key(tmp_path)
+
+
+def frame(rows: int = 40_000) -> pd.DataFrame:
+    rng = np.random.default_rng(rows)
+    return pd.DataFrame({"i": np.arange(rows), "x": rng.random(rows), "s": [f"row {k}" for k in range(rows)]})
+
+
+def write_age(path, plaintext: bytes, key) -> int:
+    """Write an age file with agefast's own API; return its header size (with the nonce)."""
+    data = agefast.encrypt(plaintext, [key.identity.to_public()])
+    path.write_bytes(data)
+    return len(data) - sealed_size(len(plaintext))
+
+
+def reader(key, **options) -> AgeFileSystem:
+    return fsspec.filesystem("age", target_protocol="file", identity_file=str(key.path), **options)
+
+
+# pandas and pyarrow
+
+
+@needs_age
+def test_parquet_through_age_decrypts_with_go_age_and_pyrage(tmp_path, key):
+    df = frame()
+    url = f"age::file://{tmp_path}/frame.parquet.age"
+    df.to_parquet(url, storage_options={"age": {"recipients": [key.recipient]}})
+    sealed = (tmp_path / "frame.parquet.age").read_bytes()
+    by_age = subprocess.run(["age", "-d", "-i", str(key.path)], input=sealed, capture_output=True, check=True).stdout
+    by_pyrage = pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(key.secret)])
+    assert by_age == by_pyrage
+    pd.testing.assert_frame_equal(pd.read_parquet(io.BytesIO(by_age)), df)
+    back = pd.read_parquet(url, storage_options={"age": {"identity_file": str(key.path)}})
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_csv_round_trip(tmp_path, key):
+    df = frame(5_000)
+    url = f"age::file://{tmp_path}/frame.csv.age"
+    df.to_csv(url, index=False, storage_options={"age": {"recipients": key.recipient}})
+    back = pd.read_csv(url, storage_options={"age": {"identities": [key.secret]}})
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_pyarrow_dataset_over_a_directory(tmp_path, key):
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient], identity_file=str(key.path))
+    parts = [frame(3_000 + k) for k in range(3)]
+    fs.makedirs(f"{tmp_path}/set")
+    for k, part in enumerate(parts):
+        with fs.open(f"{tmp_path}/set/part-{k}.parquet", "wb") as f:
+            part.to_parquet(f)
+    table = ds.dataset(f"{tmp_path}/set", format="parquet", filesystem=fs).to_table()
+    got = table.to_pandas().sort_values("i", kind="stable").reset_index(drop=True)
+    want = pd.concat(parts).sort_values("i", kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_one_damaged_row_group_fails_alone(tmp_path, key):
+    rows = 40_000  # a float64 column of 320 kB: five chunks or more per row group
+    df = pd.DataFrame({"x": np.random.default_rng(1).random(4 * rows)})
+    plain = io.BytesIO()
+    df.to_parquet(plain, row_group_size=rows, compression=None)
+    path = tmp_path / "groups.parquet.age"
+    header = write_age(path, plain.getvalue(), key)
+    column = pq.ParquetFile(io.BytesIO(plain.getvalue())).metadata.row_group(2).column(0)
+    start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    middle = start + column.total_compressed_size // 2
+    sealed = bytearray(path.read_bytes())
+    sealed[header + middle // CHUNK_SIZE * SEALED_CHUNK_SIZE + middle % CHUNK_SIZE] ^= 1
+    path.write_bytes(sealed)
+    with reader(key).open(str(path)) as f:
+        parquet = pq.ParquetFile(f)
+        for group in range(4):
+            if group == 2:
+                with pytest.raises(PayloadError):
+                    parquet.read_row_group(group)
+            else:
+                got = parquet.read_row_group(group).column("x").to_numpy()
+                assert np.array_equal(got, df["x"].to_numpy()[group * rows:(group + 1) * rows])
+
+
+# random access
+
+
+def test_reads_anywhere_return_the_plaintext(tmp_path, key, make_plaintext):
+    plaintext = make_plaintext(5 * CHUNK_SIZE + 1234)
+    write_age(tmp_path / "x.age", plaintext, key)
+    edges = [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE, len(plaintext) - 1]
+    lengths = [1, 100, CHUNK_SIZE - 1, CHUNK_SIZE, CHUNK_SIZE + 1, 3 * CHUNK_SIZE + 5, len(plaintext)]
+    with reader(key).open(str(tmp_path / "x.age")) as f:
+        assert f.size == len(plaintext)
+        for start in edges:
+            for length in lengths:
+                f.seek(start)
+                assert f.read(length) == plaintext[start:start + length]
+        f.seek(0)
+        assert f.read() == plaintext
+
+
+def test_sizes_are_plaintext_sizes_without_identities(tmp_path, key, make_plaintext):
+    sizes = {"a.age": 0, "b.age": CHUNK_SIZE, "c.age": 2 * CHUNK_SIZE + 7}
+    for name, size in sizes.items():
+        write_age(tmp_path / name, make_plaintext(size), key)
+    fs = fsspec.filesystem("age", target_protocol="file")  # no key: sizes need none
+    with pytest.raises(HeaderError, match="key.txt: not an age file"):
+        fs.ls(str(tmp_path))  # every file listed must be an age file
+    (tmp_path / "key.txt").unlink()
+    assert {e["name"].rsplit("/", 1)[1]: e["size"] for e in fs.ls(str(tmp_path))} == sizes
+    assert {name.rsplit("/", 1)[1]: info["size"] for name, info in
+            fs.glob(f"{tmp_path}/*.age", detail=True).items()} == sizes
+    assert fs.size(str(tmp_path / "c.age")) == sizes["c.age"]
+    assert fs.find(str(tmp_path), detail=True)[str(tmp_path / "b.age")]["size"] == CHUNK_SIZE
+    assert fs.exists(str(tmp_path / "a.age")) and not fs.exists(str(tmp_path / "none.age"))
+    assert plaintext_size(sealed_size(3 * CHUNK_SIZE)) == 3 * CHUNK_SIZE
+
+
+def test_http_reads_fetch_only_the_chunks_they_touch(tmp_path, key, make_plaintext):
+    plaintext = make_plaintext(32 * CHUNK_SIZE + 500)
+    write_age(tmp_path / "x.age", plaintext, key)
+    with serving(tmp_path) as server:
+        url = f"age::{server.url}/x.age"
+        with fsspec.open(url, "rb", age={"identities": [key.identity]}) as f:
+            opened = server.bytes_sent  # the header's first 4 KiB and the final chunk
+            assert opened <= 4096 + SEALED_CHUNK_SIZE
+            f.seek(10 * CHUNK_SIZE + 100)
+            assert f.read(1000) == plaintext[10 * CHUNK_SIZE + 100:10 * CHUNK_SIZE + 1100]
+            assert server.bytes_sent - opened == SEALED_CHUNK_SIZE
+            f.seek(10 * CHUNK_SIZE + 5000)  # the same chunk again: from the chunk cache
+            assert f.read(10) == plaintext[10 * CHUNK_SIZE + 5000:10 * CHUNK_SIZE + 5010]
+            assert server.bytes_sent - opened == SEALED_CHUNK_SIZE
+            f.seek(3 * CHUNK_SIZE)
+            before = server.bytes_sent
+            assert f.read(4 * CHUNK_SIZE) == plaintext[3 * CHUNK_SIZE:7 * CHUNK_SIZE]
+            assert server.bytes_sent - before == 4 * SEALED_CHUNK_SIZE
+
+
+# failures
+
+
+def _sealed(tmp_path, key, make_plaintext, chunks=6):
+    plaintext = make_plaintext(chunks * CHUNK_SIZE - 10)
+    path = tmp_path / "x.age"
+    header = write_age(path, plaintext, key)
+    return path, plaintext, header, bytearray(path.read_bytes())
+
+
+@pytest.mark.parametrize("change", ["truncated at a chunk boundary", "truncated inside a chunk", "extended"])
+def test_truncated_or_extended_files_fail_at_open(tmp_path, key, make_plaintext, change):
+    path, _, header, sealed = _sealed(tmp_path, key, make_plaintext)
+    if change == "truncated at a chunk boundary":
+        del sealed[header + 5 * SEALED_CHUNK_SIZE:]
+    elif change == "truncated inside a chunk":
+        del sealed[-1000:]
+    else:
+        sealed += bytes(SEALED_CHUNK_SIZE)
+    path.write_bytes(sealed)
+    with pytest.raises(PayloadError):
+        reader(key).open(str(path))
+
+
+def test_swapped_chunks_fail_the_reads_that_touch_them(tmp_path, key, make_plaintext):
+    path, plaintext, header, sealed = _sealed(tmp_path, key, make_plaintext)
+    one = slice(header + SEALED_CHUNK_SIZE, header + 2 * SEALED_CHUNK_SIZE)
+    two = slice(header + 2 * SEALED_CHUNK_SIZE, header + 3 * SEALED_CHUNK_SIZE)
+    sealed[one], sealed[two] = sealed[two], sealed[one]
+    path.write_bytes(sealed)
+    with reader(key).open(str(path)) as f:
+        for start, length in [(0, 2 * CHUNK_SIZE), (CHUNK_SIZE - 10, 20), (2 * CHUNK_SIZE + 5, 10),
+                              (0, 6 * CHUNK_SIZE)]:
+            f.seek(start)
+            with pytest.raises(PayloadError):
+                f.read(length)
+        # Intact chunks still read, through both the whole-chunk and the partial path.
+        for start, length in [(0, CHUNK_SIZE), (10, 100), (3 * CHUNK_SIZE, 2 * CHUNK_SIZE), (4 * CHUNK_SIZE + 3, 99)]:
+            f.seek(start)
+            assert f.read(length) == plaintext[start:start + length]
+
+
+def test_pyrage_key_objects_work(tmp_path):
+    identity = pyrage.x25519.Identity.generate()
+    url = f"age::file://{tmp_path}/x.age"
+    with fsspec.open(url, "wb", age={"recipients": [identity.to_public()]}) as f:
+        f.write(b"from pyrage keys")
+    with fsspec.open(url, "rb", age={"identities": [identity]}) as f:
+        assert f.read() == b"from pyrage keys"
+
+
+def test_wrong_key_fails_at_open(tmp_path, key, make_plaintext):
+    write_age(tmp_path / "x.age", make_plaintext(100), key)
+    other = Key(tmp_path / "..")
+    with pytest.raises(NoIdentityMatchError):
+        fsspec.open(f"age::file://{tmp_path}/x.age", "rb", age={"identities": [other.secret]}).open()
+    with pytest.raises(IdentityError):
+        fsspec.open(f"age::file://{tmp_path}/x.age", "rb").open()
+
+
+def test_armored_files_are_refused(tmp_path, key):
+    (tmp_path / "x.age").write_bytes(agefast.encrypt(b"hello", [key.identity.to_public()], armored=True))
+    with pytest.raises(ValueError, match="armored"):
+        reader(key).open(str(tmp_path / "x.age"))
+
+
+# writing
+
+
+@pytest.mark.parametrize("size", [0, 100, CHUNK_SIZE, 6 << 20])
+def test_written_files_decrypt(tmp_path, key, make_plaintext, size):
+    plaintext = make_plaintext(size)
+    (tmp_path / "recipients.txt").write_text(f"# a comment\n{key.recipient}\n")
+    with fsspec.open(f"age::file://{tmp_path}/x.age", "wb", age={"recipients_file": str(tmp_path / "recipients.txt")}
+                     ) as f:
+        for at in range(0, size, 1 << 20):
+            f.write(plaintext[at:at + (1 << 20)])
+    assert agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity]) == plaintext
+
+
+@pytest.mark.parametrize("opener", ["fsspec.open", "fs.open"])
+@pytest.mark.parametrize("size", [100, 6 << 20])  # nothing on disk yet, and sealed batches on disk
+def test_an_exception_in_the_with_block_leaves_a_file_that_fails(tmp_path, key, make_plaintext, opener, size):
+    url = f"age::file://{tmp_path}/x.age"
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    open_it = {"fsspec.open": lambda: fsspec.open(url, "wb", age={"recipients": [key.recipient]}),
+               "fs.open": lambda: fs.open(str(tmp_path / "x.age"), "wb")}[opener]
+    with pytest.raises(RuntimeError):
+        with open_it() as f:
+            f.write(make_plaintext(size))
+            raise RuntimeError("interrupted")
+    with pytest.raises(PayloadError):
+        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+
+
+def test_a_close_while_an_exception_is_handled_does_not_seal(tmp_path, key):
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    f = fs.open(str(tmp_path / "x.age"), "wb")
+    f.write(b"half of it")
+    try:
+        raise OSError("the source went away")
+    except OSError:
+        f.close()
+    with pytest.raises(PayloadError):
+        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+
+
+def test_an_unclosed_file_is_never_sealed(tmp_path, key):
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    f = fs.open(str(tmp_path / "x.age"), "wb")
+    f.write(b"unfinished")
+    del f
+    with pytest.raises(PayloadError):
+        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+
+
+# pickling and discovery
+
+
+def test_filesystems_and_open_files_pickle(tmp_path, key, make_plaintext):
+    plaintext = make_plaintext(3 * CHUNK_SIZE)
+    write_age(tmp_path / "x.age", plaintext, key)
+    with_keys = fsspec.filesystem("age", target_protocol="file", identities=[key.identity])
+    with_file = reader(key)
+    assert key.secret.encode() in pickle.dumps(with_keys)  # what the docs warn of
+    assert key.secret.encode() not in pickle.dumps(with_file)
+    for fs in (with_keys, with_file):
+        assert pickle.loads(pickle.dumps(fs)).cat_file(str(tmp_path / "x.age")) == plaintext
+        with fs.open(str(tmp_path / "x.age")) as f:
+            f.seek(CHUNK_SIZE + 3)
+            copy = pickle.loads(pickle.dumps(f))
+            assert copy.tell() == CHUNK_SIZE + 3
+            assert copy.read(CHUNK_SIZE) == plaintext[CHUNK_SIZE + 3:2 * CHUNK_SIZE + 3]
+            copy.close()
+
+
+def test_the_entry_point_is_found_without_importing_agefast(tmp_path, key, make_plaintext):
+    plaintext = make_plaintext(CHUNK_SIZE + 1)
+    write_age(tmp_path / "x.age", plaintext, key)
+    code = (
+        "import sys, fsspec\n"
+        "before = 'agefast' in sys.modules\n"
+        f"with fsspec.open('age::file://{tmp_path}/x.age', 'rb', age={{'identity_file': {str(key.path)!r}}}) as f:\n"
+        "    sys.stdout.buffer.write(f.read())\n"
+        "sys.stderr.write(f'imported before: {before}')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=tmp_path)
+    assert done.stdout == plaintext
+    assert done.stderr.decode().endswith("imported before: False")
+
+
+def test_s3_through_a_local_moto_server(key):
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                     region_name="us-east-1").create_bucket(Bucket="bucket")
+        s3 = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
+        df = frame(20_000)
+        url = "age::s3://bucket/frame.parquet.age"
+        df.to_parquet(url, row_group_size=5_000, storage_options={"age": {"recipients": [key.recipient]}, "s3": s3})
+        fs = fsspec.filesystem("age", target_protocol="s3", target_options=s3, identity_file=str(key.path))
+        with fs.open("bucket/frame.parquet.age") as f:
+            assert fs.size("bucket/frame.parquet.age") == f.size
+            group = pq.ParquetFile(f).read_row_group(2).to_pandas()
+        pd.testing.assert_frame_equal(group, df.iloc[10_000:15_000].reset_index(drop=True))
+        pd.testing.assert_frame_equal(pd.read_parquet(url, storage_options={
+            "age": {"identity_file": str(key.path)}, "s3": s3}), df)
+    finally:
+        server.stop()
