@@ -4,8 +4,8 @@ bytes, the MAC line), each with a correct MAC over its own bytes, so that
 parsing alone decides. A few are valid (unknown stanzas, which every
 implementation must skip) and must decrypt.
 
-Every case names the outcomes it intends; the reference and the oracles
-(Go age, pyrage) then decide as for the tamper matrix.
+Every case names the outcomes it intends; the reference and the targets
+then decide as for the tamper matrix.
 """
 
 from .forge import VERSION_LINE, Forged
