@@ -347,6 +347,9 @@ def _warm_up() -> None:
 
 
 def main(argv=None) -> int:
+    from agefast._malloc import keep_freed_memory
+
+    keep_freed_memory()
     try:
         args = _parser().parse_args(argv)
         if args.warm_up:
