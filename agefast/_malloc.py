@@ -8,11 +8,11 @@ their pages in again on every round. On the project's VM a fault is dear
 armor took 1.40 s and 305,000 page faults with glibc's defaults, 0.28 s and
 5,000 faults with the settings below.
 
-This is a policy for a whole process, so only the agefast command sets it; a
+This is a policy for a whole process, so only the agefast command asks for
+it (keep_freed_memory()), and it takes effect at the first stream longer than
+a batch (large_job()): small files never pay the 2 ms of importing ctypes. A
 program using the library keeps its own allocator settings.
 """
-
-import ctypes
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -21,8 +21,24 @@ MMAP_THRESHOLD = 32 << 20
 # ... and the heap keeps up to this much free memory before shrinking.
 TRIM_THRESHOLD = 64 << 20
 
+_wanted = False
+_done = False
+
 
 def keep_freed_memory() -> None:
+    """Make this process keep freed memory once it works on a large stream."""
+    global _wanted
+    _wanted = True
+
+
+def large_job() -> None:
+    """A stream longer than a batch starts: apply the setting, if it was asked for."""
+    global _done
+    if not _wanted or _done:
+        return
+    _done = True
+    import ctypes
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 import agefast
-from agefast import errors, keys
+from agefast import _malloc, errors, keys
 from agefast._progress import with_progress
 from agefast._terminal import PluginPrompts, TerminalError, is_terminal, read_passphrase
 
@@ -347,9 +347,7 @@ def _warm_up() -> None:
 
 
 def main(argv=None) -> int:
-    from agefast._malloc import keep_freed_memory
-
-    keep_freed_memory()
+    _malloc.keep_freed_memory()
     try:
         args = _parser().parse_args(argv)
         if args.warm_up:

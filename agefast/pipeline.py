@@ -8,29 +8,35 @@ length, a slow destination holds everything back, and no thread ever spins.
 
 Whether a batch is the last one is only known once the read after it comes
 back empty, so the reader hands each batch on one read late.
+
+The calling thread reads the first batch, of one chunk, itself: a stream that
+ends there (a small file) is done in that thread, with no other thread
+started and no ring allocated.
 """
 
 import queue
 import threading
 
-from . import chunks
+from . import _malloc, chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .errors import PayloadError
 from .stream import open_batch, write_all
 
 BATCH_CHUNKS = 64
+FIRST_CHUNKS = 1
 DEPTH = 3
 _STOP = None
 
 
 class _Slot:
-    __slots__ = ("plain", "sealed", "size", "last")
+    __slots__ = ("plain", "sealed", "size", "last", "ring")
 
-    def __init__(self):
-        self.plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
-        self.sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+    def __init__(self, chunks: int = BATCH_CHUNKS, ring: bool = True):
+        self.plain = bytearray(chunks * CHUNK_SIZE)
+        self.sealed = bytearray(chunks * SEALED_CHUNK_SIZE)
         self.size = 0
         self.last = False
+        self.ring = ring  # goes back to the reader once written
 
 
 class _Pipeline:
@@ -43,12 +49,12 @@ class _Pipeline:
         self._free = queue.Queue()
         self._ready = queue.Queue()
         self._done = queue.Queue()
-        self._slots = 0  # made so far; a short stream needs only one
+        self._slots = 0  # ring slots made so far, up to DEPTH
         self._errors = []
         self._cancel = threading.Event()
 
-    def _reader(self) -> None:
-        held = None
+    def _reader(self, held: _Slot) -> None:
+        """Read the batches after `held`, a full one not handed on yet."""
         try:
             while not self._cancel.is_set():
                 if self._free.empty() and self._slots < DEPTH:
@@ -60,13 +66,12 @@ class _Pipeline:
                     return
                 buf = memoryview(getattr(slot, self._input))
                 slot.size = self._read_full(buf)
-                if held is not None:
-                    # The batch before this one was full; it was the last one
-                    # only if nothing followed it.
-                    held.last = slot.size == 0
-                    self._ready.put(held)
-                    if held.last:
-                        return
+                # The batch before this one was full; it was the last one
+                # only if nothing followed it.
+                held.last = slot.size == 0
+                self._ready.put(held)
+                if held.last:
+                    return
                 if slot.size < len(buf):
                     slot.last = True
                     self._ready.put(slot)
@@ -86,7 +91,8 @@ class _Pipeline:
                 slot, size = item
                 if not self._cancel.is_set():
                     write_all(self._dst, memoryview(getattr(slot, self._output))[:size])
-                self._free.put(slot)
+                if slot.ring:
+                    self._free.put(slot)
         except BaseException as e:
             self._errors.append(e)
             self._cancel.set()
@@ -94,7 +100,16 @@ class _Pipeline:
 
     def run(self, process) -> None:
         """Call process(slot) -> (output size, go on) for each batch in order."""
-        reader = threading.Thread(target=self._reader, name="agefast-reader", daemon=True)
+        first = _Slot(FIRST_CHUNKS, ring=False)
+        buf = memoryview(getattr(first, self._input))
+        first.size = self._read_full(buf)
+        if first.size < len(buf):
+            first.last = True
+            size, _ = process(first)
+            write_all(self._dst, memoryview(getattr(first, self._output))[:size])
+            return
+        _malloc.large_job()
+        reader = threading.Thread(target=self._reader, args=(first,), name="agefast-reader", daemon=True)
         writer = threading.Thread(target=self._writer, name="agefast-writer", daemon=True)
         reader.start()
         writer.start()
