@@ -1,4 +1,4 @@
-"""`python -m agefast` and the agefast console script run the agefast command."""
+"""`python -m agefast` and the agefast console script (run) run the agefast command."""
 
 import os
 import sys
@@ -23,4 +23,5 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    run()
+    # As a module the command returns like any program run by runpy would.
+    sys.exit(main())
