@@ -52,17 +52,33 @@ class Source:
 
     def _fill(self, want: int) -> None:
         """Buffer at least `want` bytes unless the source ends first."""
-        while len(self._buf) < want and not self._eof:
-            chunk = bytearray(max(want - len(self._buf), 4096))
-            n = self._raw_read(memoryview(chunk))
-            if n == 0:
-                self._eof = True
-            else:
-                self._buf += memoryview(chunk)[:n]
+        short = want - len(self._buf)
+        if short <= 0 or self._eof:
+            return
+        # One buffer for all the reads it takes: a pipe hands out 64 KiB a
+        # call, and a new buffer per read would clear megabytes for each.
+        chunk = memoryview(bytearray(max(short, 4096)))
+        got = 0
+        try:
+            while got < short:
+                n = self._raw_read(chunk[got:])
+                if n == 0:
+                    self._eof = True
+                    break
+                got += n
+        finally:
+            # Also on a BlockingIOError: what was read stays for the retry.
+            self._buf += chunk[:got]
 
     def peek(self, n: int) -> bytes:
         self._fill(n)
-        return bytes(self._buf[:n])
+        with memoryview(self._buf) as view:
+            return bytes(view[:n])
+
+    def skip(self, n: int) -> None:
+        """Drop `n` bytes that peek() returned."""
+        del self._buf[:n]
+        self.consumed += n
 
     def readline(self, limit: int) -> bytes:
         """A line including its b'\\n'; shorter at EOF; at most `limit` bytes."""

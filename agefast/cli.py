@@ -14,7 +14,7 @@ import tempfile
 import time
 
 import agefast
-from agefast import errors, keys
+from agefast import _malloc, errors, keys
 from agefast._progress import with_progress
 from agefast._terminal import PluginPrompts, TerminalError, is_terminal, read_passphrase
 
@@ -346,6 +346,7 @@ def _warm_up() -> None:
 
 
 def main(argv=None) -> int:
+    _malloc.keep_freed_memory()
     try:
         args = _parser().parse_args(argv)
         if args.warm_up:

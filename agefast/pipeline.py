@@ -1,142 +1,135 @@
 """Overlapped reading, sealing (or opening) and writing of a whole payload.
 
-A reader thread fills batches from the source, the calling thread seals or
-opens them (the engine releases the GIL and may use every core), and a writer
-thread drains them to the destination. A fixed ring of buffers, allocated once,
-circulates through blocking queues: memory is bounded whatever the stream
-length, a slow destination holds everything back, and no thread ever spins.
+The calling thread reads each batch and seals or opens it (the engine
+releases the GIL and may use every core) while a writer thread drains the
+results to the destination. Output buffers, allocated once, circulate through
+two blocking queues: memory is bounded whatever the stream length, a slow
+destination holds everything back, and no thread ever spins.
+
+Reading stays in the calling thread: from the page cache it is a copy, a
+fraction of what sealing and writing cost, and a reader thread of its own
+(tried: a third thread and a third queue) cost more CPU in hand-offs and
+GIL round trips than its overlap won on two cores.
 
 Whether a batch is the last one is only known once the read after it comes
-back empty, so the reader hands each batch on one read late.
+back empty, so each batch is sealed one read late. The first batch is one
+chunk: a stream that ends there (a small file) is done without starting a
+thread or allocating the ring.
 """
 
 import queue
 import threading
 
-from . import chunks
+from . import _malloc, chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .errors import PayloadError
 from .stream import open_batch, write_all
 
 BATCH_CHUNKS = 64
-DEPTH = 3
+FIRST_CHUNKS = 1
+DEPTH = 3  # output buffers: one being written while the next ones are filled
 _STOP = None
 
 
-class _Slot:
-    __slots__ = ("plain", "sealed", "size", "last")
+class _Writer:
+    """Writes filled buffers to `dst` from a thread of its own and hands them back."""
 
-    def __init__(self):
-        self.plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
-        self.sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
-        self.size = 0
-        self.last = False
-
-
-class _Pipeline:
-    def __init__(self, read_full, dst, input_field: str, output_field: str):
-        # read_full(buffer) fills the buffer unless the input ends first.
-        self._read_full = read_full
+    def __init__(self, dst, size: int):
         self._dst = dst
-        self._input = input_field
-        self._output = output_field
+        self._size = size
+        self._made = 0
         self._free = queue.Queue()
-        self._ready = queue.Queue()
-        self._done = queue.Queue()
-        self._slots = 0  # made so far; a short stream needs only one
-        self._errors = []
-        self._cancel = threading.Event()
+        self._full = queue.Queue()
+        self._error = None
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._run, name="agefast-writer", daemon=True)
+        self._thread.start()
 
-    def _reader(self) -> None:
-        held = None
+    def _run(self) -> None:
         try:
-            while not self._cancel.is_set():
-                if self._free.empty() and self._slots < DEPTH:
-                    self._slots += 1
-                    slot = _Slot()
-                else:
-                    slot = self._free.get()
-                if slot is _STOP:
-                    return
-                buf = memoryview(getattr(slot, self._input))
-                slot.size = self._read_full(buf)
-                if held is not None:
-                    # The batch before this one was full; it was the last one
-                    # only if nothing followed it.
-                    held.last = slot.size == 0
-                    self._ready.put(held)
-                    if held.last:
-                        return
-                if slot.size < len(buf):
-                    slot.last = True
-                    self._ready.put(slot)
-                    return
-                held = slot
-        except BaseException as e:  # reported by the calling thread
-            self._errors.append(e)
-        finally:
-            self._ready.put(_STOP)
-
-    def _writer(self) -> None:
-        try:
-            while True:
-                item = self._done.get()
-                if item is _STOP:
-                    return
-                slot, size = item
-                if not self._cancel.is_set():
-                    write_all(self._dst, memoryview(getattr(slot, self._output))[:size])
-                self._free.put(slot)
-        except BaseException as e:
-            self._errors.append(e)
-            self._cancel.set()
+            while (item := self._full.get()) is not _STOP:
+                buf, size = item
+                if not self._cancelled:
+                    write_all(self._dst, memoryview(buf)[:size])
+                self._free.put(buf)
+        except BaseException as e:  # raised in the calling thread
+            self._error = e
             self._free.put(_STOP)
 
-    def run(self, process) -> None:
-        """Call process(slot) -> (output size, go on) for each batch in order."""
-        reader = threading.Thread(target=self._reader, name="agefast-reader", daemon=True)
-        writer = threading.Thread(target=self._writer, name="agefast-writer", daemon=True)
-        reader.start()
-        writer.start()
-        try:
-            more = True
-            while more and not self._errors:
-                slot = self._ready.get()
-                if slot is _STOP:
-                    break
-                size, more = process(slot)
-                self._done.put((slot, size))
-        except BaseException:
-            self._cancel.set()
-            raise
-        finally:
-            self._done.put(_STOP)
-            writer.join()
-            self._cancel.set()
-            # The reader may be blocked in a read of its own; it exits at its
-            # next step, and is joined only when it has finished by itself.
-            self._free.put(_STOP)
-        if self._errors:
-            raise self._errors[0]
-        if not more:
-            return
-        reader.join()
-        if self._errors:
-            raise self._errors[0]
+    def buffer(self) -> bytearray:
+        """An output buffer to fill: a new one while fewer than DEPTH exist,
+        else the next one written; raises what the writer failed with."""
+        if self._error is not None:
+            raise self._error
+        if self._free.empty() and self._made < DEPTH:
+            self._made += 1
+            return bytearray(self._size)
+        buf = self._free.get()
+        if buf is _STOP:
+            raise self._error
+        return buf
+
+    def write(self, buf: bytearray, size: int) -> None:
+        self._full.put((buf, size))
+
+    def close(self, cancel: bool = False) -> None:
+        """Wait until all handed over is written, or dropped if `cancel`;
+        unless cancelled, raise what the writer failed with."""
+        self._cancelled = cancel
+        self._full.put(_STOP)
+        self._thread.join()
+        if self._error is not None and not cancel:
+            raise self._error
+
+
+def _run(read_full, dst, in_chunk: int, out_chunk: int, process) -> None:
+    """Feed the input batch by batch to process(data, out, last) -> (output
+    size, go on), which fills `out`, and write each output in order.
+
+    read_full(buffer) fills the buffer unless the input ends first; inputs
+    come in chunks of `in_chunk` bytes, outputs in chunks of `out_chunk`.
+    """
+    first = bytearray(FIRST_CHUNKS * in_chunk)
+    n = read_full(memoryview(first))
+    if n < len(first):
+        out = bytearray(FIRST_CHUNKS * out_chunk)
+        size, _ = process(memoryview(first)[:n], out, True)
+        write_all(dst, memoryview(out)[:size])
+        return
+    _malloc.large_job()
+    writer = _Writer(dst, BATCH_CHUNKS * out_chunk)
+    try:
+        ahead = [bytearray(BATCH_CHUNKS * in_chunk), bytearray(BATCH_CHUNKS * in_chunk)]
+        batch, turn = first, 0
+        while True:
+            # `batch` is full: it is the last one only if nothing follows.
+            following = ahead[turn]
+            turn ^= 1
+            m = read_full(memoryview(following)) if n == len(batch) else 0
+            last = m == 0
+            out = writer.buffer()
+            size, more = process(memoryview(batch)[:n], out, last)
+            writer.write(out, size)
+            if last or not more:
+                break
+            batch, n = following, m
+    except BaseException:
+        writer.close(cancel=True)
+        raise
+    writer.close()
 
 
 def seal_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
     """Encrypt everything `read_full` yields as the STREAM payload onto `dst`."""
     counter = 0
 
-    def seal(slot: _Slot) -> tuple[int, bool]:
+    def seal(plain, sealed, last: bool) -> tuple[int, bool]:
         nonlocal counter
-        size = chunks.seal_chunks(key, counter, memoryview(slot.plain)[:slot.size], slot.sealed,
-                                  slot.last, threads=threads)
-        counter += slot.size // CHUNK_SIZE
+        size = chunks.seal_chunks(key, counter, plain, sealed, last, threads=threads)
+        counter += len(plain) // CHUNK_SIZE
         return size, True
 
-    _Pipeline(read_full, dst, "plain", "sealed").run(seal)
+    _run(read_full, dst, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal)
 
 
 def open_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
@@ -149,13 +142,12 @@ def open_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
     counter = 0
     problem = None
 
-    def open_(slot: _Slot) -> tuple[int, bool]:
+    def open_(sealed, plain, last: bool) -> tuple[int, bool]:
         nonlocal counter, problem
-        done, size, problem = open_batch(key, counter, memoryview(slot.sealed)[:slot.size], slot.plain,
-                                         slot.last, threads)
+        done, size, problem = open_batch(key, counter, sealed, plain, last, threads)
         counter += done
         return size, problem is None
 
-    _Pipeline(read_full, dst, "sealed", "plain").run(open_)
+    _run(read_full, dst, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_)
     if problem is not None:
         raise PayloadError(problem)

@@ -8,7 +8,13 @@ Go age, and every decryption output is compared with the plaintext.
     python benchmarks/bench_files.py [--size MiB] [--reps N] [--dir DIR]
 
 agefast runs both with its default engine choice and with
-AGEFAST_ENGINE=cryptography; results go to benchmarks/results/files.json.
+AGEFAST_ENGINE=cryptography, and with --threads 2 (the multi-core engine,
+which each such process loads: the load is in its time); results go to
+benchmarks/results/files.json.
+
+"cp" copies the same file: the I/O floor of file to file. The "-pipe-in"
+cases read the input through a pipe from `cat`, the "-pipe-out" ones write
+the output through a pipe to `cat` (the same cat on both sides).
 
 "python-copy" is the floor of any Python command: a bare interpreter
 (`python -I -S`) that only copies the input file to the output in 1 MiB
@@ -52,7 +58,28 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
     default = common.engine_env(None)
     enc, dec = [AGEFAST, "-r", recipient, "-o", o, p], [AGEFAST, "-d", "-i", k, "-o", o, s]
     copy = [sys.executable, "-I", "-S", "-c", COPY]
+    t2 = ["--threads", "2"]
+
+    def pipe_in(argv):
+        return lambda: common.run(["bash", "-c", 'set -o pipefail; cat "$0" | "${@}"', argv[-1], *argv[:-1]])
+
+    def pipe_out(argv):
+        return lambda: common.run(["bash", "-c", 'set -o pipefail; "${@:2}" | cat > "$1"', "-", o, *argv])
+
+    age_enc, age_dec = [AGE, "-r", recipient], [AGE, "-d", "-i", k]
     return {
+        ("encrypt", "cp"): lambda: common.run(["cp", p, o]),
+        ("encrypt", "agefast-cli-t2"): lambda: common.run(enc[:1] + t2 + enc[1:], env=default),
+        ("encrypt", "agefast-cli-pipe-in"): pipe_in(enc[:3] + ["-o", o, p]),
+        ("encrypt", "age-cli-pipe-in"): pipe_in(age_enc + ["-o", o, p]),
+        ("encrypt", "agefast-cli-pipe-out"): pipe_out(enc[:3] + [p]),
+        ("encrypt", "age-cli-pipe-out"): pipe_out(age_enc + [p]),
+        ("decrypt", "cp"): lambda: common.run(["cp", s, o]),
+        ("decrypt", "agefast-cli-t2"): lambda: common.run(dec[:1] + t2 + dec[1:], env=default),
+        ("decrypt", "agefast-cli-pipe-in"): pipe_in(dec[:4] + ["-o", o, s]),
+        ("decrypt", "age-cli-pipe-in"): pipe_in(age_dec + ["-o", o, s]),
+        ("decrypt", "agefast-cli-pipe-out"): pipe_out(dec[:4] + [s]),
+        ("decrypt", "age-cli-pipe-out"): pipe_out(age_dec + [s]),
         ("encrypt", "agefast-cli"): lambda: common.run(enc, env=default),
         ("encrypt", "agefast-cli-t1"): lambda: common.run(enc[:1] + ["--threads", "1"] + enc[1:], env=default),
         ("encrypt", "agefast-cli-crypto"): lambda: common.run(enc, env=crypto),
@@ -82,6 +109,13 @@ RATIOS = {
     "agefast-crypto / pyrage": ("agefast-crypto", "pyrage"),
     "agefast / age-cli": ("agefast", "age-cli"),
     "python-copy / age-cli": ("python-copy", "age-cli"),
+    "agefast-cli-t2 / age-cli": ("agefast-cli-t2", "age-cli"),
+    "pipe in: agefast-cli / age-cli": ("agefast-cli-pipe-in", "age-cli-pipe-in"),
+    "pipe out: agefast-cli / age-cli": ("agefast-cli-pipe-out", "age-cli-pipe-out"),
+    # How many times the time of cp each takes (>= 1).
+    "agefast-cli / cp": ("cp", "agefast-cli"),
+    "agefast-cli-t2 / cp": ("cp", "agefast-cli-t2"),
+    "age-cli / cp": ("cp", "age-cli"),
 }
 
 # The floor: a bare interpreter copying argv[1] to argv[2], 1 MiB at a time.
@@ -116,7 +150,7 @@ def main() -> None:
 
     def verify(name):
         op, tool = name
-        if tool == "python-copy":
+        if tool in ("python-copy", "cp"):
             if common.sha256_file(out) != copied[op]:
                 raise SystemExit(f"{op} with {tool}: the copy differs from its input")
             return

@@ -15,7 +15,11 @@ IDENTITY = agefast.x25519.Identity.generate()
 RECIPIENT = IDENTITY.to_public()
 
 
-@pytest.mark.parametrize("size", [0, 1, BATCH - 1, BATCH, BATCH + 1, 3 * BATCH, 4 * BATCH + 65536 * 3 + 5])
+FIRST = pipeline.FIRST_CHUNKS * 64 * 1024
+
+
+@pytest.mark.parametrize("size", [0, 1, FIRST - 1, FIRST, FIRST + 1, FIRST + BATCH, BATCH - 1, BATCH, BATCH + 1,
+                                  3 * BATCH, 4 * BATCH + 65536 * 3 + 5])
 def test_round_trip_across_batches(size):
     data = random.Random(size).randbytes(size)
     ct = io.BytesIO()
@@ -56,7 +60,7 @@ class FailingReader(Trickle):
 
 def threads_settle(before: int) -> bool:
     for t in threading.enumerate():
-        if t.name in ("agefast-reader", "agefast-writer"):
+        if t.name == "agefast-writer":
             t.join(timeout=5)
     return threading.active_count() <= before
 
@@ -84,3 +88,32 @@ def test_corrupt_chunk_writes_only_the_verified_prefix():
     with pytest.raises(agefast.errors.PayloadError, match=f"chunk {bad_chunk}"):
         agefast.decrypt_io(Trickle(bytes(ct)), out, [IDENTITY])
     assert data.startswith(out.getvalue()) and len(out.getvalue()) <= bad_chunk * 65536
+
+
+class NoThreads:
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("a thread was started")
+
+
+@pytest.mark.parametrize("size", [0, 1000, FIRST - 1])
+def test_a_stream_within_the_first_batch_starts_no_thread(size, monkeypatch):
+    data = random.Random(size).randbytes(size)
+    ct = agefast.encrypt(data, [RECIPIENT])
+    monkeypatch.setattr(pipeline.threading, "Thread", NoThreads)
+    sealed, opened = io.BytesIO(), io.BytesIO()
+    agefast.encrypt_io(io.BytesIO(data), sealed, [RECIPIENT])
+    agefast.decrypt_io(io.BytesIO(ct), opened, [IDENTITY])
+    assert agefast.decrypt(sealed.getvalue(), [IDENTITY]) == data and opened.getvalue() == data
+    with pytest.raises(AssertionError, match="thread"):
+        agefast.encrypt_io(io.BytesIO(bytes(FIRST)), io.BytesIO(), [RECIPIENT])
+
+
+@pytest.mark.parametrize("cut", [16, 65552, 65552 + 16])
+def test_truncation_after_the_first_batch(cut):
+    # Cut right after the first chunk (which is then not final), or inside the second.
+    ct = agefast.encrypt(bytes(3 * 65536), [RECIPIENT])
+    header = len(ct) - 3 * 65552
+    out = io.BytesIO()
+    with pytest.raises(agefast.errors.PayloadError):
+        agefast.decrypt_io(io.BytesIO(ct[:header + cut]), out, [IDENTITY])
+    assert out.getvalue() == bytes(len(out.getvalue())) and len(out.getvalue()) <= 65536

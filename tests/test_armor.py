@@ -1,0 +1,156 @@
+"""The block armor codec against the line-by-line one it replaced.
+
+agefast.armor decodes runs of full lines as whole blocks and takes everything
+else line by line; tests/armor_naive.py is the old codec that took every line
+by the exact rules. Both read the same texts through the same read steps here,
+valid and broken ones, with blocks of a few lines so that every edge case
+lands on a block edge: each read must return the same bytes or raise the same
+error. The encoder must write what the old one wrote for any write steps.
+"""
+
+import io
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import armor_naive
+from agefast import armor
+from agefast._source import Source
+from agefast.errors import ArmorError
+from streams import Trickle
+
+
+def armored(data: bytes) -> bytes:
+    out = io.BytesIO()
+    w = armor_naive.ArmorWriter(out)
+    w.write(data)
+    w.close()
+    return out.getvalue()
+
+
+def reads(reader_class, text: bytes, step: int, sizes: list[int]) -> list:
+    """What each read returns (bytes, or the error's type and message) until
+    the reader is empty or has failed twice."""
+    reader = reader_class(Source(Trickle(text, step)))
+    results = []
+    failures = 0
+    for size in sizes * 1000:
+        buf = bytearray(size)
+        try:
+            n = reader.readinto(buf)
+        except ArmorError as e:
+            results.append(("error", str(e)))
+            failures += 1
+            if failures == 2:  # a failed reader keeps failing
+                break
+            continue
+        results.append(bytes(buf[:n]))
+        if n == 0:
+            break
+    return results
+
+
+def same_reads(text: bytes, step: int, sizes: list[int]) -> None:
+    assert reads(armor.ArmorReader, text, step, sizes) == reads(armor_naive.ArmorReader, text, step, sizes)
+
+
+@pytest.fixture(autouse=True, params=[1, 2, 5, armor.BLOCK_LINES])
+def block_lines(request, monkeypatch):
+    monkeypatch.setattr(armor, "BLOCK_LINES", request.param)
+
+
+# Bytes whose place in the text decides the outcome.
+SPECIAL = [b"\n", b"\r", b"\r\n", b" ", b"\t", b"=", b"==", b"A", b"/", b"*", b"-", b"\x00", b""]
+
+
+@st.composite
+def texts(draw):
+    data = draw(st.binary(max_size=2000))
+    text = armored(data)
+    if draw(st.booleans()):
+        # CRLF line endings, on every line or on some.
+        lines = text.split(b"\n")
+        every = draw(st.booleans())
+        text = b"\n".join(line + b"\r" if every or draw(st.booleans()) else line for line in lines[:-1]) + b"\n"
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(text)))
+        cut = draw(st.integers(0, 2))
+        text = text[:at] + draw(st.sampled_from(SPECIAL)) + text[at + cut:]
+    if draw(st.booleans()):
+        text = text[:draw(st.integers(0, len(text)))]
+    return text
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts(), st.sampled_from([1, 7, 64, 65, 66, 1000, 1 << 20]),
+       st.lists(st.sampled_from([1, 47, 48, 49, 96, 100, 1000, 4096, 1 << 20]), min_size=1, max_size=4))
+def test_reads_match_the_line_by_line_codec(text, step, sizes):
+    same_reads(text, step, sizes)
+
+
+LINE = armored(bytes(range(48)))[len(armor.BEGIN) + 1:][:65]  # one full line with its LF
+
+
+def body(lines: int, eol: bytes = b"\n") -> bytes:
+    return LINE[:64].__add__(eol) * lines
+
+
+@pytest.mark.parametrize("text", [
+    # A padded full line last, then END, or then more lines.
+    armored(bytes(48 * 5 + 47)),
+    armored(bytes(48 * 5 + 46)),
+    armored(bytes(48 * 5 + 47)).replace(b"-----END", LINE + b"-----END"),
+    # A run of full lines, then one of each flaw.
+    *[armor.BEGIN + b"\n" + body(9) + flaw + body(3) + armor.END + b"\n"
+      for flaw in [b"", b"\n", LINE[:63] + b"\n", LINE[:64] + b"A\n", LINE[:64] + b" \n", LINE[:63] + b"=\n",
+                   LINE[:62] + b"==\n", (LINE[:62] + b"==\n") * 2, LINE[:63] + b"=\n" + LINE[:62] + b"==\n", LINE[:30] + b"*" + LINE[31:], LINE[:30] + b"\n" + LINE[30:],
+                   LINE[:64] + b"\r\n", LINE[:64] + b"\r\r\n", LINE[:64] + b"\r", armor.END + b"\n"]],
+    # CRLF throughout, and mixed.
+    armor.BEGIN + b"\r\n" + body(20, b"\r\n") + LINE[:8] + b"\r\n" + armor.END + b"\r\n",
+    armor.BEGIN + b"\n" + (body(1) + body(1, b"\r\n")) * 10 + armor.END + b"\n",
+    # END where a full line's end would be, and trailing text after END.
+    armor.BEGIN + b"\n" + body(4) + armor.END + b" " * 31 + b"\n" + body(2),
+    armor.BEGIN + b"\n" + body(4) + armor.END + b"\n" + b" \n" * 100,
+    armor.BEGIN + b"\n" + body(4) + armor.END,
+    armor.BEGIN + b"\n" + body(4) + armor.END + b"\r",
+    armor.BEGIN + b"\n" + body(4),
+])
+@pytest.mark.parametrize("step", [1, 65, 1 << 20])
+@pytest.mark.parametrize("size", [48, 100, 48 * 7, 1 << 20])
+def test_block_edges(text, step, size):
+    same_reads(text, step, [size])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000), st.lists(st.integers(1, 700), min_size=1, max_size=8))
+def test_writes_match_the_line_by_line_codec(data, steps):
+    out = io.BytesIO()
+    w = armor.ArmorWriter(out)
+    pos = 0
+    for step in steps * (len(data) + 1):
+        if pos >= len(data):
+            break
+        w.write(data[pos:pos + step])
+        pos += step
+    w.close()
+    assert out.getvalue() == armored(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 3000))
+def test_both_line_layouts_agree(lines):
+    text = bytes(range(65, 65 + 64)) * lines
+    assert bytes(armor._layout_lines(text)) == armor._join_lines(text)
+
+
+def test_large_round_trip():
+    data = bytes(range(256)) * (3 * armor.BLOCK_LINES) + b"tail"
+    out = io.BytesIO()
+    w = armor.ArmorWriter(out)
+    w.write(data)
+    w.close()
+    assert out.getvalue() == armored(data)
+    reader = armor.ArmorReader(Source(io.BytesIO(out.getvalue())))
+    got = bytearray(len(data) + 10)
+    assert reader.readinto(got) == len(data)
+    assert got[:len(data)] == data
