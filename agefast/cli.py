@@ -8,7 +8,9 @@ Flags and their combinations follow the Go age tool, so scripts written for
 import argparse
 import contextlib
 import errno
+import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -233,6 +235,51 @@ def _creation_mode() -> int:
     return 0o666 & ~umask
 
 
+def go_quote(text: str) -> str:
+    """`text` in double quotes with escapes, as Go's %q prints it in age's messages."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _same_file(path: str, output: str, output_stat) -> bool:
+    if os.path.abspath(path) == os.path.abspath(output):
+        return True
+    if output_stat is None:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (output_stat.st_dev, output_stat.st_ino)
+
+
+def _refuse_output_onto_an_input(args) -> None:
+    """Refuse, before anything is read or written, an OUTPUT that is INPUT or a key file.
+
+    Replacing it would destroy the data or the key needed to get it back
+    (`-d -i key.txt -o key.txt` would leave only the plaintext). Paths are
+    compared as age compares them, and also as files (device and inode), so
+    a symlink or a hard link to an input is caught too.
+    """
+    if args.output is None or args.output == "-":
+        return
+    try:
+        output_stat = os.stat(args.output)
+    except OSError:
+        output_stat = None
+    inputs = [*args.identities, *args.recipients_files, args.input]
+    for path in inputs:
+        if path not in (None, "-") and _same_file(path, args.output, output_stat):
+            raise UsageError(f"input and output file are the same: {go_quote(args.output)}")
+
+
+def _replaced_mode(target: str) -> int:
+    """The mode the result gets: an existing file's own, else a new file's under the umask."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        return _creation_mode()
+
+
 @contextlib.contextmanager
 def _open_output(path):
     """stdout, or a temporary file next to `path` renamed over it on success.
@@ -240,6 +287,8 @@ def _open_output(path):
     Writing through a temporary file means a failure half way (a corrupt
     chunk, a full disk) never leaves a truncated or unauthenticated file at
     `path`, and an existing file there survives until the new one is whole.
+    A symlink at `path` is written through, as a plain open() would: the
+    file it points to is replaced, and the link stays.
     """
     if path is None or path == "-":
         yield sys.stdout.buffer
@@ -247,7 +296,8 @@ def _open_output(path):
         return
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-    directory, name = os.path.split(os.path.abspath(path))
+    target = os.path.realpath(path)
+    directory, name = os.path.split(target)
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
     except OSError as e:
@@ -256,8 +306,8 @@ def _open_output(path):
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
-        os.chmod(tmp, _creation_mode())
-        os.replace(tmp, path)
+        os.chmod(tmp, _replaced_mode(target))
+        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
@@ -346,13 +396,60 @@ def _warm_up() -> None:
           file=sys.stderr)
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived; raised in the main thread so cleanups run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def _cleanup_on_termination():
+    """Turn SIGTERM and SIGHUP into _Terminated while the command runs.
+
+    Their default action kills the process at once, leaving a temporary
+    output file behind; as an exception they unwind through _open_output,
+    which removes it, as Ctrl-C (KeyboardInterrupt) already does. A signal
+    the caller chose to ignore (nohup) stays ignored.
+    """
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, _raise_terminated)
+        except ValueError:
+            break  # not the main thread: signals can't be handled here
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv=None) -> int:
+    try:
+        with _cleanup_on_termination():
+            return _run(argv)
+    except _Terminated as e:
+        # Cleaned up; now die of the signal, so the caller sees what happened.
+        signal.signal(e.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), e.signum)
+        raise SystemExit(128 + e.signum) from None
+
+
+def _run(argv) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.warm_up:
             _warm_up()
             return 0
         _check_flags(args)
+        _refuse_output_onto_an_input(args)
         if args.decrypt:
             _decrypt(args)
         else:
