@@ -7,6 +7,8 @@ usage. Scripts written for `age` then mean the same with `agefast`;
 argparse's prefix matching would read `-output x` as `-o utput x`.
 """
 
+import sys
+
 
 class FlagError(Exception):
     """The arguments don't parse; the message is Go's wording. Exit status 2."""
@@ -89,3 +91,26 @@ class FlagSet:
                     raise FlagError(f'invalid value "{value}" for flag -{name}: {e}') from None
             values[dest] = value
         return values, args
+
+
+def parse_command(flags: FlagSet, argv, usage: str):
+    """((values, positional), None), or (None, exit status) once the usage is printed.
+
+    As a Go command with flag.ExitOnError: -h/-help print the usage to
+    stderr and succeed; a flag that does not parse is named, then the usage,
+    and the status is 2. A "version" flag prints the package's version.
+    """
+    try:
+        values, positional = flags.parse(argv)
+    except HelpRequested:
+        print(usage, file=sys.stderr)
+        return None, 0
+    except FlagError as e:
+        print(f"{e}\n{usage}", file=sys.stderr)
+        return None, 2
+    if values.get("version"):
+        from importlib.metadata import version
+
+        print(f"v{version('agefast')}")
+        return None, 0
+    return (values, positional), None

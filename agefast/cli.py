@@ -505,31 +505,17 @@ def main(argv=None) -> int:
         raise SystemExit(128 + e.signum) from None
 
 
-def _usage() -> None:
-    print(USAGE, file=sys.stderr)
-
-
 def _run(argv: list[str]) -> int:
     if not argv:
-        _usage()
+        print(USAGE, file=sys.stderr)
         return 1
-    try:
-        values, positional = _flags().parse(argv)
-    except _goflag.HelpRequested:
-        _usage()
-        return 0
-    except _goflag.FlagError as e:
-        print(e, file=sys.stderr)
-        _usage()
-        return 2
+    parsed, status = _goflag.parse_command(_flags(), argv, USAGE)
+    if parsed is None:
+        return status
+    values, positional = parsed
     args = Arguments(values, positional)
     hints = ()
     try:
-        if args.version:
-            from importlib.metadata import version
-
-            print(f"v{version('agefast')}")
-            return 0
         if args.warm_up:
             _warm_up()
             return 0

@@ -160,19 +160,10 @@ def _error(message: str) -> int:
 
 
 def main(argv=None) -> int:
-    try:
-        values, positional = _flags().parse(sys.argv[1:] if argv is None else argv)
-    except _goflag.HelpRequested:
-        print(USAGE, file=sys.stderr)
-        return 0
-    except _goflag.FlagError as e:
-        print(f"{e}\n{USAGE}", file=sys.stderr)
-        return 2
-    if values["version"]:
-        from importlib.metadata import version
-
-        print(f"v{version('agefast')}")
-        return 0
+    parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    if parsed is None:
+        return status
+    values, positional = parsed
     if len(positional) > 1:
         print(USAGE, file=sys.stderr)
         return 1

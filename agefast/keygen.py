@@ -87,20 +87,11 @@ def _convert(path, output) -> None:
 
 
 def main(argv=None) -> int:
+    parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    if parsed is None:
+        return status
+    values, positional = parsed
     try:
-        values, positional = _flags().parse(sys.argv[1:] if argv is None else argv)
-    except _goflag.HelpRequested:
-        print(USAGE, file=sys.stderr)
-        return 0
-    except _goflag.FlagError as e:
-        print(f"{e}\n{USAGE}", file=sys.stderr)
-        return 2
-    try:
-        if values["version"]:
-            from importlib.metadata import version
-
-            print(f"v{version('agefast')}")
-            return 0
         if len(positional) > (1 if values["convert"] else 0):
             raise UsageError("too many arguments")
         if values["convert"] and values["pq"]:

@@ -537,3 +537,11 @@ def test_keygen_go_style_output_flag(tmp_path, run_keygen):
     again = run_keygen("-output", out)
     assert again.returncode == 1
     assert b"failed to open output file" in again.stderr
+
+
+@pytest.mark.parametrize("flag", ["-version", "--version"])
+def test_version(flag, run_agefast, run_keygen):
+    for run in (run_agefast, run_keygen):
+        done = run(flag)
+        assert done.returncode == 0
+        assert re.fullmatch(rb"v\d+\.\d+\.\d+\S*\n", done.stdout), done.stdout
