@@ -117,7 +117,6 @@ class Arguments:
         self.__dict__.update(values)
         self.input = positional[0] if positional else None
         self.identities = [value for kind, value in self.identity_flags if kind == "i"]
-        self.plugins = [value for kind, value in self.identity_flags if kind == "j"]
 
 
 def _too_many_inputs(argv, positional) -> UsageError:
@@ -367,11 +366,10 @@ def _stdin_is_input(args) -> bool:
 def _encrypt(args) -> None:
     recipients = _load_recipients(args)
     tty_in = _stdin_is_input(args)
-    with _open_input(args.input) as src, \
-            _output.open_output(args.output, False, tty_in) as dst, _progress(src) as reader:
-        if tty_in:
-            reader = _terminal_input(reader, False)
-        agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
+    with _open_input(args.input) as src:
+        source = _terminal_input(src, False) if tty_in else src
+        with _output.open_output(args.output, False, tty_in) as dst, _progress(source) as reader:
+            agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
 
 
 class _PassphrasePrompt:
