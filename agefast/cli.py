@@ -523,7 +523,10 @@ def _run(argv: list[str]) -> int:
         _warn_duplicates(args.recipients, "recipient")
         _warn_duplicates(args.recipients_files, "recipients file")
         _warn_duplicates(args.identities, "identity file")
-        _output.refuse_output_onto_an_input(args.output, [*args.identities, *args.recipients_files, args.input])
+        # An SSH identity's PATH.pub is read too (for keys that don't hold their public key).
+        public_keys = [f"{path}.pub" for path in args.identities if path != "-"]
+        _output.refuse_output_onto_an_input(args.output, [*args.identities, *public_keys, *args.recipients_files,
+                                                          args.input])
         _output.check_terminal_output(args.output, args.decrypt, args.armor)
         if args.decrypt:
             _decrypt(args)

@@ -139,3 +139,15 @@ def test_j_flag_errors(args, fragment, run_agefast):
     if b"not found" in fragment:
         # The hints name the page age names.
         assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
+
+
+def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast):
+    """A plugin identity in an -i file whose plugin is not installed: age's hint and page."""
+    identity = tmp_path / "plugin-key.txt"
+    identity.write_text(bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"data").upper() + "\n")
+    encrypted = agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()])
+    result = run_agefast("-d", "-i", identity, input=encrypted)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == b'agefast: error: "nosuchplugin" plugin not found'
+    assert b'agefast: hint: you might want to install the "nosuchplugin" plugin' in result.stderr
+    assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr

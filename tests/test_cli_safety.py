@@ -168,3 +168,13 @@ def test_ignored_sighup_stays_ignored(tmp_path, key):
     finally:
         proc.kill()
     assert out.read_bytes().startswith(b"age-encryption.org/v1\n")
+
+
+def test_decrypt_onto_the_ssh_public_key_file(tmp_path, key, run_agefast):
+    """PATH.pub is read for an SSH identity -i PATH, so it is an input too."""
+    key_path, _, recipient = key
+    public = tmp_path / "key.txt.pub"
+    public.write_text("ssh-ed25519 AAAA... kept\n")
+    src = tmp_path / "file.age"
+    src.write_bytes(agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(recipient)]))
+    _refused(run_agefast("-d", "-i", key_path, "-o", public, src), (public, b"ssh-ed25519 AAAA... kept\n"))
