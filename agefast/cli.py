@@ -195,17 +195,16 @@ def read_key_file(path: str, purpose: str) -> str:
         raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
 
 
-def _missing_plugin(names) -> UsageError | None:
-    """age's hints for the first of the plugin `names` that is not installed, if any."""
+def _refuse_missing_plugins(names) -> None:
+    """age's error and hints for the first of the plugins `names` that is not installed."""
     for name in names:
         try:
             agefast.plugin.check_name(name, ValueError)
         except ValueError:
             continue
         if agefast.plugin.find_binary(name) is None:
-            return UsageError(f"{go_quote(name)} plugin not found",
-                              f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
-    return None
+            raise UsageError(f"{go_quote(name)} plugin not found",
+                             f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
 
 
 def _plugin_names(text: str) -> list[str]:
@@ -237,9 +236,7 @@ def _load_identity_file(path: str) -> list:
         return agefast.load_identities(data, name=path, passphrase=read_passphrase,
                                        callbacks=_PLUGIN_PROMPTS, ssh_public_key=_ssh_public_key(path))
     except agefast.IdentityError as e:
-        missing = _missing_plugin(_plugin_names(data.decode("utf-8", "replace")))
-        if missing is not None:
-            raise missing from None
+        _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace")))
         # Messages about the file as a whole already name it; line errors don't.
         if path in str(e):
             raise
@@ -254,9 +251,7 @@ def _plugin_identity(name: str):
         default = agefast.plugin.Identity.default_for_plugin(name)
     except agefast.IdentityError as e:
         raise UsageError(f"-j {name}: {e}") from None
-    missing = _missing_plugin([default.plugin()])
-    if missing is not None:
-        raise missing
+    _refuse_missing_plugins([default.plugin()])
     return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
 
 
@@ -286,9 +281,7 @@ def _parse_recipient(text: str):
     try:
         return keys.parse_recipient(text, _PLUGIN_PROMPTS)
     except agefast.RecipientError as e:
-        missing = _missing_plugin(_plugin_names(text))
-        if missing is not None:
-            raise missing from None
+        _refuse_missing_plugins(_plugin_names(text))
         raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
 
 
@@ -306,9 +299,7 @@ def _load_recipients(args) -> list:
         try:
             recipients += agefast.parse_recipients(text, _PLUGIN_PROMPTS, warn=warn)
         except agefast.RecipientError as e:
-            missing = _missing_plugin(_plugin_names(text))
-            if missing is not None:
-                raise missing from None
+            _refuse_missing_plugins(_plugin_names(text))
             raise agefast.RecipientError(f"recipients file {path}: {e}") from None
     for identity in _load_identities(args):
         recipients += _public_keys(identity)
