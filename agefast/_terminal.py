@@ -24,30 +24,63 @@ def is_terminal(stream) -> bool:
         return False
 
 
-def read_passphrase(prompt: str) -> str:
-    """Prompt on /dev/tty and read one line with echo turned off."""
+def _open_tty():
     try:
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError as e:
-        raise TerminalError(f"cannot prompt for a passphrase: /dev/tty is not available ({e.strerror})") from None
-    with open(fd, "r+b", buffering=0) as tty:
+        raise TerminalError(f"standard input is not a terminal, and /dev/tty is not available: {e.strerror}") from None
+    return open(fd, "r+b", buffering=0)
+
+
+def read_passphrase(prompt: str) -> str:
+    """Prompt on /dev/tty and read one line with echo turned off.
+
+    The terminal is switched with TCSANOW, not TCSAFLUSH: what was typed
+    ahead of the prompt (by a fast typist, or a script driving the
+    terminal: expect, tmux, testscript's ttyin) is the answer, as with age.
+    """
+    with _open_tty() as tty:
+        fd = tty.fileno()
         saved = termios.tcgetattr(fd)
         quiet = termios.tcgetattr(fd)
-        quiet[3] &= ~termios.ECHO
-        # TCSAFLUSH drops anything typed before the prompt was shown, so a
-        # stray keystroke cannot become the start of the passphrase.
-        termios.tcsetattr(fd, termios.TCSAFLUSH, quiet)
+        quiet[3] = (quiet[3] & ~termios.ECHO) | termios.ICANON | termios.ISIG
+        quiet[0] |= termios.ICRNL
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
         try:
-            tty.write(prompt.encode())
+            tty.write(f"{prompt} ".encode())
             line = _read_line(tty)
         finally:
-            termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
-            # The user's Enter was not echoed; end the prompt line ourselves.
-            tty.write(b"\n")
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            # The user's Enter was not echoed: end the prompt line, and erase
+            # it (cursor up, erase line) so that prompts leave no trace.
+            tty.write(b"\r\n\x1b[F\x1b[K")
     try:
-        return line.decode("utf-8").rstrip("\r\n")
+        return line.decode("utf-8")
     except UnicodeDecodeError:
         raise TerminalError("the passphrase is not valid UTF-8") from None
+
+
+def print_to_terminal(message: str) -> None:
+    """Show `message` on the terminal only (not stderr): for secrets meant for the user alone."""
+    with _open_tty() as tty:
+        tty.write(f"{message}\n".encode())
+
+
+def read_terminal_input(stream, until: bytes | None = None) -> bytes:
+    """All of `stream`, a terminal: up to the end of input, or the first line holding `until`.
+
+    One end of input (Ctrl-D at the start of a line) ends it, as it does
+    for age: each read returns what was typed, and an empty read is the
+    end. Stopping at `until` (an armor END line) lets a passphrase prompt
+    read the rest of what is typed.
+    """
+    data = bytearray()
+    while until is None or until not in data:
+        chunk = stream.read1(65536)
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
 
 
 class PluginPrompts:
@@ -62,17 +95,21 @@ class PluginPrompts:
         print(f"agefast: plugin: {message}", file=sys.stderr)
 
     def request_passphrase(self, description: str) -> str:
-        return read_passphrase(f"{description} ")
+        return read_passphrase(description)
 
 
 def _read_line(tty) -> bytes:
-    """Read up to and including a newline; an end of file ends the line too."""
+    """Read up to a newline, without it; an end of input ends the line too."""
     data = bytearray()
-    while not data.endswith(b"\n"):
+    while True:
         byte = tty.read(1)
         if not byte:
             if not data:
-                raise TerminalError("no passphrase was entered (end of input on the terminal)")
-            break
-        data += byte
-    return bytes(data)
+                raise TerminalError("could not read passphrase: end of input on the terminal")
+            return bytes(data)
+        if byte == b"\n":
+            return bytes(data)
+        if byte == b"\b":
+            del data[-1:]
+        elif byte != b"\r":
+            data += byte

@@ -7,38 +7,46 @@ Output matches age-keygen's, so key files move freely between the two tools:
     AGE-SECRET-KEY-1...
 """
 
-import argparse
 import datetime
 import os
 import stat
 import sys
 
 import agefast
-from agefast import pq, x25519
+from agefast import _goflag, pq, x25519
+from agefast._output import go_quote
 from agefast._terminal import is_terminal
-from agefast.cli import Parser, UsageError, describe, read_key_file
+from agefast.cli import UsageError, describe, read_key_file
 
 USAGE = """\
-agefast-keygen [-pq] [-o OUTPUT]
-       agefast-keygen -y [-o OUTPUT] [INPUT]"""
+Usage:
+    agefast-keygen [-pq] [-o OUTPUT]
+    agefast-keygen -y [-o OUTPUT] [INPUT]
 
-EPILOG = """\
-Without -y, generate a new X25519 identity (or, with -pq, a post-quantum
-ML-KEM-768 + X25519 hybrid identity) and write it to OUTPUT, a new file
-created with mode 0600; an existing file is never overwritten. The public key
-is printed to stderr unless OUTPUT is the terminal.
-With -y, read the identity file INPUT (default standard input) and print the
-recipient of each identity in it."""
+Options:
+    -pq                       Generate a post-quantum hybrid ML-KEM-768 + X25519 key pair.
+    -o, --output OUTPUT       Write the result to the file at path OUTPUT.
+    -y                        Convert an identity file to a recipients file.
+
+agefast-keygen generates a new native X25519 or, with the -pq flag, post-quantum
+hybrid ML-KEM-768 + X25519 key pair, and outputs it to standard output or to
+the OUTPUT file, a new file only its owner can read.
+
+If an OUTPUT file is specified, the public key is printed to standard error.
+If OUTPUT already exists, it is not overwritten.
+
+In -y mode, agefast-keygen reads an identity file from INPUT or from standard
+input and writes the corresponding recipient(s) to OUTPUT or to standard
+output, one per line, with no comments."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = Parser(prog="agefast-keygen", usage=USAGE, epilog=EPILOG,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-o", "--output", metavar="OUTPUT", help="write to OUTPUT, a new file (default: standard output)")
-    p.add_argument("-y", dest="convert", action="store_true", help="print the recipients of an identity file")
-    p.add_argument("-pq", dest="pq", action="store_true", help="generate a post-quantum hybrid identity")
-    p.add_argument("input", nargs="?", metavar="INPUT", help="with -y, the identity file (default: standard input)")
-    return p
+def _flags() -> _goflag.FlagSet:
+    f = _goflag.FlagSet()
+    f.bool("version", "version")
+    f.bool("pq", "pq")
+    f.bool("convert", "y")
+    f.string("output", "o", "output")
+    return f
 
 
 def _open_output(path):
@@ -46,7 +54,10 @@ def _open_output(path):
     if path is None or path == "-":
         return os.fdopen(os.dup(sys.stdout.fileno()), "w")
     # O_EXCL: a key file is never silently replaced, as with age-keygen.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as e:
+        raise UsageError(f"failed to open output file {go_quote(path)}: {e.strerror}") from None
     return os.fdopen(fd, "w")
 
 
@@ -76,16 +87,19 @@ def _convert(path, output) -> None:
 
 
 def main(argv=None) -> int:
+    parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    if parsed is None:
+        return status
+    values, positional = parsed
     try:
-        args = _parser().parse_args(argv)
-        if args.input is not None and not args.convert:
-            raise UsageError("INPUT is only read with -y")
-        if args.convert and args.pq:
-            raise UsageError("-pq can't be used with -y (the identity file says which type it is)")
-        if args.convert:
-            _convert(args.input, args.output)
+        if len(positional) > (1 if values["convert"] else 0):
+            raise UsageError("too many arguments")
+        if values["convert"] and values["pq"]:
+            raise UsageError("-pq cannot be used with -y")
+        if values["convert"]:
+            _convert(positional[0] if positional else None, values["output"])
         else:
-            _generate(args.output, args.pq)
+            _generate(values["output"], values["pq"])
         return 0
     except (UsageError, agefast.IdentityError, OSError) as e:
         print(f"agefast-keygen: error: {describe(e)}", file=sys.stderr)

@@ -41,8 +41,13 @@ def _decode(s: str, error: type[Exception]) -> tuple[str, bytes]:
         raise error(f"invalid Bech32 encoding: {e}") from None
 
 
+def find_binary(name: str) -> str | None:
+    """The path of age-plugin-NAME on the PATH, or None if it is not installed."""
+    return shutil.which(f"age-plugin-{name}")
+
+
 def _binary(name: str, error: type[Exception]) -> str:
-    binary = shutil.which(f"age-plugin-{name}")
+    binary = find_binary(name)
     if binary is None:
         raise error(f"could not find age-plugin-{name} on the PATH; is the plugin installed?")
     return binary
@@ -130,8 +135,8 @@ class RecipientPluginV1:
         if not self._recipients and not self._identities:
             raise EncryptError(f"no recipients or identities for the {self._name} plugin")
         self._callbacks = callbacks
-        # What make_header sees before wrapping. A plugin that asks for labels
-        # (say, "postquantum") is refused below rather than mixed unchecked.
+        # The labels the plugin asked for (say, "postquantum"), known once it
+        # wrapped: make_header reads them after wrapping and refuses a mix.
         self.labels = frozenset()
 
     def __repr__(self) -> str:
@@ -143,10 +148,7 @@ class RecipientPluginV1:
                 self._binary, self._recipients, self._identities, file_key, self._callbacks)
         except _plugin_protocol.ProtocolError as e:
             raise EncryptError(f"{self._name} plugin: {e}") from None
-        if labels != self.labels:
-            raise EncryptError(
-                f"{self._name} plugin: it requires the recipient labels {sorted(labels)}, "
-                "which agefast cannot check against the other recipients of a file")
+        self.labels = labels
         return stanzas
 
 

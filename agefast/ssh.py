@@ -314,6 +314,6 @@ class EncryptedIdentity:
                 return None
             identity = Identity.from_buffer(self._data, self._passphrase())
             if identity._wire != self._public._wire:
-                raise IdentityError("the SSH private key does not match its public key")
+                raise IdentityError("mismatched private and public SSH key")
             self._identity = identity
         return self._identity.unwrap(stanzas)

@@ -1,7 +1,8 @@
 """The agefast and agefast-keygen commands: flags, failures, terminals, key files.
 
-Every failure must be one `agefast: error: ...` line on stderr with exit
-status 1, no traceback, and no file left at -o.
+Every failure must be one `agefast: error: ...` line on stderr (then perhaps
+`agefast: hint: ...` lines) with exit status 1, no traceback, and no file
+left at -o; flags that don't parse exit with status 2, as with age.
 """
 
 import base64
@@ -13,6 +14,7 @@ import sys
 import pytest
 
 import agefast
+from agefast import _wordlist
 
 CHUNK = 64 * 1024
 AGEFAST = [sys.executable, "-m", "agefast"]
@@ -32,11 +34,18 @@ def _header(*stanzas: bytes) -> bytes:
 
 
 def _assert_one_error_line(stderr: bytes, fragment: str, prog: str = "agefast") -> None:
+    """One error line holding `fragment`, then only hints."""
     text = stderr.decode()
     assert "Traceback" not in text
     lines = text.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), text
+    assert lines and lines[0].startswith(f"{prog}: error: "), text
+    assert all(line.startswith(f"{prog}: hint: ") for line in lines[1:]), text
     assert fragment.lower() in lines[0].lower(), text
+
+
+def _last_line(transcript: bytes) -> str:
+    """The last line on the terminal, without the escapes that erase a prompt."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", transcript.decode()).splitlines()[-1]
 
 
 @pytest.fixture
@@ -62,19 +71,17 @@ def encrypt_to_age_key(age_key):
 FLAG_ERRORS = [
     (["-e", "-d"], "-e/--encrypt can't be used with -d/--decrypt"),
     (["-p", "-r", "{recipient}"], "can't be combined"),
-    ([], "missing recipients"),
+    (["-a"], "missing recipients"),
     (["-d", "-r", "{recipient}"], "-r/--recipient"),
     (["-d", "-a"], "-a/--armor"),
     (["-d", "-p"], "-p/--passphrase"),
-    (["-i", "{key}"], "unless -e/--encrypt"),
+    (["-i", "{key}"], "can't be used in encryption mode unless"),
     (["-r", "age1notakey"], "recipient 'age1notakey': malformed"),
-    (["-r", "{recipient}", "--threads", "0"], "positive integer"),
-    (["-r", "{recipient}", "a", "b"], "unrecognized arguments"),
+    (["-r", "{recipient}", "a", "b"], 'too many INPUT arguments: "a" "b"'),
     (["-r", "{recipient}", "/nonexistent/input"], "No such file"),
     (["-d", "-i", "/nonexistent/key.txt"], "No such file"),
-    (["-d", "-o", "/nonexistent/dir/out", "-i", "{key}"], "/nonexistent/dir/out: No such file"),
-    (["-d", "-o", "/", "-i", "{key}"], "/: Is a directory"),
-    (["-e", "-i", "-"], "standard input can't be read for more than one"),
+    (["-e", "-i", "-"], "standard input is used for multiple purposes"),
+    (["-r", "{recipient}", "-R", "-", "-"], "standard input is used for multiple purposes"),
 ]
 
 
@@ -86,12 +93,96 @@ def test_flag_errors(args, fragment, age_key, run_agefast):
     _assert_one_error_line(done.stderr, fragment)
 
 
-def test_help_lists_age_flags(run_agefast):
-    done = run_agefast("--help")
-    assert done.returncode == 0
-    for flag in ["--encrypt", "--decrypt", "--recipient", "--recipients-file", "--identity",
+@pytest.mark.parametrize(("output", "fragment"), [
+    ("/nonexistent/dir/out", "/nonexistent/dir/out: No such file"),
+    ("/", "/: Is a directory"),
+])
+def test_output_errors(output, fragment, age_key, encrypt_to_age_key, run_agefast):
+    key_path, _ = age_key
+    done = run_agefast("-d", "-o", output, "-i", key_path, input=encrypt_to_age_key(b"x"))
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, fragment)
+
+
+@pytest.mark.parametrize("flag", ["-h", "-help", "--help", "--h"])
+def test_help_lists_age_flags(flag, run_agefast):
+    """As age: usage on stderr, status 0, whatever else was given."""
+    done = run_agefast("-p", flag)
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert done.stderr.startswith(b"Usage:\n")
+    for name in ["--encrypt", "--decrypt", "--recipient", "--recipients-file", "--identity",
                  "--armor", "--output", "--passphrase", "--threads"]:
-        assert flag in done.stdout.decode()
+        assert name in done.stderr.decode()
+
+
+def test_no_arguments_prints_usage(run_agefast):
+    done = run_agefast()
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.startswith(b"Usage:\n")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-this-flag-does-not-exist"], "flag provided but not defined: -this-flag-does-not-exist"),
+    (["-r"], "flag needs an argument: -r"),
+    (["-r", "{recipient}", "--threads", "0"], 'invalid value "0" for flag -threads: must be a positive integer'),
+    (["-r", "{recipient}", "--threads=x"], 'invalid value "x" for flag -threads'),
+    (["-a=maybe", "-r", "{recipient}"], 'invalid boolean value "maybe" for -a'),
+    (["---armor"], "bad flag syntax: ---armor"),
+])
+def test_unparsable_flags_exit_2(args, message, age_key, run_agefast):
+    """Go's flag package's message, then the usage, and status 2."""
+    _, recipient = age_key
+    done = run_agefast(*(a.format(recipient=recipient) for a in args), input=b"")
+    assert done.returncode == 2
+    first, rest = done.stderr.decode().split("\n", 1)
+    assert message in first
+    assert rest.startswith("Usage:\n")
+
+
+@pytest.mark.parametrize("spelling", [
+    ["-armor", "-recipient", "{recipient}", "-output", "{out}"],
+    ["--armor", "--recipient={recipient}", "--output={out}"],
+    ["-a=true", "-r={recipient}", "-o", "{out}"],
+    ["-r", "{recipient}", "-output", "{out}", "-armor", "--"],
+])
+def test_go_style_flags(spelling, tmp_path, age_key, run_agefast):
+    """Single and double dashes, "=" or a separate value, as Go's flag package reads them.
+
+    (`-r R -output x` once wrote to a file named "utput".)
+    """
+    key_path, recipient = age_key
+    out = tmp_path / "out.age"
+    done = run_agefast(*(a.format(recipient=recipient, out=out) for a in spelling), input=b"flags", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["out.age"]
+    assert out.read_bytes().startswith(b"-----BEGIN AGE ENCRYPTED FILE-----\n")
+    decrypted = run_agefast("-decrypt", "-identity", key_path, out)
+    assert decrypted.stdout == b"flags"
+
+
+def test_input_before_flags_hint(age_key, run_agefast, tmp_path):
+    """Flags after INPUT are not flags (Go stops at the first argument): age's hint says so."""
+    _, recipient = age_key
+    done = run_agefast("-r", recipient, "input.txt", "-o", "out.age", cwd=tmp_path)
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, 'too many INPUT arguments: "input.txt" "-o" "out.age"')
+    assert b"agefast: hint: the input file must be specified after all flags" in done.stderr
+    assert f"agefast -r {recipient} -o out.age input.txt".encode() in done.stderr
+
+
+@pytest.mark.parametrize(("args", "warning"), [
+    (["-r", "{recipient}", "-a", "-r", "{recipient}"], 'duplicate recipient "{recipient}"'),
+    (["-R", "{rfile}", "-R", "{rfile}", "-R", "{rfile}"], 'duplicate recipients file "{rfile}"'),
+    (["-e", "-i", "{key}", "-i", "{key}"], 'duplicate identity file "{key}"'),
+])
+def test_duplicates_warn_once(args, warning, tmp_path, age_key, run_agefast):
+    key_path, recipient = age_key
+    rfile = tmp_path / "recipients.txt"
+    rfile.write_text(f"{recipient}\n")
+    fill = dict(recipient=recipient, rfile=rfile, key=key_path)
+    done = run_agefast(*(a.format(**fill) for a in args), "-a", input=b"x")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().splitlines() == [f"agefast: warning: {warning.format(**fill)}"]
 
 
 # --- round trips ---------------------------------------------------------------
@@ -144,7 +235,8 @@ def test_closed_stdout_is_one_error_line(age_key, encrypt_to_age_key):
 def test_missing_identity_hint(encrypt_to_age_key, run_agefast):
     done = run_agefast("-d", input=encrypt_to_age_key(b"x"))
     assert done.returncode == 1
-    _assert_one_error_line(done.stderr, "did you forget -i/--identity")
+    _assert_one_error_line(done.stderr, "the file is not passphrase-encrypted, identities are required")
+    assert b"agefast: hint: specify identities with -i/--identity or -j" in done.stderr
 
 
 # --- bad input -------------------------------------------------------------------
@@ -229,18 +321,19 @@ def test_bad_passphrase_file(name, fragment, tmp_path, age_key, encrypt_to_age_k
     """scrypt headers that must be refused; the prompt (if any) is answered."""
     key_path, _ = age_key
     if name == "work factor above the cap":
-        data = _header(_scrypt_stanza(b"23")) + bytes(40)
+        # Without -i: a passphrase is asked for, then the work factor refused.
+        data, identity_flags = _header(_scrypt_stanza(b"23")) + bytes(40), []
     else:
         real = encrypt_to_age_key(b"x")
-        data = VERSION_LINE + _scrypt_stanza(b"18") + real[len(VERSION_LINE):]
+        data, identity_flags = VERSION_LINE + _scrypt_stanza(b"18") + real[len(VERSION_LINE):], ["-i", key_path]
     src = tmp_path / "bad.age"
     src.write_bytes(data)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    done = tty_run([*AGEFAST, "-d", "-i", key_path, "-o", out_dir / "plain", src],
+    done = tty_run([*AGEFAST, "-d", *identity_flags, "-o", out_dir / "plain", src],
                    [(b"Enter passphrase", "anything")])
     assert done.returncode == 1
-    last = done.transcript.decode().splitlines()[-1]
+    last = _last_line(done.transcript)
     assert last.startswith("agefast: error: ") and fragment in last, done.transcript
     assert b"Traceback" not in done.transcript
     assert os.listdir(out_dir) == []
@@ -254,7 +347,20 @@ def test_refuses_binary_to_terminal(tmp_path, age_key, tty_run):
     src.write_bytes(b"hello")
     done = tty_run([*AGEFAST, "-r", recipient, src])
     assert done.returncode == 1
-    assert b"agefast: error: refusing to output binary to the terminal, did you mean to use -a?" in done.transcript
+    assert b"agefast: error: refusing to output binary to the terminal" in done.transcript
+    assert b"agefast: hint: did you mean to use -a/--armor?" in done.transcript
+
+
+def test_refuses_decrypted_binary_to_terminal(tmp_path, age_key, encrypt_to_age_key, tty_run):
+    """Decrypted output for a terminal is held back and shown only if it is text."""
+    key_path, _ = age_key
+    for plaintext, shown in [(b"text\tand lines\n", True), (b"bin\x00ary", False)]:
+        src = tmp_path / "in.age"
+        src.write_bytes(encrypt_to_age_key(plaintext))
+        done = tty_run([*AGEFAST, "-d", "-i", key_path, src])
+        assert done.returncode == (0 if shown else 1), done.transcript
+        assert (b"text\tand lines" in done.transcript) == shown
+        assert (b'hint: force anyway with "-o -"' in done.transcript) != shown
 
 
 @pytest.mark.parametrize(("flags", "expected"), [
@@ -287,7 +393,7 @@ def test_interrupted_prompt(tmp_path, tty_run):
     src.write_bytes(b"hello")
     done = tty_run([*AGEFAST, "-p", "-o", tmp_path / "out.age", src], [(b"Enter passphrase", "\x03")])
     assert done.returncode == 1
-    assert done.transcript.decode().splitlines()[-1] == "agefast: error: interrupted"
+    assert _last_line(done.transcript) == "agefast: error: interrupted"
     assert os.listdir(tmp_path) == ["plain"]
 
 
@@ -296,21 +402,31 @@ def test_wrong_passphrase(tmp_path, tty_run):
     src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("right", work_factor=10)]))
     done = tty_run([*AGEFAST, "-d", src], [(b"Enter passphrase", "wrong")])
     assert done.returncode == 1
-    assert done.transcript.decode().splitlines()[-1] == "agefast: error: incorrect passphrase"
+    assert _last_line(done.transcript) == "agefast: error: incorrect passphrase"
 
 
-@pytest.mark.parametrize(("answers", "fragment"), [
-    (["one", "two"], "passphrases didn't match"),
-    ([""], "empty passphrase"),
-])
-def test_passphrase_prompt_refusals(answers, fragment, tmp_path, tty_run):
+def test_mismatched_passphrases(tmp_path, tty_run):
     src, out = tmp_path / "plain", tmp_path / "out.age"
     src.write_bytes(b"hello")
     prompts = [b"Enter passphrase", b"Confirm passphrase"]
-    done = tty_run([*AGEFAST, "-p", "-o", out, src], list(zip(prompts, answers)))
+    done = tty_run([*AGEFAST, "-p", "-o", out, src], list(zip(prompts, ["one", "two"])))
     assert done.returncode == 1
-    assert fragment in done.transcript.decode().splitlines()[-1]
+    assert "passphrases didn't match" in _last_line(done.transcript)
     assert not out.exists()
+
+
+def test_empty_passphrase_generates_one(tmp_path, tty_run):
+    """As age: ten words of the BIP-39 list, shown on the terminal only, never on stderr."""
+    src, out = tmp_path / "plain", tmp_path / "out.age"
+    src.write_bytes(b"hello")
+    done = tty_run([*AGEFAST, "-p", "-o", out, src], [(b"Enter passphrase (leave empty to autogenerate", "")])
+    assert done.returncode == 0, done.transcript
+    generated = re.search(rb'agefast: using autogenerated passphrase "([a-z]+(?:-[a-z]+){9})"', done.transcript)
+    assert generated is not None, done.transcript
+    assert b"Confirm passphrase" not in done.transcript
+    passphrase = generated.group(1).decode()
+    assert all(word in _wordlist.words() for word in passphrase.split("-"))
+    assert agefast.decrypt(out.read_bytes(), [agefast.passphrase.Identity(passphrase)]) == b"hello"
 
 
 def test_passphrase_needs_a_terminal(run_agefast):
@@ -397,3 +513,35 @@ def test_keygen_key_works_with_age(tmp_path, run_keygen, run_agefast):
     assert run_agefast("-d", "-i", path, input=by_age).stdout == b"to agefast"
     by_agefast = run_agefast("-r", public, input=b"to age").stdout
     assert subprocess.run(["age", "-d", "-i", path], input=by_agefast, capture_output=True).stdout == b"to age"
+
+
+@pytest.mark.parametrize(("args", "status", "fragment"), [
+    (["-h"], 0, "Usage:"),
+    (["-x"], 2, "flag provided but not defined: -x"),
+    (["-y", "-pq"], 1, "agefast-keygen: error: -pq cannot be used with -y"),
+    (["extra"], 1, "agefast-keygen: error: too many arguments"),
+    (["-y", "a", "b"], 1, "agefast-keygen: error: too many arguments"),
+])
+def test_keygen_flags_as_age_keygen(args, status, fragment, run_keygen):
+    done = run_keygen(*args)
+    assert (done.returncode, done.stdout) == (status, b"")
+    assert fragment in done.stderr.decode()
+
+
+def test_keygen_go_style_output_flag(tmp_path, run_keygen):
+    out = tmp_path / "key.txt"
+    done = run_keygen("-pq", f"--output={out}")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(b"Public key: age1pq1")
+    assert "AGE-SECRET-KEY-PQ-1" in out.read_text()
+    again = run_keygen("-output", out)
+    assert again.returncode == 1
+    assert b"failed to open output file" in again.stderr
+
+
+@pytest.mark.parametrize("flag", ["-version", "--version"])
+def test_version(flag, run_agefast, run_keygen):
+    for run in (run_agefast, run_keygen):
+        done = run(flag)
+        assert done.returncode == 0
+        assert re.fullmatch(rb"v\d+\.\d+\.\d+\S*\n", done.stdout), done.stdout

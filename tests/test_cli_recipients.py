@@ -11,6 +11,7 @@ import pytest
 from ssh_keys import PASSPHRASE, public_line, ssh_keys  # noqa: F401 (a fixture)
 from test_plugin import on_path  # noqa: F401 (a fixture)
 
+import agefast
 from agefast import bech32
 
 AGEFAST = [sys.executable, "-m", "agefast"]
@@ -105,12 +106,48 @@ def test_plugin_recipient_and_j_flag(on_path, run_agefast):
     assert (result.returncode, result.stdout) == (0, b"plugin via the command"), result.stderr
 
 
+def test_e_j_flag(on_path, run_agefast):
+    """-e -j NAME encrypts to the plugin's data-less identity, as age 1.3 does."""
+    encrypted = run_agefast("-e", "-j", "agefasttest", input=b"to -j", env=os.environ)
+    assert encrypted.returncode == 0, encrypted.stderr
+    result = run_agefast("-d", "-j", "agefasttest", input=encrypted.stdout, env=os.environ)
+    assert (result.returncode, result.stdout) == (0, b"to -j"), result.stderr
+
+
+def test_plugin_labels_are_kept_apart(on_path, run_agefast):
+    """A plugin recipient asking for "postquantum" mixes with age1pq1, not with X25519 (age 1.3's labels)."""
+    labelled = bech32.encode("age1agefasttest", b"labels")
+    pq_recipient = str(agefast.pq.Identity.generate().to_public())
+    classic = str(agefast.x25519.Identity.generate().to_public())
+    mixed = run_agefast("-r", labelled, "-r", pq_recipient, "-a", input=b"x", env=os.environ)
+    assert mixed.returncode == 0, mixed.stderr
+    refused = run_agefast("-r", labelled, "-r", classic, "-a", input=b"x", env=os.environ)
+    assert refused.returncode == 1
+    assert b"incompatible recipients" in refused.stderr
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["-d", "-j", "../evil"], b"-j ../evil: invalid plugin name"),
-    (["-d", "-j", "nosuchplugin"], b"could not find age-plugin-nosuchplugin"),
-    (["-j", "agefasttest"], b"-j can only be used with -d/--decrypt"),
+    (["-d", "-j", "nosuchplugin"], b'"nosuchplugin" plugin not found'),
+    (["-r", bech32.encode("age1nosuchplugin", b"")], b'"nosuchplugin" plugin not found'),
+    (["-j", "agefasttest"], b"-j can't be used in encryption mode unless"),
 ])
 def test_j_flag_errors(args, fragment, run_agefast):
     result = run_agefast(*args, input=b"")
     assert result.returncode == 1
-    assert fragment in result.stderr and result.stderr.count(b"\n") == 1
+    assert fragment in result.stderr.splitlines()[0]
+    if b"not found" in fragment:
+        # The hints name the page age names.
+        assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
+
+
+def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast):
+    """A plugin identity in an -i file whose plugin is not installed: age's hint and page."""
+    identity = tmp_path / "plugin-key.txt"
+    identity.write_text(bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"data").upper() + "\n")
+    encrypted = agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()])
+    result = run_agefast("-d", "-i", identity, input=encrypted)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == b'agefast: error: "nosuchplugin" plugin not found'
+    assert b'agefast: hint: you might want to install the "nosuchplugin" plugin' in result.stderr
+    assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr

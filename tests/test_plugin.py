@@ -83,9 +83,14 @@ def test_no_match_and_file_key_errors(on_path):
         _decrypt(agefast, b"key two", encrypted, Callbacks())
 
 
-def test_plugin_labels_are_refused(on_path):
-    with pytest.raises(agefast.EncryptError, match=r"requires the recipient labels \['postquantum'\]"):
-        _encrypt(agefast, b"labels", Callbacks())
+def test_plugin_labels(on_path):
+    """The labels a plugin asks for are checked against the other recipients', as age 1.3 does."""
+    labelled = plugin.RecipientPluginV1("agefasttest", [plugin.Recipient.from_str(recipient(b"labels"))], [],
+                                        Callbacks())
+    pq_identity = agefast.pq.Identity.generate()
+    assert agefast.decrypt(agefast.encrypt(b"pq", [labelled, pq_identity.to_public()]), [pq_identity]) == b"pq"
+    with pytest.raises(agefast.EncryptError, match="incompatible recipients"):
+        agefast.encrypt(b"x", [labelled, agefast.x25519.Identity.generate().to_public()])
 
 
 def test_plugin_keys_in_files(on_path):

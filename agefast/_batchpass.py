@@ -1,0 +1,98 @@
+"""`-j batchpass`: passphrase encryption without a terminal, as age 1.3's
+age-plugin-batchpass does it, built into the agefast command.
+
+The passphrase comes from $AGE_PASSPHRASE, or from the file descriptor named
+by $AGE_PASSPHRASE_FD (trailing newlines stripped). $AGE_PASSPHRASE_WORK_FACTOR
+sets the scrypt work factor when encrypting (1-30, default 18), and
+$AGE_PASSPHRASE_MAX_WORK_FACTOR caps the one accepted when decrypting (1-30).
+Messages are the plugin's, so scripts that match them work with agefast.
+"""
+
+import os
+
+from .errors import DecryptError, EncryptError
+
+NAME = "batchpass"
+_MAX_PASSPHRASE_SIZE = 1024 * 1024
+
+
+class BatchpassError(Exception):
+    """The environment does not give a usable passphrase or work factor."""
+
+
+def _passphrase() -> str:
+    value = os.environ.get("AGE_PASSPHRASE", "")
+    fd_text = os.environ.get("AGE_PASSPHRASE_FD", "")
+    if value and fd_text:
+        raise BatchpassError("AGE_PASSPHRASE and AGE_PASSPHRASE_FD are mutually exclusive")
+    if not value and not fd_text:
+        raise BatchpassError("either AGE_PASSPHRASE or AGE_PASSPHRASE_FD must be set")
+    if value:
+        return value
+    try:
+        fd = int(fd_text)
+    except ValueError:
+        raise BatchpassError(f"invalid AGE_PASSPHRASE_FD: {fd_text!r} is not a number") from None
+    try:
+        with open(fd, "rb", closefd=True) as f:
+            data = f.read(_MAX_PASSPHRASE_SIZE + 1)
+    except OSError as e:
+        raise BatchpassError(f"failed to read passphrase from fd {fd}: {e.strerror or e}") from None
+    if len(data) > _MAX_PASSPHRASE_SIZE:
+        raise BatchpassError(f"passphrase from fd {fd} is too long")
+    try:
+        return data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise BatchpassError(f"passphrase from fd {fd} is not valid UTF-8") from None
+
+
+def _work_factor(variable: str):
+    text = os.environ.get(variable, "")
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise BatchpassError(f"invalid {variable}: {text!r} is not a number") from None
+    if not 1 <= value <= 30:
+        raise BatchpassError(f"{variable} must be between 1 and 30")
+    return value
+
+
+def _from_environment(work_factor_variable: str, error: type[Exception]) -> tuple[str, int | None]:
+    """The passphrase, and the work factor setting named (None if unset)."""
+    try:
+        return _passphrase(), _work_factor(work_factor_variable)
+    except BatchpassError as e:
+        raise error(f"{NAME}: {e}") from None
+
+
+def recipient():
+    """The scrypt recipient for `age -e -j batchpass`."""
+    # Imported on use: scrypt's backend costs every other command 10 ms.
+    from . import passphrase
+
+    secret, work_factor = _from_environment("AGE_PASSPHRASE_WORK_FACTOR", EncryptError)
+    return passphrase.Recipient(secret, work_factor or passphrase.DEFAULT_WORK_FACTOR)
+
+
+class Identity:
+    """The identity for `age -d -j batchpass`: the file must be passphrase-encrypted.
+
+    Unlike a passphrase prompt, it never lets other identities be tried: a
+    script that asks for batchpass means the passphrase to be the way in.
+    """
+
+    def unwrap(self, stanzas):
+        from . import passphrase
+
+        if not (len(stanzas) == 1 and stanzas[0].type == passphrase.STANZA_TYPE):
+            if any(s.type == passphrase.STANZA_TYPE for s in stanzas):
+                raise DecryptError(f"{NAME}: an scrypt recipient must be the only one")
+            raise DecryptError(f"{NAME}: file is not passphrase-encrypted")
+        secret, max_work_factor = _from_environment("AGE_PASSPHRASE_MAX_WORK_FACTOR", DecryptError)
+        identity = passphrase.Identity(secret, max_work_factor or passphrase.DEFAULT_MAX_WORK_FACTOR)
+        file_key = identity.unwrap(stanzas)
+        if file_key is None:
+            raise DecryptError(f"{NAME}: incorrect passphrase")
+        return file_key

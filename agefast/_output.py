@@ -1,0 +1,154 @@
+"""Where the agefast command writes: OUTPUT files that no failure leaves half
+written, stdout, and a terminal that must not receive binary data.
+"""
+
+import contextlib
+import errno
+import io
+import os
+import sys
+import tempfile
+
+from ._terminal import is_terminal
+
+
+class OutputRefused(Exception):
+    """Writing the result there would lose data or garble a terminal."""
+
+    def __init__(self, message: str, *hints: str):
+        super().__init__(message)
+        self.hints = hints
+
+
+def go_quote(text: str) -> str:
+    """`text` in double quotes with escapes, as Go's %q prints it in age's messages."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped) + '"'
+
+
+def _same_file(path: str, output: str, output_stat) -> bool:
+    if os.path.abspath(path) == os.path.abspath(output):
+        return True
+    if output_stat is None:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (output_stat.st_dev, output_stat.st_ino)
+
+
+def refuse_output_onto_an_input(output, inputs) -> None:
+    """Refuse, before anything is read or written, an OUTPUT that is one of `inputs`.
+
+    `inputs` are INPUT and the -i and -R files. Replacing one would destroy
+    the data or the key needed to get it back (`-d -i key.txt -o key.txt`
+    would leave only the plaintext). Paths are compared as age compares
+    them, and also as files (device and inode), so a symlink or a hard link
+    to an input is caught too.
+    """
+    if output is None or output == "-":
+        return
+    try:
+        output_stat = os.stat(output)
+    except OSError:
+        output_stat = None
+    for path in inputs:
+        if path not in (None, "-") and _same_file(path, output, output_stat):
+            raise OutputRefused(f"input and output file are the same: {go_quote(output)}")
+
+
+def _creation_mode() -> int:
+    """The mode a plain open() would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _replaced_mode(target: str) -> int:
+    """The mode the result gets: an existing file's own, else a new file's under the umask."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        return _creation_mode()
+
+
+@contextlib.contextmanager
+def _file(path):
+    """A temporary file next to `path`, renamed over it on success.
+
+    Writing through a temporary file means a failure half way (a corrupt
+    chunk, a full disk) never leaves a truncated or unauthenticated file at
+    `path`, and an existing file there survives until the new one is whole.
+    A symlink at `path` is written through, as a plain open() would: the
+    file it points to is replaced, and the link stays.
+    """
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    target = os.path.realpath(path)
+    directory, name = os.path.split(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+    except OSError as e:
+        # Name the file the user asked for, not our temporary one.
+        raise type(e)(e.errno, e.strerror, path) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.chmod(tmp, _replaced_mode(target))
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _is_printable(data: bytes) -> bool:
+    # As age checks: no control characters but newlines and tabs, reading
+    # the bytes as UTF-8 (an invalid sequence is not a control character).
+    return not any((c < " " and c not in "\n\r\t") or "\x7f" <= c <= "\x9f"
+                   for c in data.decode("utf-8", "replace"))
+
+
+@contextlib.contextmanager
+def _terminal(check_printable: bool):
+    """A buffer shown on the terminal once the job is done.
+
+    Buffering keeps the output from getting in the way of a passphrase
+    prompt or of input still being typed, and lets decrypted binary data be
+    refused before any of it reaches the terminal.
+    """
+    buffer = io.BytesIO()
+    yield buffer
+    data = buffer.getvalue()
+    if check_printable and not _is_printable(data):
+        raise OutputRefused("refusing to output binary to the terminal", 'force anyway with "-o -"')
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+@contextlib.contextmanager
+def _stdout():
+    yield sys.stdout.buffer
+    sys.stdout.buffer.flush()
+
+
+def check_terminal_output(output, decrypting: bool, armored: bool) -> None:
+    """Refuse up front what age refuses: binary ciphertext onto a terminal."""
+    if output is None and not decrypting and not armored and is_terminal(sys.stdout):
+        raise OutputRefused("refusing to output binary to the terminal", "did you mean to use -a/--armor?",
+                            'force anyway with "-o -"')
+
+
+def open_output(output, decrypting: bool, input_is_terminal: bool):
+    """A context manager giving the binary stream the result is written to.
+
+    OUTPUT "-" names stdout on purpose, which is how age lets a user force
+    binary output onto a terminal.
+    """
+    if output is not None and output != "-":
+        return _file(output)
+    if is_terminal(sys.stdout):
+        check = output is None and decrypting
+        if check or input_is_terminal:
+            return _terminal(check)
+    return _stdout()

@@ -1,0 +1,195 @@
+"""The agefast-inspect command: what an age file is, without a key (as age-inspect).
+
+    agefast-inspect [--json] [INPUT]
+
+It reads the header (through the armor, if any) and the file's size, and
+tells the recipient stanza types, whether the file is post-quantum, armored,
+and how its bytes divide into header, armor, encryption overhead and payload.
+Nothing is decrypted, so the payload size assumes the file decrypts. The
+text and the JSON are age-inspect's, field for field.
+"""
+
+import json
+import os
+import stat
+import sys
+
+from . import _goflag
+from ._output import go_quote
+from ._source import Source
+from .armor import ArmorReader, starts_armored
+from .chunks import CHUNK_SIZE, TAG_SIZE
+from .errors import AgeError, HeaderError
+from .format import encode_mac_line, parse_header
+from .stream import NONCE_SIZE
+
+VERSION = "age-encryption.org/v1"
+USAGE = """\
+Usage:
+    agefast-inspect [--json] [INPUT]
+
+Options:
+    --json                      Output machine-readable JSON.
+
+INPUT defaults to standard input. "-" may be used as INPUT to explicitly
+read from standard input."""
+
+# Stanza types that make a file breakable by a quantum computer, and those
+# that don't; any other (a plugin's) leaves the answer "unknown".
+CLASSICAL = frozenset({"X25519", "ssh-rsa", "ssh-ed25519", "age-encryption.org/p256tag", "piv-p256"})
+POSTQUANTUM = frozenset({"mlkem768x25519", "scrypt", "age-encryption.org/mlkem768p256tag"})
+
+
+class InspectError(AgeError):
+    """The input is not an age file whose layout can be told."""
+
+
+class _Counting:
+    """Passes reads through, counting the bytes (the file's size as stored)."""
+
+    def __init__(self, reader):
+        self._reader = reader
+        self.count = 0
+
+    def readinto(self, b) -> int:
+        n = self._reader.readinto(b)
+        self.count += n or 0
+        return n
+
+
+def _read_to_end(source) -> int:
+    buffer = bytearray(1 << 20)
+    total = 0
+    while n := source.readinto(buffer):
+        total += n
+    return total
+
+
+def stream_overhead(payload_size: int) -> int:
+    """The nonce and tags in a payload of `payload_size` bytes; InspectError if no payload has that size."""
+    if payload_size < NONCE_SIZE:
+        raise InspectError(f"failed to compute stream overhead: encrypted size too small: {payload_size}")
+    sealed = payload_size - NONCE_SIZE
+    chunks, last = divmod(sealed, CHUNK_SIZE + TAG_SIZE)
+    # The final chunk holds 1 to CHUNK_SIZE bytes, or 0 only if it is the only chunk.
+    if last == 0 and chunks > 0:
+        last = CHUNK_SIZE + TAG_SIZE
+        chunks -= 1
+    if last < TAG_SIZE or (last == TAG_SIZE and chunks > 0):
+        raise InspectError(f"failed to compute stream overhead: invalid encrypted size {sealed}")
+    return NONCE_SIZE + (chunks + 1) * TAG_SIZE
+
+
+def inspect(reader, file_size: int | None = None) -> dict:
+    """age-inspect's metadata of the age file read from `reader` (with `readinto`).
+
+    `file_size`, if known (a regular file), spares reading past the header
+    of a binary file.
+    """
+    raw = _Counting(reader)
+    source = Source(raw)
+    armored = starts_armored(source)
+    if armored:
+        source = Source(ArmorReader(source))
+    try:
+        header = parse_header(source)
+    except HeaderError as e:
+        raise InspectError(f"failed to read header: {e}") from None
+    header_size = len(header.mac_input) + len(encode_mac_line(header.mac))
+    armor_size = 0
+    if file_size is None or armored:
+        # An armored file's size on disk depends on its line endings; the
+        # decoded size is what the payload is.
+        file_size = header_size + _read_to_end(source)
+        armor_size = raw.count - file_size
+    overhead = stream_overhead(file_size - header_size)
+    types = [s.type for s in header.stanzas]
+    postquantum = "unknown"
+    for t in types:
+        if t in CLASSICAL:
+            postquantum = "no"
+        elif t in POSTQUANTUM and postquantum != "no":
+            postquantum = "yes"
+    payload = file_size - header_size - overhead
+    return {
+        "version": VERSION,
+        "postquantum": postquantum,
+        "armor": armored,
+        "stanza_types": types,
+        "sizes": {"header": header_size, "armor": armor_size, "overhead": overhead,
+                  "min_payload": payload, "max_payload": payload, "min_padding": 0, "max_padding": 0},
+    }
+
+
+def describe(name: str, data: dict) -> str:
+    """age-inspect's text report."""
+    sizes = data["sizes"]
+    lines = [f"{name} is an age file, version {go_quote(data['version'])}.", ""]
+    if data["armor"]:
+        lines += ["This file is ASCII-armored.", ""]
+    lines.append("This file is encrypted to the following recipient types:")
+    lines += [f"  - {go_quote(t)}" for t in data["stanza_types"]]
+    lines.append("")
+    if data["postquantum"] == "yes":
+        lines += ["This file uses post-quantum encryption.", ""]
+    elif data["postquantum"] == "no":
+        lines += ["This file does NOT use post-quantum encryption.", ""]
+    lines += ["Size breakdown (assuming it decrypts successfully):", ""]
+    lines.append(f"    Header              {sizes['header']:12d} bytes")
+    if data["armor"]:
+        lines.append(f"    Armor overhead      {sizes['armor']:12d} bytes")
+    lines.append(f"    Encryption overhead {sizes['overhead']:12d} bytes")
+    lines.append(f"    Payload             {sizes['min_payload']:12d} bytes")
+    lines.append("                        -------------------")
+    total = sizes["header"] + sizes["overhead"] + sizes["min_payload"] + sizes["armor"]
+    lines.append(f"    Total               {total:12d} bytes")
+    lines += ["", "Tip: for machine-readable output, use --json."]
+    return "\n".join(lines) + "\n"
+
+
+def _flags() -> _goflag.FlagSet:
+    f = _goflag.FlagSet()
+    f.bool("version", "version")
+    f.bool("json", "json")
+    return f
+
+
+def _error(message: str) -> int:
+    print(f"agefast-inspect: error: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv=None) -> int:
+    parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    if parsed is None:
+        return status
+    values, positional = parsed
+    if len(positional) > 1:
+        print(USAGE, file=sys.stderr)
+        return 1
+    name = positional[0] if positional else "-"
+    try:
+        if name == "-":
+            data = inspect(sys.stdin.buffer)
+        else:
+            try:
+                f = open(name, "rb")
+            except OSError as e:
+                return _error(f"failed to open input file {go_quote(name)}: {e.strerror}")
+            with f:
+                st = os.fstat(f.fileno())
+                data = inspect(f, st.st_size if stat.S_ISREG(st.st_mode) else None)
+    except AgeError as e:
+        return _error(f"inspection failed: {e}")
+    except OSError as e:
+        return _error(f"inspection failed: {e.strerror or e}")
+    if values["json"]:
+        # Go's json.Encoder with SetIndent("", "    "): the same text, ending in a newline.
+        sys.stdout.write(json.dumps(data, indent=4) + "\n")
+    else:
+        sys.stdout.write(describe(positional[0] if positional else "<stdin>", data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""`agefast -j batchpass`: passphrases from the environment, as age 1.3's age-plugin-batchpass."""
+
+import os
+
+import pytest
+
+import agefast
+
+FAST = {"AGE_PASSPHRASE_WORK_FACTOR": "5"}
+
+
+@pytest.fixture
+def batch_env():
+    def env(**variables):
+        base = {k: v for k, v in os.environ.items() if not k.startswith("AGE_PASSPHRASE")}
+        return {**base, **variables}
+
+    return env
+
+
+def test_round_trip(batch_env, run_agefast):
+    encrypted = run_agefast("-e", "-j", "batchpass", input=b"batch", env=batch_env(AGE_PASSPHRASE="pw", **FAST))
+    assert encrypted.returncode == 0, encrypted.stderr
+    # A native scrypt file: readable with the passphrase alone.
+    assert agefast.decrypt(encrypted.stdout, [agefast.passphrase.Identity("pw")]) == b"batch"
+    decrypted = run_agefast("-d", "-j", "batchpass", input=encrypted.stdout, env=batch_env(AGE_PASSPHRASE="pw"))
+    assert (decrypted.returncode, decrypted.stdout) == (0, b"batch"), decrypted.stderr
+
+
+def test_passphrase_from_a_file_descriptor(batch_env, run_agefast):
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"from fd\n\n")
+    os.close(write_end)
+    try:
+        encrypted = run_agefast("-e", "-j", "batchpass", input=b"x", pass_fds=(read_end,),
+                                env=batch_env(AGE_PASSPHRASE_FD=str(read_end), **FAST))
+    finally:
+        os.close(read_end)
+    assert encrypted.returncode == 0, encrypted.stderr
+    assert agefast.decrypt(encrypted.stdout, [agefast.passphrase.Identity("from fd")]) == b"x"
+
+
+@pytest.mark.parametrize(("variables", "fragment"), [
+    ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_FD": "3"}, b"mutually exclusive"),
+    ({}, b"either AGE_PASSPHRASE or AGE_PASSPHRASE_FD must be set"),
+    ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_WORK_FACTOR": "31"}, b"between 1 and 30"),
+])
+def test_encryption_errors(variables, fragment, batch_env, run_agefast, tmp_path):
+    out = tmp_path / "out.age"
+    done = run_agefast("-e", "-j", "batchpass", "-o", out, input=b"x", env=batch_env(**variables))
+    assert done.returncode == 1
+    assert fragment in done.stderr.splitlines()[0]
+    assert not out.exists()
+
+
+def test_not_with_other_recipients(batch_env, run_agefast):
+    recipient = str(agefast.x25519.Identity.generate().to_public())
+    for order in (["-j", "batchpass", "-r", recipient], ["-r", recipient, "-j", "batchpass"]):
+        done = run_agefast("-e", *order, "-a", input=b"x", env=batch_env(AGE_PASSPHRASE="pw", **FAST))
+        assert done.returncode == 1
+        assert b"incompatible recipients" in done.stderr
+
+
+@pytest.mark.parametrize(("variables", "fragment"), [
+    ({"AGE_PASSPHRASE": "wrong"}, b"incorrect passphrase"),
+    ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_MAX_WORK_FACTOR": "3"}, b"work factor"),
+])
+def test_decryption_errors(variables, fragment, batch_env, run_agefast):
+    encrypted = agefast.encrypt(b"x", [agefast.passphrase.Recipient("pw", work_factor=5)])
+    done = run_agefast("-d", "-j", "batchpass", input=encrypted, env=batch_env(**variables))
+    assert done.returncode == 1
+    assert fragment in done.stderr
+
+
+def test_refuses_files_without_a_passphrase(batch_env, run_agefast):
+    identity = agefast.x25519.Identity.generate()
+    encrypted = agefast.encrypt(b"x", [identity.to_public()])
+    done = run_agefast("-d", "-j", "batchpass", input=encrypted, env=batch_env(AGE_PASSPHRASE="pw"))
+    assert done.returncode == 1
+    assert b"file is not passphrase-encrypted" in done.stderr

@@ -1,0 +1,134 @@
+"""agefast-inspect: an age file's stanza types, armor, post-quantum status and
+size breakdown, without a key, in age-inspect's text and JSON."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import agefast
+from agefast.chunks import CHUNK_SIZE
+from agefast.inspect import InspectError, stream_overhead
+
+INSPECT = [sys.executable, "-m", "agefast.inspect"]
+
+
+def run_inspect(*args, **kwargs):
+    kwargs.setdefault("capture_output", True)
+    if "input" not in kwargs:
+        kwargs["stdin"] = subprocess.DEVNULL
+    return subprocess.run([*INSPECT, *map(str, args)], timeout=60, **kwargs)
+
+
+# age's internal/inspect TestStreamOverhead table: payload size (nonce
+# included) -> overhead, or None where no payload has that size.
+OVERHEADS = [
+    (0, None), (15, None), (16, None), (16 + 15, None),
+    (16 + 16, 32), (16 + 1 + 16, 32), (16 + CHUNK_SIZE + 16, 32),
+    (16 + CHUNK_SIZE + 16 + 1, None), (16 + CHUNK_SIZE + 16 + 15, None),
+    (16 + CHUNK_SIZE + 16 + 16, None), (16 + CHUNK_SIZE + 16 + 1 + 16, 48),
+]
+
+
+@pytest.mark.parametrize(("payload_size", "overhead"), OVERHEADS)
+def test_stream_overhead(payload_size, overhead):
+    if overhead is None:
+        with pytest.raises(InspectError):
+            stream_overhead(payload_size)
+    else:
+        assert stream_overhead(payload_size) == overhead
+
+
+def test_text_report(tmp_path):
+    recipient = agefast.x25519.Identity.generate().to_public()
+    path = tmp_path / "secrets.age"
+    path.write_bytes(agefast.encrypt(b"x" * 42, [recipient]))
+    header = path.stat().st_size - 42 - 32
+    done = run_inspect(path)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode() == f"""\
+{path} is an age file, version "age-encryption.org/v1".
+
+This file is encrypted to the following recipient types:
+  - "X25519"
+
+This file does NOT use post-quantum encryption.
+
+Size breakdown (assuming it decrypts successfully):
+
+    Header              {header:12d} bytes
+    Encryption overhead           32 bytes
+    Payload                       42 bytes
+                        -------------------
+    Total               {header + 74:12d} bytes
+
+Tip: for machine-readable output, use --json.
+"""
+
+
+@pytest.mark.parametrize("line_ending", [b"\n", b"\r\n"])
+def test_json_armored_from_stdin(line_ending):
+    identity = agefast.pq.Identity.generate()
+    plaintext = b"y" * (CHUNK_SIZE + 5)
+    armored = agefast.encrypt(plaintext, [identity.to_public()], armored=True).replace(b"\n", line_ending)
+    done = run_inspect("-json", input=armored)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    sizes = data.pop("sizes")
+    assert data == {"version": "age-encryption.org/v1", "postquantum": "yes", "armor": True,
+                    "stanza_types": ["mlkem768x25519"]}
+    assert sizes["min_payload"] == sizes["max_payload"] == len(plaintext)
+    assert sizes["overhead"] == 16 + 2 * 16
+    assert (sizes["min_padding"], sizes["max_padding"]) == (0, 0)
+    # The fields add up to the file as stored, whatever its line endings.
+    assert sizes["header"] + sizes["armor"] + sizes["overhead"] + sizes["min_payload"] == len(armored)
+    # Go's json.Encoder with a four-space indent.
+    assert done.stdout.startswith(b'{\n    "version": "age-encryption.org/v1",\n')
+
+
+@pytest.mark.parametrize(("recipients", "postquantum"), [
+    (lambda: [agefast.passphrase.Recipient("pw", work_factor=2)], "yes"),
+    (lambda: [agefast.x25519.Identity.generate().to_public(), agefast.x25519.Identity.generate().to_public()], "no"),
+])
+def test_postquantum(recipients, postquantum):
+    done = run_inspect("--json", input=agefast.encrypt(b"", recipients()))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["postquantum"] == postquantum
+
+
+def test_unknown_stanza_types_leave_it_unknown():
+    """A plugin's stanza (here a made-up one) says nothing about quantum safety."""
+    header = b"age-encryption.org/v1\n-> some-plugin arg\nAAAA\n--- " + b"A" * 43 + b"\n"
+    done = run_inspect("--json", input=header + bytes(16 + 16 + 3))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["postquantum"], data["stanza_types"], data["sizes"]["min_payload"]) == ("unknown", ["some-plugin"], 3)
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    (b"not age\n", "inspection failed: failed to read header"),
+    (b"", "inspection failed: failed to read header"),
+])
+def test_errors(data, fragment, tmp_path):
+    path = tmp_path / "bad"
+    path.write_bytes(data)
+    done = run_inspect(path)
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.decode().startswith(f"agefast-inspect: error: {fragment}")
+
+
+def test_impossible_payload_size(tmp_path):
+    path = tmp_path / "cut.age"
+    whole = agefast.encrypt(b"z" * (CHUNK_SIZE + 1), [agefast.x25519.Identity.generate().to_public()])
+    path.write_bytes(whole[:-10])  # a final chunk shorter than its tag
+    done = run_inspect(path)
+    assert done.returncode == 1
+    assert b"failed to compute stream overhead" in done.stderr
+
+
+def test_usage(tmp_path):
+    assert run_inspect("a", "b").returncode == 1
+    helped = run_inspect("-h")
+    assert (helped.returncode, helped.stderr.startswith(b"Usage:\n")) == (0, True)
+    assert run_inspect("--nope").returncode == 2

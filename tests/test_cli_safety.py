@@ -1,0 +1,180 @@
+"""The agefast command never destroys an input: no input or key file is ever
+overwritten, -o writes through symlinks, and a killed run leaves no file.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import agefast
+
+AGEFAST = [sys.executable, "-m", "agefast"]
+
+
+@pytest.fixture
+def key(tmp_path):
+    """An identity file, its text, and its recipient."""
+    identity = agefast.x25519.Identity.generate()
+    path = tmp_path / "key.txt"
+    path.write_text(f"{identity}\n")
+    return path, path.read_bytes(), str(identity.to_public())
+
+
+def _refused(done, *untouched) -> None:
+    assert done.returncode == 1, done.stderr
+    assert b"input and output file are the same" in done.stderr, done.stderr
+    for path, contents in untouched:
+        assert path.read_bytes() == contents
+
+
+@pytest.mark.parametrize("spelling", ["{name}", "./{name}", "sub/../{name}"])
+def test_encrypt_onto_its_input(spelling, tmp_path, key, run_agefast):
+    _, _, recipient = key
+    src = tmp_path / "input"
+    src.write_bytes(b"precious")
+    (tmp_path / "sub").mkdir()
+    done = run_agefast("-r", recipient, "-o", spelling.format(name="input"), "input", cwd=tmp_path)
+    _refused(done, (src, b"precious"))
+
+
+def test_decrypt_onto_its_input(tmp_path, key, run_agefast):
+    key_path, _, recipient = key
+    src = tmp_path / "file.age"
+    ciphertext = agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(recipient)])
+    src.write_bytes(ciphertext)
+    _refused(run_agefast("-d", "-i", key_path, "-o", src, src), (src, ciphertext))
+
+
+def test_decrypt_onto_the_identity_file(tmp_path, key, run_agefast):
+    """The case that used to replace the key with the plaintext."""
+    key_path, key_text, recipient = key
+    ciphertext = agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(recipient)])
+    src = tmp_path / "file.age"
+    src.write_bytes(ciphertext)
+    _refused(run_agefast("-d", "-i", key_path, "-o", key_path, src), (key_path, key_text))
+
+
+def test_encrypt_onto_the_identity_file(tmp_path, key, run_agefast):
+    key_path, key_text, _ = key
+    _refused(run_agefast("-e", "-i", key_path, "-o", key_path, input=b"data"), (key_path, key_text))
+
+
+def test_encrypt_onto_the_recipients_file(tmp_path, key, run_agefast):
+    _, _, recipient = key
+    recipients = tmp_path / "recipients.txt"
+    recipients.write_text(f"{recipient}\n")
+    _refused(run_agefast("-R", recipients, "-o", recipients, input=b"data"),
+             (recipients, recipients.read_bytes()))
+
+
+def test_passphrase_onto_its_input_refused_before_prompting(tmp_path, run_agefast):
+    """Refused before the passphrase prompt, so no terminal is needed to see it."""
+    src = tmp_path / "input"
+    src.write_bytes(b"precious")
+    _refused(run_agefast("-p", "-o", src, src), (src, b"precious"))
+
+
+@pytest.mark.parametrize("link_to", ["input", "key"])
+def test_output_through_a_symlink_to_an_input(link_to, tmp_path, key, run_agefast):
+    key_path, key_text, _ = key
+    src = tmp_path / "input"
+    src.write_bytes(b"precious")
+    link = tmp_path / "link"
+    link.symlink_to(src if link_to == "input" else key_path)
+    done = run_agefast("-e", "-i", key_path, "-o", link, src)
+    _refused(done, (src, b"precious"), (key_path, key_text))
+    assert link.is_symlink()
+
+
+def test_output_through_a_hard_link_to_an_input(tmp_path, key, run_agefast):
+    key_path, key_text, _ = key
+    link = tmp_path / "hard"
+    os.link(key_path, link)
+    _refused(run_agefast("-e", "-i", key_path, "-o", link, input=b"data"), (key_path, key_text))
+
+
+def test_output_onto_a_symlink_writes_through_it(tmp_path, key, run_agefast):
+    key_path, _, recipient = key
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "out.age"
+    target.write_bytes(b"old")
+    target.chmod(0o600)
+    link = tmp_path / "link.age"
+    link.symlink_to(target)
+    assert run_agefast("-r", recipient, "-o", link, input=b"new plaintext").returncode == 0
+    assert link.is_symlink() and link.resolve() == target
+    assert agefast.decrypt(target.read_bytes(), agefast.parse_identities(key_path.read_text())) == b"new plaintext"
+    # The file keeps its own mode, as when a plain open() truncates it.
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(tmp_path / "real")) == ["out.age"]
+
+
+def test_output_onto_a_dangling_symlink_creates_its_target(tmp_path, key, run_agefast):
+    _, _, recipient = key
+    link = tmp_path / "link.age"
+    link.symlink_to("target.age")
+    assert run_agefast("-r", recipient, "-o", link, input=b"x").returncode == 0
+    assert link.is_symlink()
+    assert (tmp_path / "target.age").read_bytes().startswith(b"age-encryption.org/v1\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signal_during_output_leaves_no_file(signum, tmp_path, key):
+    _, _, recipient = key
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = subprocess.Popen([*AGEFAST, "-r", recipient, "-o", out_dir / "file.age"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(b"x" * 100_000)  # more than a chunk: the output is being written
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not os.listdir(out_dir):
+            assert time.monotonic() < deadline, "the temporary output never appeared"
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        proc.stderr.close()
+    assert proc.returncode != 0
+    assert os.listdir(out_dir) == []
+    if signum != signal.SIGINT:
+        # It died of the signal, as a process without a handler would.
+        assert proc.returncode == -signum
+
+
+def test_ignored_sighup_stays_ignored(tmp_path, key):
+    """A caller that ignores SIGHUP (nohup) keeps it ignored."""
+    _, _, recipient = key
+    out = tmp_path / "file.age"
+    proc = subprocess.Popen([*AGEFAST, "-r", recipient, "-o", out], stdin=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        proc.stdin.write(b"x" * 100_000)
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(tmp_path)) < 2:  # key.txt and the temporary output
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGHUP)
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert out.read_bytes().startswith(b"age-encryption.org/v1\n")
+
+
+def test_decrypt_onto_the_ssh_public_key_file(tmp_path, key, run_agefast):
+    """PATH.pub is read for an SSH identity -i PATH, so it is an input too."""
+    key_path, _, recipient = key
+    public = tmp_path / "key.txt.pub"
+    public.write_text("ssh-ed25519 AAAA... kept\n")
+    src = tmp_path / "file.age"
+    src.write_bytes(agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(recipient)]))
+    _refused(run_agefast("-d", "-i", key_path, "-o", public, src), (public, b"ssh-ed25519 AAAA... kept\n"))
