@@ -29,6 +29,10 @@ class FlagSet:
         self._flags = {}
         self._defaults = {}
 
+    def names(self) -> set[str]:
+        """Every flag name this set accepts, without dashes; -h and -help come on top, as in Go."""
+        return set(self._flags) | {"h", "help"}
+
     def bool(self, dest: str, *names: str) -> None:
         self._add(dest, names, "bool", False)
 

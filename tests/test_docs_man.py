@@ -2,17 +2,16 @@
 
 The man pages are built from docs/man/*.md with Sphinx's man builder, as a
 user's `man -l` would read them; the flags a command accepts are the ones
-its `--help` lists. Both sides are sets of flag names, so the test does not
-depend on how the parser is written.
+its parser defines (plus -h/-help, which Go's flag package, and so agefast's
+front, accepts everywhere). Both sides are sets of flag names without their
+dashes: as in Go, every flag takes one dash or two.
 """
 
-import os
+import importlib
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 
@@ -44,13 +43,12 @@ def documented_flags(roff: str) -> set[str]:
     return set(FLAG.findall(text))
 
 
+PARSERS = {"agefast": "agefast.cli", "agefast-keygen": "agefast.keygen", "agefast-inspect": "agefast.inspect"}
+
+
 def accepted_flags(command: str) -> set[str]:
-    """The flags the installed command lists in its --help."""
-    path = shutil.which(command, path=sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", ""))
-    if path is None:
-        pytest.skip(f"{command} is not installed (pip install -e .)")
-    result = subprocess.run([path, "--help"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
-    return set(FLAG.findall(result.stdout + result.stderr))
+    """The names of the flags the command's parser accepts."""
+    return importlib.import_module(PARSERS[command])._flags().names()
 
 
 def test_flag_pattern_reads_flags_and_not_words():
@@ -60,7 +58,7 @@ def test_flag_pattern_reads_flags_and_not_words():
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_man_page_documents_every_flag_the_command_accepts(man_dir, command):
-    documented = documented_flags((man_dir / f"{command}.1").read_text())
+    documented = {flag.lstrip("-") for flag in documented_flags((man_dir / f"{command}.1").read_text())}
     accepted = accepted_flags(command)
     assert accepted - documented == set(), f"{command} accepts flags its man page does not document"
     assert documented - accepted == set(), f"{command}(1) documents flags the command does not list in --help"
