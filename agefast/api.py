@@ -10,7 +10,7 @@ import io
 import os
 import tempfile
 
-from . import armor, chunks
+from . import _arguments, armor, chunks
 from ._buffers import new_bytes
 from ._source import MemoryReader, Source
 from .direct import DirectReader, DirectWriter
@@ -24,8 +24,12 @@ _READ_SIZE = 1 << 20
 
 
 def _begin_file(dst, recipients, armored: bool):
-    """Write the header and nonce; return (payload destination, payload key)."""
-    header, file_key = make_header(recipients)
+    """Write the header and nonce; return (payload destination, payload key).
+
+    The arguments are checked before anything is written."""
+    _arguments.writer("dst", dst)
+    _arguments.flag("armored", armored)
+    header, file_key = make_header(_arguments.recipients(recipients))
     out = armor.ArmorWriter(dst) if armored else dst
     nonce = os.urandom(NONCE_SIZE)
     write_all(out, header + nonce)
@@ -34,7 +38,8 @@ def _begin_file(dst, recipients, armored: bool):
 
 def _open_file(src, identities):
     """Read the header; return (Source at the first chunk, payload key, armored)."""
-    source = Source(src)
+    identities = _arguments.identities(identities)
+    source = Source(_arguments.reader("src", src))
     armored = armor.starts_armored(source)
     if armored:
         source = Source(armor.ArmorReader(source))
@@ -126,7 +131,7 @@ class Decryptor(io.RawIOBase):
 
     def __init__(self, src, identities, *, close_src=False, threads=None):
         super().__init__()
-        self._src = src
+        self._src = _arguments.reader("src", src)
         self._close_src = close_src
         start = src.tell() if _is_seekable(src) else None
         source, key, armored = _open_file(src, identities)
@@ -184,8 +189,8 @@ def decryptor(src, identities, *, close_src=False, threads=None) -> Decryptor:
 
 def _sealing(plaintext, recipients, threads):
     """Make the header now; return (age file size, fill(view) writing the file)."""
-    data = memoryview(plaintext).cast("B")
-    header, file_key = make_header(recipients)
+    data = _arguments.buffer("plaintext", plaintext)
+    header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
 
@@ -200,6 +205,7 @@ def _opening(data: memoryview, identities, threads):
     """Open the header of a binary age file; return (plaintext size,
     fill(view) writing the plaintext or raising PayloadError), or None if the
     file is armored (its size is unknown until it is decoded)."""
+    identities = _arguments.identities(identities)
     source = Source(MemoryReader(data))
     if armor.starts_armored(source):
         return None
@@ -229,7 +235,7 @@ def _too_small(need: int):
 
 def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
     """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
-    if armored:
+    if _arguments.flag("armored", armored):
         out = io.BytesIO()
         with encryptor(out, recipients, armored=True, threads=threads) as w:
             w.write(plaintext)
@@ -258,7 +264,7 @@ def encrypt_into(plaintext, recipients, buf, *, threads=None) -> int:
 
 def decrypt(ciphertext, identities, *, threads=None) -> bytes:
     """Decrypt a whole age file held in memory; returns the plaintext."""
-    data = memoryview(ciphertext).cast("B")
+    data = _arguments.buffer("ciphertext", ciphertext)
     opening = _opening(data, identities, threads)
     if opening is None:
         return Decryptor(MemoryReader(data), identities, threads=threads).readall()
@@ -275,7 +281,7 @@ def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
     ValueError comes. On a PayloadError `buf` holds the verified plaintext of
     the chunks before the failure, never anything unverified.
     """
-    data = memoryview(ciphertext).cast("B")
+    data = _arguments.buffer("ciphertext", ciphertext)
     view = _writable(buf)
     opening = _opening(data, identities, threads)
     if opening is None:
@@ -295,6 +301,9 @@ def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
 
 def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:
     """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
+    _arguments.reader("reader", reader)
+    _arguments.writer("writer", writer)
+    _arguments.distinct_files(reader, writer)
     out, key = _begin_file(writer, recipients, armored)
     seal_stream(Source(reader).readinto, out, key, threads)
     _finish_file(out, writer)
@@ -306,6 +315,9 @@ def decrypt_io(reader, writer, identities, *, threads=None) -> None:
     Only verified plaintext is written, but on a PayloadError part of it has
     been: discard the output then (decrypt_file does).
     """
+    _arguments.reader("reader", reader)
+    _arguments.writer("writer", writer)
+    _arguments.distinct_files(reader, writer)
     source, key, _ = _open_file(reader, identities)
     open_stream(source.readinto, writer, key, threads)
     _flush(writer)
@@ -313,9 +325,18 @@ def decrypt_io(reader, writer, identities, *, threads=None) -> None:
 
 def _to_file_atomically(outfile, produce, direct: bool) -> None:
     """Run produce(f) on a temporary file beside `outfile`, renamed on success,
-    so that a failure never leaves a partial file that looks complete."""
-    directory = os.path.dirname(os.path.abspath(outfile))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".agefast-")
+    so that a failure never leaves a partial file that looks complete.
+
+    A symlink is written through: the file it points to is replaced and the
+    link kept. An existing file that is not a regular one (a FIFO, a device)
+    cannot be replaced by renaming, so it is written directly.
+    """
+    outfile = os.path.realpath(outfile)
+    if os.path.exists(outfile) and not os.path.isfile(outfile):
+        with open(outfile, "wb") as f:
+            produce(f)
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(outfile), prefix=".agefast-")
     try:
         if direct:
             os.close(fd)
@@ -330,6 +351,14 @@ def _to_file_atomically(outfile, produce, direct: bool) -> None:
         raise
 
 
+def _file_arguments(infile, outfile) -> tuple:
+    """The two paths, checked: TypeError for a non-path (an int would be
+    taken for a file descriptor), SameFileError if they name one file."""
+    infile, outfile = _arguments.path("infile", infile), _arguments.path("outfile", outfile)
+    _arguments.distinct_paths(infile, outfile)
+    return infile, outfile
+
+
 def _open_input(infile, direct: bool):
     return DirectReader(infile) if direct else open(infile, "rb")
 
@@ -338,14 +367,23 @@ def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None, di
     """Encrypt the file `infile` to `outfile`, which appears only on success.
 
     direct=True reads and writes with O_DIRECT, bypassing the page cache,
-    where the file system allows it.
+    where the file system allows it. Input and output naming one file (also
+    through a symlink or a hard link) raise SameFileError before anything is
+    written.
     """
+    infile, outfile = _file_arguments(infile, outfile)
+    recipients = _arguments.recipients(recipients)
+    _arguments.flag("armored", armored)
     with _open_input(infile, direct) as src:
         _to_file_atomically(outfile, lambda dst: encrypt_io(src, dst, recipients, armored, threads=threads),
                             direct)
 
 
 def decrypt_file(infile, outfile, identities, *, threads=None, direct=False) -> None:
-    """Decrypt the file `infile` to `outfile`, which appears only on success."""
+    """Decrypt the file `infile` to `outfile`, which appears only on success.
+
+    As in encrypt_file, one file as input and output raises SameFileError."""
+    infile, outfile = _file_arguments(infile, outfile)
+    identities = _arguments.identities(identities)
     with _open_input(infile, direct) as src:
         _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, threads=threads), direct)

@@ -53,3 +53,7 @@ class UnsupportedKeyError(RecipientError):
 
 class PassphraseNeededError(IdentityError):
     """The SSH private key is passphrase-protected and no passphrase was given."""
+
+
+class SameFileError(AgeError, ValueError):
+    """The input and the output are one file: writing would destroy the input."""

@@ -18,18 +18,13 @@ def payload_key(file_key: bytes, nonce: bytes) -> bytes:
     return hkdf(file_key, nonce, b"payload")
 
 
-def make_header(recipients) -> tuple[bytes, bytes]:
-    """Return (header bytes ending in newline, file key) for `recipients`."""
-    recipients = list(recipients)
-    if not recipients:
-        raise EncryptError("no recipients")
+def make_header(recipients: list) -> tuple[bytes, bytes]:
+    """Return (header bytes ending in newline, file key) for `recipients`,
+    a non-empty list of recipient objects (agefast._arguments checks it)."""
     file_key = os.urandom(FILE_KEY_SIZE)
     stanzas = []
     for r in recipients:
-        wrap = getattr(r, "wrap", None)
-        if wrap is None:
-            raise EncryptError(f"not a recipient: {r!r}")
-        stanzas.extend(wrap(file_key))
+        stanzas.extend(r.wrap(file_key))
     # Labels are read after wrapping, as a plugin learns its own only then.
     # Recipients that may be mixed share the same set.
     labels = {frozenset(getattr(r, "labels", frozenset())) for r in recipients}
@@ -50,10 +45,7 @@ def open_header(source, identities) -> bytes:
     header = parse_header(source)
     file_key = None
     for identity in identities:
-        unwrap = getattr(identity, "unwrap", None)
-        if unwrap is None:
-            raise TypeError(f"not an identity: {identity!r}")
-        file_key = unwrap(header.stanzas)
+        file_key = identity.unwrap(header.stanzas)
         if file_key is not None:
             break
     if file_key is None:
