@@ -27,6 +27,12 @@ def path(name: str, value):
     return os.fspath(value)
 
 
+def text(name: str, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"argument {name!r}: expected a str, not {_type_name(value)}")
+    return value
+
+
 def flag(name: str, value) -> bool:
     # Only a bool: armored="no" must not mean True.
     if not isinstance(value, bool):

@@ -27,13 +27,23 @@ def make_header(recipients: list) -> tuple[bytes, bytes]:
         stanzas.extend(r.wrap(file_key))
     # Labels are read after wrapping, as a plugin learns its own only then.
     # Recipients that may be mixed share the same set.
-    labels = {frozenset(getattr(r, "labels", frozenset())) for r in recipients}
-    if len(labels) > 1:
-        raise EncryptError(
-            "incompatible recipients: a passphrase must be the only recipient, "
-            "and post-quantum recipients cannot be mixed with classical ones")
+    labels = [frozenset(getattr(r, "labels", frozenset())) for r in recipients]
+    for other in labels[1:]:
+        if other != labels[0]:
+            raise _incompatible(labels[0], other)
     without_mac = encode_header_without_mac(stanzas)
     return without_mac + encode_mac_line(_mac(file_key, without_mac)), file_key
+
+
+def _incompatible(a: frozenset, b: frozenset) -> EncryptError:
+    """rage's error for recipients with different labels, with age's reason."""
+    labelled = a or b
+    if (a and b) or "postquantum" not in labelled:
+        # Apart from "postquantum", only a passphrase has labels (a random one).
+        return EncryptError("incompatible recipients: a passphrase must be the only recipient of a file")
+    return EncryptError(
+        f"Cannot encrypt to a recipient with labels '{', '.join(sorted(labelled))}' alongside a recipient with no labels: "
+        "post-quantum and classic recipients can't be mixed, or the file would be vulnerable to quantum computers")
 
 
 def open_header(source, identities) -> bytes:
@@ -49,7 +59,7 @@ def open_header(source, identities) -> bytes:
         if file_key is not None:
             break
     if file_key is None:
-        raise NoIdentityMatchError("no identity matched any of the recipients")
+        raise NoIdentityMatchError("No matching keys found: no identity matched any of the recipients")
     if len(file_key) != FILE_KEY_SIZE:
         raise HeaderError("unwrapped file key has the wrong length")
     if not hmac.compare_digest(_mac(file_key, header.mac_input), header.mac):

@@ -106,7 +106,7 @@ def test_plugin_recipient_and_j_flag(on_path, run_agefast):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["-d", "-j", "../evil"], b"-j ../evil: invalid plugin name"),
+    (["-d", "-j", "../evil"], b"-j ../evil: Invalid plugin name"),
     (["-d", "-j", "nosuchplugin"], b"could not find age-plugin-nosuchplugin"),
     (["-j", "agefasttest"], b"-j can only be used with -d/--decrypt"),
 ])
