@@ -40,6 +40,12 @@ def flag(name: str, value) -> bool:
     return value
 
 
+def armored_or_not(value) -> bool | None:
+    """A decryption's `armored`: True (armor only), False (binary only) or
+    None (whichever the file starts with)."""
+    return None if value is None else flag("armored", value)
+
+
 def reader(name: str, value):
     if isinstance(value, io.TextIOBase) or not (hasattr(value, "readinto") or hasattr(value, "read")):
         raise TypeError(f"argument {name!r}: expected a binary file object with a .read() method, "

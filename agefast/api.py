@@ -36,11 +36,16 @@ def _begin_file(dst, recipients, armored: bool):
     return out, payload_key(file_key, nonce)
 
 
-def _open_file(src, identities):
-    """Read the header; return (Source at the first chunk, payload key, armored)."""
+def _open_file(src, identities, armored=None):
+    """Read the header; return (Source at the first chunk, payload key, armored).
+
+    armored=None looks at the start of the file to tell; True reads armor
+    only, as Go's armor.NewReader does (leading garbage is an ArmorError),
+    and False a binary file only."""
     identities = _arguments.identities(identities)
     source = Source(_arguments.reader("src", src))
-    armored = armor.starts_armored(source)
+    if _arguments.armored_or_not(armored) is None:
+        armored = armor.starts_armored(source)
     if armored:
         source = Source(armor.ArmorReader(source))
     return source, open_header(source, identities), armored
@@ -117,6 +122,10 @@ def _is_seekable(src) -> bool:
 class Decryptor(io.RawIOBase):
     """A readable binary stream of the plaintext of `src`.
 
+    `armored` says what the caller knows of the file: True for ASCII armor
+    (anything before the BEGIN line other than whitespace is an ArmorError),
+    False for a binary file, None (the default) to tell from its first bytes.
+
     The header is read and checked on construction. Plaintext is released only
     chunk by chunk after each chunk's tag verified; after a failure every
     further read raises the same error.
@@ -129,12 +138,12 @@ class Decryptor(io.RawIOBase):
     retrying it later carries on where it stopped.
     """
 
-    def __init__(self, src, identities, *, close_src=False, threads=None):
+    def __init__(self, src, identities, *, armored=None, close_src=False, threads=None):
         super().__init__()
         self._src = _arguments.reader("src", src)
         self._close_src = close_src
         start = src.tell() if _is_seekable(src) else None
-        source, key, armored = _open_file(src, identities)
+        source, key, armored = _open_file(src, identities, armored)
         if start is not None and not armored:
             self._payload = SeekablePayload(src, start + source.consumed, key, threads)
         else:
@@ -183,8 +192,8 @@ def encryptor(dst, recipients, *, armored=False, close_dst=False, threads=None) 
     return Encryptor(dst, recipients, armored=armored, close_dst=close_dst, threads=threads)
 
 
-def decryptor(src, identities, *, close_src=False, threads=None) -> Decryptor:
-    return Decryptor(src, identities, close_src=close_src, threads=threads)
+def decryptor(src, identities, *, armored=None, close_src=False, threads=None) -> Decryptor:
+    return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
 
 
 def _sealing(plaintext, recipients, threads):
@@ -201,13 +210,14 @@ def _sealing(plaintext, recipients, threads):
     return start + chunks.sealed_size(len(data)), fill
 
 
-def _opening(data: memoryview, identities, threads):
+def _opening(data: memoryview, identities, threads, armored):
     """Open the header of a binary age file; return (plaintext size,
     fill(view) writing the plaintext or raising PayloadError), or None if the
     file is armored (its size is unknown until it is decoded)."""
     identities = _arguments.identities(identities)
     source = Source(MemoryReader(data))
-    if armor.starts_armored(source):
+    armored = _arguments.armored_or_not(armored)
+    if armored or (armored is None and armor.starts_armored(source)):
         return None
     key = open_header(source, identities)
     payload = data[source.consumed:]
@@ -262,16 +272,18 @@ def encrypt_into(plaintext, recipients, buf, *, threads=None) -> int:
     return size
 
 
-def decrypt(ciphertext, identities, *, threads=None) -> bytes:
-    """Decrypt a whole age file held in memory; returns the plaintext."""
+def decrypt(ciphertext, identities, *, armored=None, threads=None) -> bytes:
+    """Decrypt a whole age file held in memory; returns the plaintext.
+
+    `armored` is as for Decryptor: None tells armor from binary by the start."""
     data = _arguments.buffer("ciphertext", ciphertext)
-    opening = _opening(data, identities, threads)
+    opening = _opening(data, identities, threads, armored)
     if opening is None:
-        return Decryptor(MemoryReader(data), identities, threads=threads).readall()
+        return Decryptor(MemoryReader(data), identities, armored=True, threads=threads).readall()
     return new_bytes(*opening)
 
 
-def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
+def decrypt_into(ciphertext, identities, buf, *, armored=None, threads=None) -> int:
     """Decrypt a whole age file held in memory into the writable buffer `buf`;
     returns the length of the plaintext written at its start.
 
@@ -283,9 +295,9 @@ def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
     """
     data = _arguments.buffer("ciphertext", ciphertext)
     view = _writable(buf)
-    opening = _opening(data, identities, threads)
+    opening = _opening(data, identities, threads, armored)
     if opening is None:
-        reader = Decryptor(MemoryReader(data), identities, threads=threads)
+        reader = Decryptor(MemoryReader(data), identities, armored=True, threads=threads)
         n = 0
         while n < len(view) and (got := reader.readinto(view[n:])):
             n += got
@@ -309,8 +321,8 @@ def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> No
     _finish_file(out, writer)
 
 
-def decrypt_io(reader, writer, identities, *, threads=None) -> None:
-    """Decrypt all of `reader` onto `writer`.
+def decrypt_io(reader, writer, identities, *, armored=None, threads=None) -> None:
+    """Decrypt all of `reader` onto `writer` (`armored` as for Decryptor).
 
     Only verified plaintext is written, but on a PayloadError part of it has
     been: discard the output then (decrypt_file does).
@@ -318,7 +330,7 @@ def decrypt_io(reader, writer, identities, *, threads=None) -> None:
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
-    source, key, _ = _open_file(reader, identities)
+    source, key, _ = _open_file(reader, identities, armored)
     open_stream(source.readinto, writer, key, threads)
     _flush(writer)
 
@@ -379,11 +391,14 @@ def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None, di
                             direct)
 
 
-def decrypt_file(infile, outfile, identities, *, threads=None, direct=False) -> None:
+def decrypt_file(infile, outfile, identities, *, armored=None, threads=None, direct=False) -> None:
     """Decrypt the file `infile` to `outfile`, which appears only on success.
 
-    As in encrypt_file, one file as input and output raises SameFileError."""
+    As in encrypt_file, one file as input and output raises SameFileError;
+    `armored` is as for Decryptor."""
     infile, outfile = _file_arguments(infile, outfile)
     identities = _arguments.identities(identities)
+    _arguments.armored_or_not(armored)
     with _open_input(infile, direct) as src:
-        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, threads=threads), direct)
+        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, armored=armored, threads=threads),
+                            direct)

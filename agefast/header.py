@@ -46,6 +46,14 @@ def _incompatible(a: frozenset, b: frozenset) -> EncryptError:
         "post-quantum and classic recipients can't be mixed, or the file would be vulnerable to quantum computers")
 
 
+def _no_match(types: list[str]) -> NoIdentityMatchError:
+    # The types come from the file: name a few distinct ones, each cut short.
+    seen = list(dict.fromkeys(types))
+    named = ", ".join(t[:40] for t in seen[:8]) + (", ..." if len(seen) > 8 else "")
+    return NoIdentityMatchError(
+        f"No matching keys found: no identity matched any of the recipients (the file's stanzas: {named})", types)
+
+
 def open_header(source, identities) -> bytes:
     """Parse the header from `source` and return the payload key.
 
@@ -59,7 +67,7 @@ def open_header(source, identities) -> bytes:
         if file_key is not None:
             break
     if file_key is None:
-        raise NoIdentityMatchError("No matching keys found: no identity matched any of the recipients")
+        raise _no_match([s.type for s in header.stanzas])
     if len(file_key) != FILE_KEY_SIZE:
         raise HeaderError("unwrapped file key has the wrong length")
     if not hmac.compare_digest(_mac(file_key, header.mac_input), header.mac):
