@@ -114,6 +114,16 @@ class Encryptor(io.RawIOBase):
             self.abort()
 
 
+def read_all(readinto) -> bytes:
+    """Everything a stream's readinto gives, read 1 MiB at a time (the
+    default readall reads 8 KiB at a time)."""
+    out = bytearray()
+    buf = bytearray(_READ_SIZE)
+    while n := readinto(buf):
+        out += memoryview(buf)[:n]
+    return bytes(out)
+
+
 def _is_seekable(src) -> bool:
     seekable = getattr(src, "seekable", None)
     return seekable is not None and seekable()
@@ -176,11 +186,7 @@ class Decryptor(io.RawIOBase):
         return self._payload.readinto(b)
 
     def readall(self) -> bytes:
-        out = bytearray()
-        buf = bytearray(_READ_SIZE)
-        while n := self.readinto(buf):
-            out += memoryview(buf)[:n]
-        return bytes(out)
+        return read_all(self.readinto)
 
     def close(self) -> None:
         if not self.closed and self._close_src:
