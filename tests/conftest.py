@@ -20,13 +20,18 @@ import pytest
 REQUIRE_TOOLS = os.environ.get("AGEFAST_REQUIRE_TOOLS") == "1"
 
 
+def _missing(names) -> str | None:
+    """Why a test needing the programs `names` cannot run, if one is not on PATH."""
+    missing = [name for name in names if shutil.which(name) is None]
+    return f"needs {', '.join(missing)} on PATH" if missing else None
+
+
 def _need_tools(names) -> None:
     """Skip the test, with the reason, if a program in `names` is not on
     PATH; under AGEFAST_REQUIRE_TOOLS=1 fail it instead."""
-    missing = [name for name in names if shutil.which(name) is None]
-    if not missing:
+    reason = _missing(names)
+    if reason is None:
         return
-    reason = f"needs {', '.join(missing)} on PATH"
     if REQUIRE_TOOLS:
         pytest.fail(f"{reason}, and AGEFAST_REQUIRE_TOOLS=1 says every tool is installed", pytrace=False)
     pytest.skip(reason)
@@ -38,8 +43,18 @@ def pytest_configure(config):
                    "missing, failed instead under AGEFAST_REQUIRE_TOOLS=1")
 
 
+def pytest_collection_modifyitems(config, items):
+    # Skipped at collection, so that the summary names each test.
+    if REQUIRE_TOOLS:
+        return
+    for item in items:
+        for mark in item.iter_markers("requires_tool"):
+            if (reason := _missing(mark.args)) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
 def pytest_runtest_setup(item):
-    # Runs before the test's fixtures are set up.
+    # Under AGEFAST_REQUIRE_TOOLS=1: fails before the test's fixtures are set up.
     for mark in item.iter_markers("requires_tool"):
         _need_tools(mark.args)
 
