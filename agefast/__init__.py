@@ -1,7 +1,8 @@
 """agefast: the age file-encryption format (age-encryption.org/v1).
 
 A superset of pyrage's API, so `import agefast as pyrage` works, plus true
-streaming through `encryptor` and `decryptor`.
+streaming through `encryptor` and `decryptor`, and `encrypting_reader`
+for code that reads (uploaders).
 """
 
 import importlib
@@ -21,6 +22,7 @@ from .api import (
     encrypt_io,
     encryptor,
 )
+from .encrypting_reader import EncryptingReader, encrypting_reader
 from .errors import DecryptError, EncryptError, IdentityError, RecipientError
 from .keys import load_identities, parse_identities, parse_recipients
 
@@ -28,6 +30,7 @@ __all__ = [
     "Decryptor",
     "DecryptError",
     "EncryptError",
+    "EncryptingReader",
     "Encryptor",
     "IdentityError",
     "RecipientError",
@@ -40,6 +43,7 @@ __all__ = [
     "encrypt_file",
     "encrypt_into",
     "encrypt_io",
+    "encrypting_reader",
     "encryptor",
     "load_identities",
     "parse_identities",

@@ -1,13 +1,15 @@
 """What every key written as one Bech32 string of raw bytes has in common."""
 
-from . import bech32
+from . import _arguments, bech32
 
 
 class Bech32Key:
     """A key that is `HRP` + "1" + Bech32 of its raw bytes, `self._raw`.
 
     Subclasses set HRP, ERROR (RecipientError or IdentityError) and KIND (a
-    name for messages), and validate the raw bytes in __init__.
+    name for messages), and validate the raw bytes in __init__. Messages
+    start with pyrage's words for the same failure ("invalid Bech32
+    encoding", "incorrect HRP"), which code written for pyrage matches.
     """
 
     HRP: str
@@ -16,13 +18,13 @@ class Bech32Key:
     _raw: bytes
 
     @classmethod
-    def from_str(cls, s: str):
+    def from_str(cls, v: str):
         try:
-            hrp, data = bech32.decode(s)
+            hrp, data = bech32.decode(_arguments.text("v", v))
         except bech32.Bech32Error as e:
-            raise cls.ERROR(f"malformed {cls.KIND}: {e}") from None
+            raise cls.ERROR(f"malformed {cls.KIND}: invalid Bech32 encoding: {e}") from None
         if hrp != cls.HRP:
-            raise cls.ERROR(f"malformed {cls.KIND}: unexpected prefix {hrp[:32]!r}")
+            raise cls.ERROR(f"malformed {cls.KIND}: incorrect HRP: unexpected prefix {hrp[:32]!r}")
         return cls(data)
 
     def __str__(self) -> str:

@@ -10,7 +10,7 @@ import io
 import os
 import tempfile
 
-from . import armor, chunks
+from . import _arguments, armor, chunks
 from ._buffers import new_bytes
 from ._source import MemoryReader, Source
 from .direct import DirectReader, DirectWriter
@@ -24,18 +24,28 @@ _READ_SIZE = 1 << 20
 
 
 def _begin_file(dst, recipients, armored: bool):
-    """Write the header and nonce; return (payload destination, payload key)."""
-    header, file_key = make_header(recipients)
+    """Write the header and nonce; return (payload destination, payload key).
+
+    The arguments are checked before anything is written."""
+    _arguments.writer("dst", dst)
+    _arguments.flag("armored", armored)
+    header, file_key = make_header(_arguments.recipients(recipients))
     out = armor.ArmorWriter(dst) if armored else dst
     nonce = os.urandom(NONCE_SIZE)
     write_all(out, header + nonce)
     return out, payload_key(file_key, nonce)
 
 
-def _open_file(src, identities):
-    """Read the header; return (Source at the first chunk, payload key, armored)."""
-    source = Source(src)
-    armored = armor.starts_armored(source)
+def _open_file(src, identities, armored=None):
+    """Read the header; return (Source at the first chunk, payload key, armored).
+
+    armored=None looks at the start of the file to tell; True reads armor
+    only, as Go's armor.NewReader does (leading garbage is an ArmorError),
+    and False a binary file only."""
+    identities = _arguments.identities(identities)
+    source = Source(_arguments.reader("src", src))
+    if _arguments.armored_or_not(armored) is None:
+        armored = armor.starts_armored(source)
     if armored:
         source = Source(armor.ArmorReader(source))
     return source, open_header(source, identities), armored
@@ -104,6 +114,16 @@ class Encryptor(io.RawIOBase):
             self.abort()
 
 
+def read_all(readinto) -> bytes:
+    """Everything a stream's readinto gives, read 1 MiB at a time (the
+    default readall reads 8 KiB at a time)."""
+    out = bytearray()
+    buf = bytearray(_READ_SIZE)
+    while n := readinto(buf):
+        out += memoryview(buf)[:n]
+    return bytes(out)
+
+
 def _is_seekable(src) -> bool:
     seekable = getattr(src, "seekable", None)
     return seekable is not None and seekable()
@@ -111,6 +131,10 @@ def _is_seekable(src) -> bool:
 
 class Decryptor(io.RawIOBase):
     """A readable binary stream of the plaintext of `src`.
+
+    `armored` says what the caller knows of the file: True for ASCII armor
+    (anything before the BEGIN line other than whitespace is an ArmorError),
+    False for a binary file, None (the default) to tell from its first bytes.
 
     The header is read and checked on construction. Plaintext is released only
     chunk by chunk after each chunk's tag verified; after a failure every
@@ -124,12 +148,12 @@ class Decryptor(io.RawIOBase):
     retrying it later carries on where it stopped.
     """
 
-    def __init__(self, src, identities, *, close_src=False, threads=None):
+    def __init__(self, src, identities, *, armored=None, close_src=False, threads=None):
         super().__init__()
-        self._src = src
+        self._src = _arguments.reader("src", src)
         self._close_src = close_src
         start = src.tell() if _is_seekable(src) else None
-        source, key, armored = _open_file(src, identities)
+        source, key, armored = _open_file(src, identities, armored)
         if start is not None and not armored:
             self._payload = SeekablePayload(src, start + source.consumed, key, threads)
         else:
@@ -162,11 +186,7 @@ class Decryptor(io.RawIOBase):
         return self._payload.readinto(b)
 
     def readall(self) -> bytes:
-        out = bytearray()
-        buf = bytearray(_READ_SIZE)
-        while n := self.readinto(buf):
-            out += memoryview(buf)[:n]
-        return bytes(out)
+        return read_all(self.readinto)
 
     def close(self) -> None:
         if not self.closed and self._close_src:
@@ -178,14 +198,14 @@ def encryptor(dst, recipients, *, armored=False, close_dst=False, threads=None) 
     return Encryptor(dst, recipients, armored=armored, close_dst=close_dst, threads=threads)
 
 
-def decryptor(src, identities, *, close_src=False, threads=None) -> Decryptor:
-    return Decryptor(src, identities, close_src=close_src, threads=threads)
+def decryptor(src, identities, *, armored=None, close_src=False, threads=None) -> Decryptor:
+    return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
 
 
 def _sealing(plaintext, recipients, threads):
     """Make the header now; return (age file size, fill(view) writing the file)."""
-    data = memoryview(plaintext).cast("B")
-    header, file_key = make_header(recipients)
+    data = _arguments.buffer("plaintext", plaintext)
+    header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
 
@@ -196,12 +216,14 @@ def _sealing(plaintext, recipients, threads):
     return start + chunks.sealed_size(len(data)), fill
 
 
-def _opening(data: memoryview, identities, threads):
+def _opening(data: memoryview, identities, threads, armored):
     """Open the header of a binary age file; return (plaintext size,
     fill(view) writing the plaintext or raising PayloadError), or None if the
     file is armored (its size is unknown until it is decoded)."""
+    identities = _arguments.identities(identities)
     source = Source(MemoryReader(data))
-    if armor.starts_armored(source):
+    armored = _arguments.armored_or_not(armored)
+    if armored or (armored is None and armor.starts_armored(source)):
         return None
     key = open_header(source, identities)
     payload = data[source.consumed:]
@@ -229,7 +251,7 @@ def _too_small(need: int):
 
 def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
     """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
-    if armored:
+    if _arguments.flag("armored", armored):
         out = io.BytesIO()
         with encryptor(out, recipients, armored=True, threads=threads) as w:
             w.write(plaintext)
@@ -256,16 +278,18 @@ def encrypt_into(plaintext, recipients, buf, *, threads=None) -> int:
     return size
 
 
-def decrypt(ciphertext, identities, *, threads=None) -> bytes:
-    """Decrypt a whole age file held in memory; returns the plaintext."""
-    data = memoryview(ciphertext).cast("B")
-    opening = _opening(data, identities, threads)
+def decrypt(ciphertext, identities, *, armored=None, threads=None) -> bytes:
+    """Decrypt a whole age file held in memory; returns the plaintext.
+
+    `armored` is as for Decryptor: None tells armor from binary by the start."""
+    data = _arguments.buffer("ciphertext", ciphertext)
+    opening = _opening(data, identities, threads, armored)
     if opening is None:
-        return Decryptor(MemoryReader(data), identities, threads=threads).readall()
+        return Decryptor(MemoryReader(data), identities, armored=True, threads=threads).readall()
     return new_bytes(*opening)
 
 
-def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
+def decrypt_into(ciphertext, identities, buf, *, armored=None, threads=None) -> int:
     """Decrypt a whole age file held in memory into the writable buffer `buf`;
     returns the length of the plaintext written at its start.
 
@@ -275,11 +299,11 @@ def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
     ValueError comes. On a PayloadError `buf` holds the verified plaintext of
     the chunks before the failure, never anything unverified.
     """
-    data = memoryview(ciphertext).cast("B")
+    data = _arguments.buffer("ciphertext", ciphertext)
     view = _writable(buf)
-    opening = _opening(data, identities, threads)
+    opening = _opening(data, identities, threads, armored)
     if opening is None:
-        reader = Decryptor(MemoryReader(data), identities, threads=threads)
+        reader = Decryptor(MemoryReader(data), identities, armored=True, threads=threads)
         n = 0
         while n < len(view) and (got := reader.readinto(view[n:])):
             n += got
@@ -295,27 +319,42 @@ def decrypt_into(ciphertext, identities, buf, *, threads=None) -> int:
 
 def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:
     """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
+    _arguments.reader("reader", reader)
+    _arguments.writer("writer", writer)
+    _arguments.distinct_files(reader, writer)
     out, key = _begin_file(writer, recipients, armored)
     seal_stream(Source(reader).readinto, out, key, threads)
     _finish_file(out, writer)
 
 
-def decrypt_io(reader, writer, identities, *, threads=None) -> None:
-    """Decrypt all of `reader` onto `writer`.
+def decrypt_io(reader, writer, identities, *, armored=None, threads=None) -> None:
+    """Decrypt all of `reader` onto `writer` (`armored` as for Decryptor).
 
     Only verified plaintext is written, but on a PayloadError part of it has
     been: discard the output then (decrypt_file does).
     """
-    source, key, _ = _open_file(reader, identities)
+    _arguments.reader("reader", reader)
+    _arguments.writer("writer", writer)
+    _arguments.distinct_files(reader, writer)
+    source, key, _ = _open_file(reader, identities, armored)
     open_stream(source.readinto, writer, key, threads)
     _flush(writer)
 
 
 def _to_file_atomically(outfile, produce, direct: bool) -> None:
     """Run produce(f) on a temporary file beside `outfile`, renamed on success,
-    so that a failure never leaves a partial file that looks complete."""
-    directory = os.path.dirname(os.path.abspath(outfile))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".agefast-")
+    so that a failure never leaves a partial file that looks complete.
+
+    A symlink is written through: the file it points to is replaced and the
+    link kept. An existing file that is not a regular one (a FIFO, a device)
+    cannot be replaced by renaming, so it is written directly.
+    """
+    outfile = os.path.realpath(outfile)
+    if os.path.exists(outfile) and not os.path.isfile(outfile):
+        with open(outfile, "wb") as f:
+            produce(f)
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(outfile), prefix=".agefast-")
     try:
         if direct:
             os.close(fd)
@@ -330,6 +369,14 @@ def _to_file_atomically(outfile, produce, direct: bool) -> None:
         raise
 
 
+def _file_arguments(infile, outfile) -> tuple:
+    """The two paths, checked: TypeError for a non-path (an int would be
+    taken for a file descriptor), SameFileError if they name one file."""
+    infile, outfile = _arguments.path("infile", infile), _arguments.path("outfile", outfile)
+    _arguments.distinct_paths(infile, outfile)
+    return infile, outfile
+
+
 def _open_input(infile, direct: bool):
     return DirectReader(infile) if direct else open(infile, "rb")
 
@@ -338,14 +385,26 @@ def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None, di
     """Encrypt the file `infile` to `outfile`, which appears only on success.
 
     direct=True reads and writes with O_DIRECT, bypassing the page cache,
-    where the file system allows it.
+    where the file system allows it. Input and output naming one file (also
+    through a symlink or a hard link) raise SameFileError before anything is
+    written.
     """
+    infile, outfile = _file_arguments(infile, outfile)
+    recipients = _arguments.recipients(recipients)
+    _arguments.flag("armored", armored)
     with _open_input(infile, direct) as src:
         _to_file_atomically(outfile, lambda dst: encrypt_io(src, dst, recipients, armored, threads=threads),
                             direct)
 
 
-def decrypt_file(infile, outfile, identities, *, threads=None, direct=False) -> None:
-    """Decrypt the file `infile` to `outfile`, which appears only on success."""
+def decrypt_file(infile, outfile, identities, *, armored=None, threads=None, direct=False) -> None:
+    """Decrypt the file `infile` to `outfile`, which appears only on success.
+
+    As in encrypt_file, one file as input and output raises SameFileError;
+    `armored` is as for Decryptor."""
+    infile, outfile = _file_arguments(infile, outfile)
+    identities = _arguments.identities(identities)
+    _arguments.armored_or_not(armored)
     with _open_input(infile, direct) as src:
-        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, threads=threads), direct)
+        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, armored=armored, threads=threads),
+                            direct)

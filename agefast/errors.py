@@ -28,7 +28,16 @@ class HeaderMACError(DecryptError):
 
 
 class NoIdentityMatchError(DecryptError):
-    """The header parsed, but no identity could unwrap any stanza."""
+    """The header parsed, but no identity could unwrap any stanza.
+
+    `stanza_types` is the type of each stanza in the header, in order, as in
+    age 1.3's NoIdentityMatchError.StanzaTypes: it says what the file was
+    encrypted to (X25519, scrypt, a plugin, ...) without any key.
+    """
+
+    def __init__(self, message: str, stanza_types=()):
+        super().__init__(message)
+        self.stanza_types = list(stanza_types)
 
 
 class PayloadError(DecryptError):
@@ -53,3 +62,7 @@ class UnsupportedKeyError(RecipientError):
 
 class PassphraseNeededError(IdentityError):
     """The SSH private key is passphrase-protected and no passphrase was given."""
+
+
+class SameFileError(AgeError, ValueError):
+    """The input and the output are one file: writing would destroy the input."""

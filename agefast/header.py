@@ -18,27 +18,40 @@ def payload_key(file_key: bytes, nonce: bytes) -> bytes:
     return hkdf(file_key, nonce, b"payload")
 
 
-def make_header(recipients) -> tuple[bytes, bytes]:
-    """Return (header bytes ending in newline, file key) for `recipients`."""
-    recipients = list(recipients)
-    if not recipients:
-        raise EncryptError("no recipients")
+def make_header(recipients: list) -> tuple[bytes, bytes]:
+    """Return (header bytes ending in newline, file key) for `recipients`,
+    a non-empty list of recipient objects (agefast._arguments checks it)."""
     file_key = os.urandom(FILE_KEY_SIZE)
     stanzas = []
     for r in recipients:
-        wrap = getattr(r, "wrap", None)
-        if wrap is None:
-            raise EncryptError(f"not a recipient: {r!r}")
-        stanzas.extend(wrap(file_key))
+        stanzas.extend(r.wrap(file_key))
     # Labels are read after wrapping, as a plugin learns its own only then.
     # Recipients that may be mixed share the same set.
-    labels = {frozenset(getattr(r, "labels", frozenset())) for r in recipients}
-    if len(labels) > 1:
-        raise EncryptError(
-            "incompatible recipients: a passphrase must be the only recipient, "
-            "and post-quantum recipients cannot be mixed with classical ones")
+    labels = [frozenset(getattr(r, "labels", frozenset())) for r in recipients]
+    for other in labels[1:]:
+        if other != labels[0]:
+            raise _incompatible(labels[0], other)
     without_mac = encode_header_without_mac(stanzas)
     return without_mac + encode_mac_line(_mac(file_key, without_mac)), file_key
+
+
+def _incompatible(a: frozenset, b: frozenset) -> EncryptError:
+    """rage's error for recipients with different labels, with age's reason."""
+    labelled = a or b
+    if (a and b) or "postquantum" not in labelled:
+        # Apart from "postquantum", only a passphrase has labels (a random one).
+        return EncryptError("incompatible recipients: a passphrase must be the only recipient of a file")
+    return EncryptError(
+        f"Cannot encrypt to a recipient with labels '{', '.join(sorted(labelled))}' alongside a recipient with no labels: "
+        "post-quantum and classic recipients can't be mixed, or the file would be vulnerable to quantum computers")
+
+
+def _no_match(types: list[str]) -> NoIdentityMatchError:
+    # The types come from the file: name a few distinct ones, each cut short.
+    seen = list(dict.fromkeys(types))
+    named = ", ".join(t[:40] for t in seen[:8]) + (", ..." if len(seen) > 8 else "")
+    return NoIdentityMatchError(
+        f"No matching keys found: no identity matched any of the recipients (the file's stanzas: {named})", types)
 
 
 def open_header(source, identities) -> bytes:
@@ -50,14 +63,11 @@ def open_header(source, identities) -> bytes:
     header = parse_header(source)
     file_key = None
     for identity in identities:
-        unwrap = getattr(identity, "unwrap", None)
-        if unwrap is None:
-            raise TypeError(f"not an identity: {identity!r}")
-        file_key = unwrap(header.stanzas)
+        file_key = identity.unwrap(header.stanzas)
         if file_key is not None:
             break
     if file_key is None:
-        raise NoIdentityMatchError("no identity matched any of the recipients")
+        raise _no_match([s.type for s in header.stanzas])
     if len(file_key) != FILE_KEY_SIZE:
         raise HeaderError("unwrapped file key has the wrong length")
     if not hmac.compare_digest(_mac(file_key, header.mac_input), header.mac):

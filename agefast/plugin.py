@@ -17,7 +17,7 @@ A missing method, an exception or None is reported to the plugin as a refusal.
 import re
 import shutil
 
-from . import _plugin_protocol, bech32
+from . import _arguments, _plugin_protocol, bech32
 from .errors import DecryptError, EncryptError, IdentityError, RecipientError
 
 # Plugin names become part of a program name that is looked up on PATH, so
@@ -29,14 +29,14 @@ _IDENTITY_PREFIX = "AGE-PLUGIN-"
 
 def check_name(name: str, error: type[Exception]) -> str:
     """`name` in lower case, or `error` if it is not a valid plugin name."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise error(f"invalid plugin name {name[:32]!r}: use only letters, digits and + - . _")
+    if not _NAME.fullmatch(_arguments.text("plugin name", name)):
+        raise error(f"Invalid plugin name {name[:32]!r}: use only letters, digits and + - . _")
     return name.lower()
 
 
 def _decode(s: str, error: type[Exception]) -> tuple[str, bytes]:
     try:
-        return bech32.decode(s)
+        return bech32.decode(_arguments.text("v", s))
     except bech32.Bech32Error as e:
         raise error(f"invalid Bech32 encoding: {e}") from None
 
@@ -61,10 +61,10 @@ class Recipient:
         self._encoding = bech32.encode(_RECIPIENT_PREFIX + self._name, data)
 
     @classmethod
-    def from_str(cls, s: str) -> "Recipient":
-        hrp, data = _decode(s, RecipientError)
+    def from_str(cls, v: str) -> "Recipient":
+        hrp, data = _decode(v, RecipientError)
         if not hrp.startswith(_RECIPIENT_PREFIX) or hrp != hrp.lower() or len(hrp) == len(_RECIPIENT_PREFIX):
-            raise RecipientError(f"not a plugin recipient: prefix {hrp[:32]!r} is not age1NAME")
+            raise RecipientError(f"invalid HRP: not a plugin recipient: prefix {hrp[:32]!r} is not age1NAME")
         return cls(hrp[len(_RECIPIENT_PREFIX):], data)
 
     def plugin(self) -> str:
@@ -91,11 +91,11 @@ class Identity:
         self._encoding = bech32.encode(f"{_IDENTITY_PREFIX}{self._name.upper()}-", data)
 
     @classmethod
-    def from_str(cls, s: str) -> "Identity":
-        hrp, data = _decode(s, IdentityError)
+    def from_str(cls, v: str) -> "Identity":
+        hrp, data = _decode(v, IdentityError)
         if not (hrp.startswith(_IDENTITY_PREFIX) and hrp.endswith("-") and hrp == hrp.upper()
                 and len(hrp) > len(_IDENTITY_PREFIX) + 1):
-            raise IdentityError("not a plugin identity: prefix is not AGE-PLUGIN-NAME-")
+            raise IdentityError("invalid HRP: not a plugin identity: prefix is not AGE-PLUGIN-NAME-")
         return cls(hrp[len(_IDENTITY_PREFIX):-1], data)
 
     @classmethod

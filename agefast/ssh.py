@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
+from . import _arguments
 from .errors import (EncryptError, HeaderError, IdentityError, PassphraseNeededError, RecipientError,
                      UnsupportedKeyError)
 from .format import Stanza, b64decode, b64encode
@@ -120,18 +121,21 @@ class Recipient:
         self._wire = _wire(public_key)
 
     @classmethod
-    def from_str(cls, s: str) -> "Recipient":
-        fields = s.strip().split()
+    def from_str(cls, v: str) -> "Recipient":
+        """An authorized_keys line. A malformed one is "invalid SSH
+        recipient", as pyrage says, a well-formed one of a type age cannot
+        use an UnsupportedKeyError."""
+        fields = _arguments.text("v", v).strip().split()
         if len(fields) < 2:
-            raise RecipientError("malformed SSH public key: expected `TYPE BASE64 [COMMENT]`")
+            raise RecipientError("invalid SSH recipient: malformed SSH public key: expected `TYPE BASE64 [COMMENT]`")
         if fields[0] not in (ED25519_TYPE, RSA_TYPE):
-            if key_type(s) is not None:
+            if key_type(v) is not None:
                 raise UnsupportedKeyError(f"unsupported SSH key type: {fields[0][:32]!r}")
-            raise RecipientError(f"unknown SSH key type: {fields[0][:32]!r}")
+            raise RecipientError(f"invalid SSH recipient: unknown SSH key type: {fields[0][:32]!r}")
         try:
             key = serialization.load_ssh_public_key(" ".join(fields[:2]).encode("ascii"))
         except (ValueError, UnsupportedAlgorithm, UnicodeEncodeError) as e:
-            raise RecipientError(f"malformed SSH public key: {e}") from None
+            raise RecipientError(f"invalid SSH recipient: malformed SSH public key: {e}") from None
         return cls(key)
 
     def __str__(self) -> str:
@@ -176,8 +180,8 @@ def _load_private_key(data: bytes, passphrase: bytes | None):
             # Both loaders report a wrong passphrase as corrupt data.
             raise IdentityError("cannot open the SSH key: wrong passphrase, or a corrupt key") from None
         if loader is serialization.load_pem_private_key:
-            raise IdentityError("malformed SSH private key: not an OpenSSH or PEM private key") from None
-        raise IdentityError(f"malformed SSH private key: {e}") from None
+            raise IdentityError("invalid SSH identity: malformed SSH private key: not an OpenSSH or PEM private key") from None
+        raise IdentityError(f"invalid SSH identity: malformed SSH private key: {e}") from None
 
 
 class Identity:
@@ -198,11 +202,11 @@ class Identity:
         self._wire = _wire(private_key.public_key())
 
     @classmethod
-    def from_buffer(cls, data, passphrase: str | bytes | None = None) -> "Identity":
-        """Load a private key file's contents; `passphrase` opens a protected key."""
+    def from_buffer(cls, buf, passphrase: str | bytes | None = None) -> "Identity":
+        """Load a private key file's contents (bytes); `passphrase` opens a protected key."""
         if isinstance(passphrase, str):
             passphrase = passphrase.encode("utf-8")
-        return cls(_load_private_key(bytes(data), passphrase))
+        return cls(_load_private_key(bytes(_arguments.buffer("buf", buf)), passphrase))
 
     def __repr__(self) -> str:
         return f"<ssh.Identity {self.type} {_tag(self._wire)}>"

@@ -1,9 +1,11 @@
-"""Shared fixtures: deterministic plaintexts, running the commands, a pty driver."""
+"""Shared fixtures: deterministic plaintexts, running the commands, a pty driver,
+and the one rule for tests that need a system tool (Go `age`, `ssh-keygen`)."""
 
 import fcntl
 import os
 import random
 import select
+import shutil
 import subprocess
 import sys
 import termios
@@ -11,6 +13,56 @@ import time
 from dataclasses import dataclass
 
 import pytest
+
+
+# CI (.ci/run) installs every tool and sets this, so that a missing one fails
+# the run instead of quietly skipping the peer tests.
+REQUIRE_TOOLS = os.environ.get("AGEFAST_REQUIRE_TOOLS") == "1"
+
+
+def _missing(names) -> str | None:
+    """Why a test needing the programs `names` cannot run, if one is not on PATH."""
+    missing = [name for name in names if shutil.which(name) is None]
+    return f"needs {', '.join(missing)} on PATH" if missing else None
+
+
+def _need_tools(names) -> None:
+    """Skip the test, with the reason, if a program in `names` is not on
+    PATH; under AGEFAST_REQUIRE_TOOLS=1 fail it instead."""
+    reason = _missing(names)
+    if reason is None:
+        return
+    if REQUIRE_TOOLS:
+        pytest.fail(f"{reason}, and AGEFAST_REQUIRE_TOOLS=1 says every tool is installed", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "requires_tool(*names): needs these programs on PATH; skipped with the reason when one is "
+                   "missing, failed instead under AGEFAST_REQUIRE_TOOLS=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    # Skipped at collection, so that the summary names each test.
+    if REQUIRE_TOOLS:
+        return
+    for item in items:
+        for mark in item.iter_markers("requires_tool"):
+            if (reason := _missing(mark.args)) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_runtest_setup(item):
+    # Under AGEFAST_REQUIRE_TOOLS=1: fails before the test's fixtures are set up.
+    for mark in item.iter_markers("requires_tool"):
+        _need_tools(mark.args)
+
+
+@pytest.fixture(scope="session")
+def require_tool():
+    """require_tool(*names) for fixtures: as the requires_tool mark, at the point of use."""
+    return lambda *names: _need_tools(names)
 
 
 @pytest.fixture
@@ -44,8 +96,9 @@ def run_keygen():
 
 
 @pytest.fixture(scope="session")
-def age_key(tmp_path_factory):
+def age_key(tmp_path_factory, require_tool):
     """An X25519 identity file written by the Go age-keygen, and its recipient."""
+    require_tool("age-keygen")
     path = tmp_path_factory.mktemp("age-key") / "key.txt"
     subprocess.run(["age-keygen", "-o", path], check=True, capture_output=True)
     recipient = subprocess.run(["age-keygen", "-y", path], check=True, capture_output=True, text=True).stdout.strip()

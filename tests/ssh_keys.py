@@ -40,8 +40,9 @@ def _generate(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="session")
-def ssh_keys(tmp_path_factory):
+def ssh_keys(tmp_path_factory, require_tool):
     """name -> private key path (the public key is beside it, + ".pub")."""
+    require_tool("ssh-keygen")
     return _generate(tmp_path_factory)
 
 

@@ -448,6 +448,7 @@ def _age_keygen_y(path) -> str:
     return subprocess.run(["age-keygen", "-y", path], check=True, capture_output=True, text=True).stdout
 
 
+@pytest.mark.requires_tool("age-keygen")
 def test_keygen_output_matches_age_keygen(tmp_path, run_keygen):
     done = run_keygen()
     assert done.returncode == 0
@@ -505,6 +506,7 @@ def test_keygen_post_quantum(tmp_path, run_keygen):
     assert run_keygen("-y", path).stdout.decode() == lines[1].removeprefix("# public key: ") + "\n"
 
 
+@pytest.mark.requires_tool("age", "age-keygen")
 def test_keygen_key_works_with_age(tmp_path, run_keygen, run_agefast):
     path = tmp_path / "key.txt"
     assert run_keygen("-o", path).returncode == 0

@@ -17,6 +17,7 @@ from agefast import bech32
 AGEFAST = [sys.executable, "-m", "agefast"]
 
 
+@pytest.mark.requires_tool("age")
 def test_recipients_file_of_authorized_keys(ssh_keys, tmp_path, run_agefast):
     authorized = tmp_path / "authorized_keys"
     authorized.write_text("".join(public_line(ssh_keys[k]) for k in ("ed25519", "ecdsa", "rsa3072")))
@@ -28,6 +29,7 @@ def test_recipients_file_of_authorized_keys(ssh_keys, tmp_path, run_agefast):
         assert out.stdout == b"to both keys"
 
 
+@pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("key", ["ed25519", "rsa2048-pem"])
 def test_ssh_recipient_flag_and_identity_file(key, ssh_keys, tmp_path, run_agefast):
     ours = run_agefast("-r", public_line(ssh_keys[key]).strip(), input=b"ssh -r")
@@ -43,6 +45,7 @@ def test_ssh_recipient_flag_and_identity_file(key, ssh_keys, tmp_path, run_agefa
     assert out.stdout == b"to myself"
 
 
+@pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("key", ["ed25519-protected", "rsa-protected"])
 def test_protected_ssh_key_prompts_on_the_terminal(key, ssh_keys, tmp_path, tty_run):
     encrypted = tmp_path / "f.age"
@@ -55,6 +58,7 @@ def test_protected_ssh_key_prompts_on_the_terminal(key, ssh_keys, tmp_path, tty_
     assert (tmp_path / "out").read_bytes() == b"protected"
 
 
+@pytest.mark.requires_tool("age")
 def test_protected_ssh_key_not_asked_for_other_files(ssh_keys, age_key, tmp_path, tty_run):
     key_path, recipient = age_key
     encrypted = tmp_path / "f.age"
@@ -71,6 +75,7 @@ def _encrypt_identity_file(tool, key_path, out, tty_run):
     assert result.returncode == 0, result.transcript
 
 
+@pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("writer, reader", [("age", "agefast"), ("agefast", "age")])
 def test_passphrase_encrypted_identity_file(writer, reader, age_key, tmp_path, tty_run):
     tools = {"age": ["age"], "agefast": AGEFAST}
@@ -85,6 +90,7 @@ def test_passphrase_encrypted_identity_file(writer, reader, age_key, tmp_path, t
     assert (tmp_path / "out").read_bytes() == b"secret data"
 
 
+@pytest.mark.requires_tool("age")
 def test_encrypted_identity_file_wrong_passphrase(age_key, tmp_path, tty_run):
     key_path, recipient = age_key
     _encrypt_identity_file(AGEFAST, key_path, tmp_path / "key.age", tty_run)

@@ -184,3 +184,61 @@ def test_post_quantum_low_order_share_is_a_header_failure(share):
     forged = head + b"\n-> mlkem768x25519 " + b64encode(enc[:-32] + share).encode() + b"\n" + body
     with pytest.raises(errors.HeaderError, match="low-order"):
         agefast.decrypt(forged, [identity])
+
+
+def test_no_identity_match_lists_the_stanza_types():
+    # As age 1.3's TestNoIdentityMatchErrorStanzaTypes: one per stanza, in order.
+    class Other:
+        def wrap(self, file_key):
+            return [Stanza("other", ["x"], bytes(32))]
+
+    ct = agefast.encrypt(b"x", [RECIPIENT, Other(), agefast.x25519.Identity.generate().to_public()])
+    with pytest.raises(errors.NoIdentityMatchError) as info:
+        agefast.decrypt(ct, [agefast.x25519.Identity.generate()])
+    assert info.value.stanza_types == ["X25519", "other", "X25519"]
+    assert str(info.value).endswith("(the file's stanzas: X25519, other)")
+
+
+def test_no_identity_match_names_few_stanza_types_and_cuts_them_short():
+    stanzas = [Stanza(f"type{i}-" + "x" * 100, [], b"") for i in range(20)]
+    ct = encode_header_without_mac(stanzas) + encode_mac_line(bytes(32)) + bytes(16)
+    with pytest.raises(errors.NoIdentityMatchError) as info:
+        agefast.decrypt(ct, [IDENTITY])
+    assert len(info.value.stanza_types) == 20
+    assert len(str(info.value)) < 500 and str(info.value).endswith(", ...)")
+
+
+ARMORED = agefast.encrypt(DATA[:1000], [RECIPIENT], armored=True)
+
+
+@pytest.mark.parametrize("decrypt", [
+    lambda ct, **kw: agefast.decrypt(ct, [IDENTITY], **kw),
+    lambda ct, **kw: agefast.decryptor(io.BytesIO(ct), [IDENTITY], **kw).read(),
+    lambda ct, **kw: agefast.decryptor(Trickle(ct, 7), [IDENTITY], **kw).read(),
+    lambda ct, **kw: bytes((buf := bytearray(len(DATA)))[:agefast.decrypt_into(ct, [IDENTITY], buf, **kw)]),
+], ids=["decrypt", "decryptor", "decryptor unseekable", "decrypt_into"])
+def test_armored_says_what_the_file_must_be(decrypt):
+    garbage = b"garbage\n" + ARMORED  # as the C2SP vector armor_garbage_leading
+    with pytest.raises(errors.ArmorError):
+        decrypt(garbage, armored=True)  # Go's armor reader refuses it too
+    with pytest.raises(errors.HeaderError):
+        decrypt(garbage)  # not armor by its first bytes, so a binary file, and a bad one
+    with pytest.raises(errors.ArmorError):
+        decrypt(CT, armored=True)
+    with pytest.raises(errors.HeaderError):
+        decrypt(ARMORED, armored=False)
+    assert decrypt(b" \r\n\t" + ARMORED, armored=True) == DATA[:1000]
+    assert decrypt(CT, armored=False) == DATA
+    with pytest.raises(TypeError):
+        decrypt(ARMORED, armored="yes")
+
+
+def test_armored_io_and_file(tmp_path):
+    out = io.BytesIO()
+    agefast.decrypt_io(io.BytesIO(ARMORED), out, [IDENTITY], armored=True)
+    assert out.getvalue() == DATA[:1000]
+    src = tmp_path / "in.age"
+    src.write_bytes(b"garbage\n" + ARMORED)
+    with pytest.raises(errors.ArmorError):
+        agefast.decrypt_file(src, tmp_path / "out", [IDENTITY], armored=True)
+    assert not (tmp_path / "out").exists()

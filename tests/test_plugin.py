@@ -115,20 +115,20 @@ def test_missing_plugin(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["../../bin/sh", "a/b", "", "x y", "evil~", "名前"])
 def test_bad_plugin_names_are_refused(name, on_path):
-    with pytest.raises(agefast.IdentityError, match="invalid plugin name"):
+    with pytest.raises(agefast.IdentityError, match="Invalid plugin name"):
         plugin.Identity.default_for_plugin(name)
-    with pytest.raises(agefast.EncryptError, match="invalid plugin name"):
+    with pytest.raises(agefast.EncryptError, match="Invalid plugin name"):
         plugin.RecipientPluginV1(name, [], [], Callbacks())
-    with pytest.raises(agefast.DecryptError, match="invalid plugin name"):
+    with pytest.raises(agefast.DecryptError, match="Invalid plugin name"):
         plugin.IdentityPluginV1(name, [], Callbacks())
 
 
 @pytest.mark.parametrize("hrp", ["age1../../bin/sh", "age1a/b"])
 def test_bad_plugin_names_in_keys(hrp):
     # Bech32 allows these characters in the prefix; the plugin name must not.
-    with pytest.raises(agefast.RecipientError, match="invalid plugin name"):
+    with pytest.raises(agefast.RecipientError, match="Invalid plugin name"):
         plugin.Recipient.from_str(bech32.encode(hrp, b"data"))
-    with pytest.raises(agefast.IdentityError, match="invalid plugin name"):
+    with pytest.raises(agefast.IdentityError, match="Invalid plugin name"):
         plugin.Identity.from_str(bech32.encode(f"AGE-PLUGIN-{hrp[4:].upper()}-", b"data"))
 
 

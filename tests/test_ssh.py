@@ -15,6 +15,7 @@ from agefast.format import Stanza, b64encode
 PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
 
 
+@pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("name", PLAIN_KEYS)
 def test_go_age_decrypts_ours(name, ssh_keys, tmp_path, make_plaintext):
     plaintext = make_plaintext(70_000)
@@ -24,6 +25,7 @@ def test_go_age_decrypts_ours(name, ssh_keys, tmp_path, make_plaintext):
     assert out.stdout == plaintext
 
 
+@pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("name", PLAIN_KEYS)
 def test_we_decrypt_go_age(name, ssh_keys, tmp_path, make_plaintext):
     plaintext = make_plaintext(70_000, seed=1)
@@ -36,6 +38,7 @@ def test_we_decrypt_go_age(name, ssh_keys, tmp_path, make_plaintext):
     assert identity.to_public() == ssh.Recipient.from_str(_public(ssh_keys[name]))
 
 
+@pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("name", ["ed25519-protected", "rsa-protected"])
 def test_protected_key_with_go_age(name, ssh_keys, tmp_path, tty_run):
     key = ssh_keys[name]

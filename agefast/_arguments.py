@@ -1,0 +1,129 @@
+"""Checks of the public API's arguments, made before anything is read or written.
+
+pyrage (PyO3) converts every argument on entry, so a wrong type is a
+TypeError before any work is done; these checks give agefast the same
+contract. Without them a str given as the reader failed only after the header
+had been written to the writer, and an int given as a path was taken for a
+file descriptor and closed.
+"""
+
+import io
+import os
+import stat
+
+from .errors import EncryptError, SameFileError
+
+
+def _type_name(value) -> str:
+    return type(value).__name__
+
+
+def path(name: str, value):
+    """`value` as os.fspath gives it; TypeError unless it is a str, bytes or
+    os.PathLike (an int would be opened as a file descriptor, and closed)."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"argument {name!r}: expected a path (str, bytes or os.PathLike), "
+                        f"not {_type_name(value)}")
+    return os.fspath(value)
+
+
+def text(name: str, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"argument {name!r}: expected a str, not {_type_name(value)}")
+    return value
+
+
+def flag(name: str, value) -> bool:
+    # Only a bool: armored="no" must not mean True.
+    if not isinstance(value, bool):
+        raise TypeError(f"argument {name!r}: expected a bool, not {_type_name(value)}")
+    return value
+
+
+def armored_or_not(value) -> bool | None:
+    """A decryption's `armored`: True (armor only), False (binary only) or
+    None (whichever the file starts with)."""
+    return None if value is None else flag("armored", value)
+
+
+def reader(name: str, value):
+    if isinstance(value, io.TextIOBase) or not (hasattr(value, "readinto") or hasattr(value, "read")):
+        raise TypeError(f"argument {name!r}: expected a binary file object with a .read() method, "
+                        f"not {_type_name(value)}")
+    return value
+
+
+def writer(name: str, value):
+    if isinstance(value, io.TextIOBase) or not hasattr(value, "write"):
+        raise TypeError(f"argument {name!r}: expected a binary file object with a .write() method, "
+                        f"not {_type_name(value)}")
+    return value
+
+
+def _keys(name: str, values, method: str, kind: str) -> list:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"argument {name!r}: expected a list of {kind}s, not {_type_name(values)}")
+    values = list(values)
+    for value in values:
+        if not callable(getattr(value, method, None)):
+            raise TypeError(f"argument {name!r}: invalid type (expected {kind} type, not {_type_name(value)})")
+    return values
+
+
+def recipients(values) -> list:
+    """The recipients as a list; TypeError for anything that is not one,
+    EncryptError (with pyrage's text) for none at all."""
+    values = _keys("recipients", values, "wrap", "a recipient")
+    if not values:
+        raise EncryptError("Missing recipients.")
+    return values
+
+
+def identities(values) -> list:
+    return _keys("identities", values, "unwrap", "an identity")
+
+
+def _regular_file(f) -> os.stat_result | None:
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation, ValueError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _same(a: os.stat_result | None, b: os.stat_result | None) -> bool:
+    return a is not None and b is not None and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def distinct_files(src, dst) -> None:
+    """SameFileError if file objects `src` and `dst` are one regular file:
+    writing it while reading it destroys the input, or never ends.
+
+    Only regular files are compared: a terminal is often both stdin and stdout.
+    """
+    if _same(_regular_file(src), _regular_file(dst)):
+        raise SameFileError("the input and the output are the same file")
+
+
+def _stat(p) -> os.stat_result | None:
+    try:
+        return os.stat(p)
+    except FileNotFoundError:
+        return None
+
+
+def distinct_paths(infile, outfile) -> None:
+    """SameFileError if `outfile` names the file `infile` names, through
+    any symlinks and hard links."""
+    if _same(_stat(infile), _stat(outfile)):
+        raise SameFileError(f"the input and the output are the same file: {os.fsdecode(outfile)!r}")
+
+
+def buffer(name: str, value) -> memoryview:
+    """A flat byte view of a bytes-like `value`; TypeError for anything else (a str)."""
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise TypeError(f"argument {name!r}: expected a bytes-like object, not {_type_name(value)}") from None
+    return view.cast("B")
+

@@ -1,0 +1,116 @@
+"""A readable age file over a plaintext source: age 1.3's EncryptReader.
+
+The encryptor pushes: the caller writes plaintext and the ciphertext goes to
+a destination. Uploaders pull: boto3's upload_fileobj, requests' data= and
+shutil.copyfileobj read from a file object. EncryptingReader turns the one
+into the other without a temporary copy: each time its output runs dry it
+reads one batch of plaintext from the source and writes it through an
+Encryptor whose destination is its own output buffer. Memory stays at a few
+batches whatever the file size, and the final chunk is sealed only once the
+source has ended, so a reader stopped early never yields a file that decrypts.
+"""
+
+import io
+
+from . import _arguments
+from ._source import Source
+from .api import Encryptor, read_all
+from .stream import BATCH_CHUNKS, CHUNK_SIZE
+
+_PULL = BATCH_CHUNKS * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
+
+
+class _Output:
+    """The encryptor's destination: ciphertext waiting to be read."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def write(self, b) -> int:
+        self.data += b
+        return len(b)
+
+
+class EncryptingReader(io.RawIOBase):
+    """Reads as the age file of the plaintext read from `src`.
+
+    read(n) returns n bytes until the file ends (uploaders take a short read
+    for the end). An exception from `src` is raised again by every later read:
+    what was read so far is a file without its final chunk, which never
+    decrypts. A BlockingIOError from a non-blocking source loses nothing and
+    the read can be retried.
+    """
+
+    def __init__(self, src, recipients, *, armored=False, close_src=False, threads=None):
+        super().__init__()
+        self._src = _arguments.reader("src", src)
+        self._close_src = close_src
+        self._source = Source(src)
+        self._output = _Output()
+        self._encryptor = Encryptor(self._output, recipients, armored=armored, threads=threads)
+        self._plain = bytearray(_PULL)
+        self._pos = 0  # of the next byte of self._output.data to hand out
+        self._error = None
+
+    def readable(self) -> bool:
+        return True
+
+    def _refill(self) -> None:
+        """Replace the drained output with the next batch of ciphertext."""
+        self._output.data.clear()
+        self._pos = 0
+        n = self._source.readinto(self._plain)
+        if n:
+            with memoryview(self._plain) as view:
+                self._encryptor.write(view[:n])
+        if n < len(self._plain):  # Source fills the buffer unless the source ended
+            self._encryptor.close()
+
+    def readinto(self, b) -> int:
+        if self.closed:
+            raise ValueError("read from a closed encrypting reader")
+        if self._error is not None:
+            raise self._error
+        mv = memoryview(b).cast("B")
+        n = 0
+        while n < len(mv):
+            if self._pos == len(self._output.data):
+                if self._encryptor.closed:
+                    break
+                try:
+                    self._refill()
+                except BlockingIOError:
+                    if n:
+                        return n
+                    raise
+                except BaseException as e:
+                    self._error = e
+                    raise
+                continue
+            take = min(len(mv) - n, len(self._output.data) - self._pos)
+            with memoryview(self._output.data) as out:
+                mv[n:n + take] = out[self._pos:self._pos + take]
+            self._pos += take
+            n += take
+        return n
+
+    def readall(self) -> bytes:
+        return read_all(self.readinto)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            # Never seal the final chunk on close: the source may not be done.
+            self._encryptor.abort()
+            if self._close_src:
+                self._src.close()
+        finally:
+            super().close()
+
+
+def encrypting_reader(src, recipients, *, armored=False, close_src=False, threads=None) -> EncryptingReader:
+    """A readable binary file object of the age file of `src`'s plaintext, to
+    hand to anything that reads: boto3's upload_fileobj(reader, bucket, key),
+    requests.post(url, data=reader), shutil.copyfileobj."""
+    return EncryptingReader(src, recipients, armored=armored, close_src=close_src, threads=threads)

@@ -1,0 +1,188 @@
+"""Wrong arguments are refused before anything is read or written, and no
+call ever destroys its input or a file descriptor it was not given to own."""
+
+import io
+import os
+
+import pytest
+
+import agefast
+from agefast import errors
+
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+PLAINTEXT = b"the input must survive" * 1000
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A plaintext file, its encryption, and a function listing tmp_path."""
+    plain = tmp_path / "plain"
+    plain.write_bytes(PLAINTEXT)
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(PLAINTEXT, [RECIPIENT]))
+    return plain, sealed, lambda: sorted(p.name for p in tmp_path.iterdir())
+
+
+def _fd_is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("which", ["infile", "outfile"])
+@pytest.mark.parametrize("function", ["encrypt_file", "decrypt_file"])
+def test_an_int_path_is_a_type_error_and_the_descriptor_stays_open(which, function, files):
+    plain, sealed, listing = files
+    key = [RECIPIENT] if function == "encrypt_file" else [IDENTITY]
+    infile = plain if function == "encrypt_file" else sealed
+    spare = plain.parent / "spare"
+    spare.write_bytes(b"")
+    before = listing()
+    fd = os.open(infile, os.O_RDONLY) if which == "infile" else os.open(spare, os.O_WRONLY)
+    try:
+        args = (fd, plain.parent / "out") if which == "infile" else (infile, fd)
+        with pytest.raises(TypeError, match=which):
+            getattr(agefast, function)(*args, key)
+        assert _fd_is_open(fd)
+    finally:
+        if _fd_is_open(fd):
+            os.close(fd)
+    assert listing() == before
+    assert spare.read_bytes() == b""
+
+
+@pytest.mark.parametrize("how", ["same path", "symlink to input", "input is a symlink", "hard link"])
+def test_one_file_as_input_and_output_is_refused(how, files, tmp_path):
+    plain, sealed, listing = files
+    for function, infile, key in (("encrypt_file", plain, RECIPIENT), ("decrypt_file", sealed, IDENTITY)):
+        content = infile.read_bytes()
+        other = tmp_path / f"other-{infile.name}"
+        if how == "same path":
+            args = (infile, infile)
+        elif how == "symlink to input":
+            other.symlink_to(infile)
+            args = (infile, other)
+        elif how == "input is a symlink":
+            other.symlink_to(infile)
+            args = (other, infile)
+        else:
+            os.link(infile, other)
+            args = (infile, other)
+        before = listing()
+        with pytest.raises(errors.SameFileError):
+            getattr(agefast, function)(*args, [key])
+        assert infile.read_bytes() == content
+        assert listing() == before  # no temporary file left either
+
+
+def test_output_through_a_symlink_replaces_its_target(files, tmp_path):
+    plain, _, _ = files
+    target = tmp_path / "target"
+    target.write_bytes(b"old")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    agefast.encrypt_file(plain, link, [RECIPIENT])
+    assert link.is_symlink()
+    assert agefast.decrypt(target.read_bytes(), [IDENTITY]) == PLAINTEXT
+
+
+def test_output_to_a_fifo_writes_into_it(files, tmp_path):
+    # A FIFO (or a device) cannot be replaced by renaming a temporary file
+    # over it; doing so would swap the node for a regular file.
+    plain, _, _ = files
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # Opened for reading first, so that opening it for writing does not
+    # block; the age file (~22 KB) fits in the pipe's buffer.
+    read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        agefast.encrypt_file(plain, fifo, [RECIPIENT])
+        got = os.read(read_end, 1 << 20)
+    finally:
+        os.close(read_end)
+    assert fifo.is_fifo()
+    assert agefast.decrypt(got, [IDENTITY]) == PLAINTEXT
+
+
+def test_reading_and_appending_one_file_is_refused(files):
+    plain, _, _ = files
+    with open(plain, "rb") as src, open(plain, "ab") as dst:
+        with pytest.raises(errors.SameFileError):
+            agefast.encrypt_io(src, dst, [RECIPIENT])
+    assert plain.read_bytes() == PLAINTEXT
+
+
+def test_a_terminal_or_pipe_on_both_sides_is_not_the_same_file():
+    # Only regular files are compared: stdin and stdout are often one tty.
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as src, open(write_end, "wb") as dst:
+        dst.write(b"x")
+        dst.flush()
+        agefast._arguments.distinct_files(src, dst)
+
+
+CT = agefast.encrypt(b"x", [RECIPIENT])
+
+
+@pytest.mark.parametrize("call", [
+    lambda out: agefast.encrypt_io("test", out, [RECIPIENT]),
+    lambda out: agefast.encrypt_io(io.StringIO("text"), out, [RECIPIENT]),
+    lambda out: agefast.encrypt_io(io.BytesIO(b"x"), out, [IDENTITY]),
+    lambda out: agefast.encrypt_io(io.BytesIO(b"x"), out, RECIPIENT),
+    lambda out: agefast.encrypt_io(io.BytesIO(b"x"), out, [RECIPIENT], armored="no"),
+    lambda out: agefast.encryptor(out, [IDENTITY]),
+    lambda out: agefast.encryptor(out, [RECIPIENT], armored=1),
+    lambda out: agefast.decrypt_io("test", out, [IDENTITY]),
+    lambda out: agefast.decrypt_io(io.BytesIO(CT), out, [RECIPIENT]),
+    lambda out: agefast.decrypt_io(io.BytesIO(CT), out, IDENTITY),
+], ids=["str reader", "text reader", "identity as recipient", "one recipient, not a list", "armored str",
+        "encryptor of an identity", "encryptor armored int", "decrypt str reader", "recipient as identity",
+        "one identity, not a list"])
+def test_wrong_types_are_refused_before_anything_is_written(call):
+    out = io.BytesIO()
+    with pytest.raises(TypeError):
+        call(out)
+    assert out.getvalue() == b""
+
+
+@pytest.mark.parametrize("call", [
+    lambda: agefast.encrypt_io(io.BytesIO(b"x"), "test", [RECIPIENT]),
+    lambda: agefast.encrypt_io(io.BytesIO(b"x"), io.StringIO(), [RECIPIENT]),
+    lambda: agefast.decrypt_io(io.BytesIO(CT), "test", [IDENTITY]),
+    lambda: agefast.encryptor("test", [RECIPIENT]),
+    lambda: agefast.decryptor("test", [IDENTITY]),
+    lambda: agefast.encrypt("text", [RECIPIENT]),
+    lambda: agefast.encrypt(b"x", [IDENTITY]),
+    lambda: agefast.encrypt(b"x", [RECIPIENT], armored="yes"),
+    lambda: agefast.decrypt("text", [IDENTITY]),
+    lambda: agefast.decrypt(CT, [RECIPIENT]),
+    lambda: agefast.encrypt_into(b"x", [IDENTITY], bytearray(1000)),
+    lambda: agefast.decrypt_into(CT, [RECIPIENT], bytearray(1000)),
+])
+def test_wrong_types_are_type_errors(call):
+    with pytest.raises(TypeError):
+        call()
+
+
+def test_encrypt_file_refuses_bad_recipients_before_creating_anything(files, tmp_path):
+    plain, sealed, listing = files
+    before = listing()
+    with pytest.raises(TypeError):
+        agefast.encrypt_file(plain, tmp_path / "out", [IDENTITY])
+    with pytest.raises(TypeError):
+        agefast.decrypt_file(sealed, tmp_path / "out", [RECIPIENT])
+    with pytest.raises(agefast.EncryptError):
+        agefast.encrypt_file(plain, tmp_path / "out", [])
+    assert listing() == before
+
+
+def test_paths_may_be_str_bytes_or_pathlike(files, tmp_path):
+    plain, _, _ = files
+    for i, path in enumerate((str(plain), os.fsencode(plain), plain)):
+        out = tmp_path / f"out{i}"
+        agefast.encrypt_file(path, out, [RECIPIENT])
+        agefast.decrypt_file(os.fsencode(out), str(out) + ".plain", [IDENTITY])
+        assert (tmp_path / f"out{i}.plain").read_bytes() == PLAINTEXT
