@@ -526,6 +526,14 @@ def _run(argv: list[str]) -> int:
         return 0
     except (UsageError, OutputRefused) as e:
         message, hints = str(e), e.hints
+    except BrokenPipeError as e:
+        # The reader of stdout went away. Point stdout at /dev/null so that
+        # the interpreter's flush at exit does not fail a second time and
+        # turn the exit status into 120.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        message = describe(e)
     except (TerminalError, errors.AgeError, OSError) as e:
         message = describe(e)
     except KeyboardInterrupt:
