@@ -3,7 +3,7 @@
 Encrypting or decrypting a file reads and writes every byte once, so keeping
 them in the page cache only costs a copy and evicts what else was cached.
 Measured on the project's VM with 1 GiB files: cold reads 1.0 -> 1.85 GB/s and
-writes (with fsync) 1.0 -> 2.6 GB/s with O_DIRECT (docs/performance.md).
+writes (with fsync) 1.0 -> 2.6 GB/s with O_DIRECT (benchmarks/HISTORY.md).
 
 O_DIRECT wants block-aligned memory, offsets and sizes, so these raw files go
 through one page-aligned buffer: reads are whole aligned blocks from which the

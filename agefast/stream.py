@@ -18,7 +18,7 @@ BATCH_CHUNKS = 16
 # Each write hands the destination at most this much. On the project's VM
 # (Linux 6.18, ext4) write(2) calls of 2 MiB or more into the page cache ran
 # 4-7x slower than 1 MiB ones once freed memory had gone back to the host,
-# and 1 MiB ones were never slower (docs/performance.md, "Free page reporting").
+# and 1 MiB ones were never slower (benchmarks/HISTORY.md, "Free page reporting").
 WRITE_SIZE = 1 << 20
 
 

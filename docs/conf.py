@@ -7,10 +7,6 @@
 
 import doctest
 import importlib.metadata
-import re
-from pathlib import Path
-
-DOCS = Path(__file__).resolve().parent
 
 project = "agefast"
 author = "the agefast authors"
@@ -55,19 +51,3 @@ man_pages = [
 ]
 man_show_urls = False
 
-# Pages another branch is still writing. The guide's table of contents names
-# each of them only once its file is in docs/, so the build passes with -W
-# both before and after that branch is merged.
-PAGES_FROM_OTHER_BRANCHES = ("data",)
-
-
-def _list_only_present_pages(app, docname, source):
-    if docname != root_doc:
-        return
-    for page in PAGES_FROM_OTHER_BRANCHES:
-        if not (DOCS / f"{page}.md").exists():
-            source[0] = re.sub(rf"^{re.escape(page)}\n", "", source[0], flags=re.M)
-
-
-def setup(app):
-    app.connect("source-read", _list_only_present_pages)
