@@ -36,13 +36,13 @@ def make_header(recipients: list) -> tuple[bytes, bytes]:
 
 
 def _incompatible(a: frozenset, b: frozenset) -> EncryptError:
-    """rage's error for recipients with different labels, with age's reason."""
+    """age's "incompatible recipients" (its tests match it) with rage's words (pyrage's tests match them)."""
     labelled = a or b
     if (a and b) or "postquantum" not in labelled:
         # Apart from "postquantum", only a passphrase has labels (a random one).
         return EncryptError("incompatible recipients: a passphrase must be the only recipient of a file")
     return EncryptError(
-        f"Cannot encrypt to a recipient with labels '{', '.join(sorted(labelled))}' alongside a recipient with no labels: "
+        f"incompatible recipients: Cannot encrypt to a recipient with labels '{', '.join(sorted(labelled))}' alongside a recipient with no labels: "
         "post-quantum and classic recipients can't be mixed, or the file would be vulnerable to quantum computers")
 
 

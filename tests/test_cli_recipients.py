@@ -133,7 +133,7 @@ def test_plugin_labels_are_kept_apart(on_path, run_agefast):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["-d", "-j", "../evil"], b"-j ../evil: invalid plugin name"),
+    (["-d", "-j", "../evil"], b"-j ../evil: Invalid plugin name"),  # pyrage's words, which its tests match
     (["-d", "-j", "nosuchplugin"], b'"nosuchplugin" plugin not found'),
     (["-r", bech32.encode("age1nosuchplugin", b"")], b'"nosuchplugin" plugin not found'),
     (["-j", "agefasttest"], b"-j can't be used in encryption mode unless"),
