@@ -98,7 +98,6 @@ def main() -> None:
               f"{m['first_4mib_batch_s'] * 1e3:.1f} / {m['second_4mib_batch_s'] * 1e3:.1f} ms, "
               f"numba imported: {m['numba_imported']}", file=sys.stderr)
     print(f"load average {os.getloadavg()}", file=sys.stderr)
-    # results/startup.json (plot.py's table) holds the measurements of the route before this one
     common.save("engine_start", {"runs": runs, "medians": medians, "load_average": os.getloadavg()})
 
 

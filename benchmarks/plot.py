@@ -166,17 +166,6 @@ def replace(doc: str, name: str, text: str) -> str:
     return pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(2), doc)
 
 
-def startup_table(result: dict) -> str:
-    m = result["medians"]
-    rows = [["import agefast (+ agefast.chunks)", f"{m['import_agefast_s'] * 1e3:.0f} ms"],
-            ["import agefast.kernels (numba, numpy, llvmlite)", f"{m['import_kernels_s'] * 1e3:.0f} ms"],
-            ["first 4 MiB batch (load kernels from the cache + seal)", f"{m['first_4mib_batch_s'] * 1e3:.0f} ms"],
-            ["second 4 MiB batch (steady state)", f"{m['second_4mib_batch_s'] * 1e3:.1f} ms"],
-            ["peak RSS before agefast.kernels", f"{m['rss_before_kernels_kib'] / 1024:.0f} MiB"],
-            ["peak RSS after two batches", f"{m['rss_after_kib'] / 1024:.0f} MiB"]]
-    return f"median of {len(result['runs'])} fresh processes\n\n" + table(["step", "cost"], rows)
-
-
 def engine_table(result: dict) -> str:
     """The headline: agefast's default engine choice against its cryptography engine and the peers."""
     rows = []
@@ -207,8 +196,7 @@ def main() -> None:
     if sizes is not None:
         doc = replace(doc, "sizes", sizes_table(sizes))
         sizes_plot(sizes)
-    for name, render in (("latency", latency_table), ("rss", rss_table), ("stream", stream_table),
-                         ("startup", startup_table)):
+    for name, render in (("latency", latency_table), ("rss", rss_table), ("stream", stream_table)):
         result = load(name)
         if result is not None:
             doc = replace(doc, name, render(result))
