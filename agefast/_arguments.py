@@ -121,12 +121,9 @@ def distinct_paths(infile: str | bytes, outfile: str | bytes) -> None:
 
 
 def buffer(name: str, value: Any) -> memoryview:
-
-
     """A flat byte view of a bytes-like `value`; TypeError for anything else (a str)."""
     try:
         view = memoryview(value)
     except TypeError:
         raise TypeError(f"argument {name!r}: expected a bytes-like object, not {_type_name(value)}") from None
     return view.cast("B")
-

@@ -108,8 +108,7 @@ class Source:
             self._fill(len(self._buf) + 1)
 
     def readinto(self, b: Buffer) -> int:
-        """Fill
- `b` completely unless the source ends; return the count."""
+        """Fill `b` completely unless the source ends; return the count."""
         mv = memoryview(b).cast("B")
         n = min(len(self._buf), len(mv))
         if n:

@@ -6,13 +6,21 @@ a binary `read` or `write` is a file. Nothing here runs at encryption time.
 """
 
 import os
-from typing import Protocol, TypeAlias
+import sys
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from .format import Stanza
 
-# A bytes-like object: what memoryview() accepts, as far as Python 3.11's
-# typing can say it (collections.abc.Buffer is 3.12's).
-Buffer: TypeAlias = bytes | bytearray | memoryview
+# A bytes-like object: anything memoryview() accepts (bytes, bytearray,
+# memoryview, array, mmap, a NumPy array). collections.abc.Buffer is 3.12's;
+# on 3.11 type checkers take typing_extensions' (they ship it), and at run
+# time, where it only documents, the common cases stand for it.
+if sys.version_info >= (3, 12):
+    from collections.abc import Buffer as Buffer
+elif TYPE_CHECKING:
+    from typing_extensions import Buffer as Buffer
+else:
+    Buffer = bytes | bytearray | memoryview
 
 # A path, as open() takes it.
 StrPath: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]

@@ -87,7 +87,7 @@ class Encryptor(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data: Buffer) -> int:  # type: ignore[override]  # io's says Buffer, from 3.12
+    def write(self, data: Buffer) -> int:
         """Encrypt `data`; returns its length. Chunks are sealed and written as they fill."""
         if self.closed:
             raise EncryptError("write to a closed encryptor")
@@ -196,7 +196,7 @@ class Decryptor(io.RawIOBase):
         """Thread-safe positional read; does not move the stream position."""
         return self._seekable_payload().pread(offset, size)
 
-    def readinto(self, b: Buffer) -> int:  # type: ignore[override]  # io's says Buffer, from 3.12
+    def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with verified plaintext; returns the count, 0 at the end."""
         if self.closed:
             raise ValueError("read from a closed decryptor")
@@ -407,7 +407,6 @@ def _to_file_atomically(outfile: str | bytes, produce: Callable[[Any], None], di
         with f:
             produce(f)
         os.replace(tmp, target)
-
     except BaseException:
         os.unlink(tmp)
         raise
@@ -444,7 +443,6 @@ def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipie
 
 def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identity], *,
                  armored: bool | None = None, threads: int | None = None, direct: bool = False) -> None:
-
     """Decrypt the file `infile` to `outfile`, which appears only on success.
 
     As in encrypt_file, one file as input and output raises SameFileError;
@@ -455,4 +453,3 @@ def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identit
     with _open_input(source, direct) as src:
         _to_file_atomically(target, lambda dst: decrypt_io(src, dst, checked, armored=armored, threads=threads),
                             direct)
-

@@ -229,7 +229,7 @@ class ArmorWriter:
         self._written = 0
         write_all(self._dst, BEGIN + b"\n")
 
-    def _write_lines(self, data: Buffer) -> None:
+    def _write_lines(self, data: bytearray | memoryview) -> None:
         """Write whole lines of data (a multiple of 48 bytes)."""
         text = pybase64.b64encode(data)
         fast = self._written >= NUMPY_AFTER or "numpy" in sys.modules
@@ -237,7 +237,6 @@ class ArmorWriter:
         self._written += len(data)
 
     def write(self, data: Buffer) -> int:
-
         mv = memoryview(data).cast("B")
         size = len(mv)
         if self._buf:

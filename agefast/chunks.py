@@ -183,7 +183,6 @@ def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
     if kernels is not None:
         opened: int = kernels.open_chunks(key, counter, src, dst, final, threads)
         return opened
-
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     pos = 0

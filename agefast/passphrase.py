@@ -44,6 +44,7 @@ class Recipient:
         return f"<passphrase.Recipient work_factor={self._work_factor}>"
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One scrypt stanza: the file key wrapped under the passphrase, with a fresh salt."""
         salt = os.urandom(16)
         key = _wrap_key(self._passphrase, salt, self._work_factor)
         return [Stanza(STANZA_TYPE, [b64encode(salt), str(self._work_factor)], wrap_file_key(key, file_key))]
@@ -62,6 +63,10 @@ class Identity:
         return f"<passphrase.Identity max_work_factor={self._max_work_factor}>"
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key from the scrypt stanza, or None if the passphrase does not open it.
+
+        HeaderError if an scrypt stanza is not alone in the header, is
+        malformed, or asks for a work factor above max_work_factor."""
         if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
             raise HeaderError("an scrypt stanza must be the only one in the header")
         for s in stanzas:

@@ -150,7 +150,6 @@ def open_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None =
     problem: str | None = None
 
     def open_(sealed: memoryview, plain: bytearray, last: bool) -> tuple[int, bool]:
-
         nonlocal counter, problem
         done, size, problem = open_batch(key, counter, sealed, plain, last, threads)
         counter += done

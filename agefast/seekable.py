@@ -33,7 +33,6 @@ class SeekablePayload:
         except (AttributeError, OSError, io.UnsupportedOperation):
             self._fd = None
         end: int = src.seek(0, io.SEEK_END)
-
         full, rest = divmod(end - start, SEALED_CHUNK_SIZE)
         if rest and rest < TAG_SIZE:
             raise PayloadError("the payload is truncated inside a chunk")
@@ -97,7 +96,6 @@ class SeekablePayload:
         return self._first <= index < self._first + self._count
 
     def readinto(self, b: Any) -> int:
-
         if self._error is not None:
             raise self._error
         mv = memoryview(b).cast("B")
@@ -127,7 +125,6 @@ class SeekablePayload:
                 if n:
                     return n
                 raise self._error  # type: ignore[misc]  # set: the chunk is not cached because _load failed
-
             offset = self.pos - self._first * CHUNK_SIZE
             take = min(len(mv) - n, self._count * CHUNK_SIZE - offset, self.size - self.pos)
             mv[n:n + take] = memoryview(self._plain)[offset:offset + take]
