@@ -23,7 +23,8 @@ ParsedIdentity: TypeAlias = "x25519.Identity | pq.Identity | plugin.IdentityPlug
 ParsedRecipient: TypeAlias = ("x25519.Recipient | pq.Recipient | tag.Recipient | tagpq.Recipient | ssh.Recipient"
                               " | plugin.RecipientPluginV1")
 # What an identity file can hold besides: SSH keys and passphrase-encrypted files.
-LoadedIdentity: TypeAlias = "ParsedIdentity | ssh.Identity | ssh.EncryptedIdentity | EncryptedIdentityFile"
+LoadedIdentity: TypeAlias = ("x25519.Identity | pq.Identity | plugin.IdentityPluginV1 | ssh.Identity"
+                             " | ssh.EncryptedIdentity | EncryptedIdentityFile")
 
 # Bech32 prefixes, upper-case for identities and lower-case for recipients,
 # as they appear in files, with the module of their type; the longer prefix

@@ -10,6 +10,7 @@ import re
 
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from ._typing import Buffer
 from .errors import HeaderError
 from .format import Stanza, b64decode, b64encode
 from .primitives import FILE_KEY_SIZE, unwrap_file_key, wrap_file_key
@@ -94,14 +95,14 @@ class Identity:
         return None
 
 
-def encrypt(plaintext: bytes, passphrase: str, armored: bool = False) -> bytes:
+def encrypt(plaintext: Buffer, passphrase: str, armored: bool = False) -> bytes:
     """pyrage's passphrase.encrypt."""
     from .api import encrypt as _encrypt
 
     return _encrypt(plaintext, [Recipient(passphrase)], armored=armored)
 
 
-def decrypt(ciphertext: bytes, passphrase: str) -> bytes:
+def decrypt(ciphertext: Buffer, passphrase: str) -> bytes:
     """pyrage's passphrase.decrypt."""
     from .api import decrypt as _decrypt
 
