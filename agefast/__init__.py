@@ -6,6 +6,8 @@ for code that reads (uploaders).
 """
 
 import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from . import x25519
 from .api import (
@@ -25,6 +27,10 @@ from .api import (
 from .encrypting_reader import EncryptingReader, encrypting_reader
 from .errors import DecryptError, EncryptError, IdentityError, RecipientError
 from .keys import load_identities, parse_identities, parse_recipients
+
+if TYPE_CHECKING:
+    # Type checkers see the lazily imported modules as the modules they are.
+    from . import passphrase, plugin, pq, ssh, tag, tagpq
 
 __all__ = [
     "Decryptor",
@@ -63,11 +69,11 @@ __all__ = [
 _LAZY = frozenset({"passphrase", "plugin", "pq", "ssh", "tag", "tagpq"})
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> ModuleType:
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | _LAZY)

@@ -10,15 +10,16 @@ file descriptor and closed.
 import io
 import os
 import stat
+from typing import Any
 
 from .errors import EncryptError, SameFileError
 
 
-def _type_name(value) -> str:
+def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def path(name: str, value):
+def path(name: str, value: object) -> str | bytes:
     """`value` as os.fspath gives it; TypeError unless it is a str, bytes or
     os.PathLike (an int would be opened as a file descriptor, and closed)."""
     if not isinstance(value, (str, bytes, os.PathLike)):
@@ -27,63 +28,63 @@ def path(name: str, value):
     return os.fspath(value)
 
 
-def text(name: str, value) -> str:
+def text(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"argument {name!r}: expected a str, not {_type_name(value)}")
     return value
 
 
-def flag(name: str, value) -> bool:
+def flag(name: str, value: object) -> bool:
     # Only a bool: armored="no" must not mean True.
     if not isinstance(value, bool):
         raise TypeError(f"argument {name!r}: expected a bool, not {_type_name(value)}")
     return value
 
 
-def armored_or_not(value) -> bool | None:
+def armored_or_not(value: object) -> bool | None:
     """A decryption's `armored`: True (armor only), False (binary only) or
     None (whichever the file starts with)."""
     return None if value is None else flag("armored", value)
 
 
-def reader(name: str, value):
+def reader(name: str, value: Any) -> Any:
     if isinstance(value, io.TextIOBase) or not (hasattr(value, "readinto") or hasattr(value, "read")):
         raise TypeError(f"argument {name!r}: expected a binary file object with a .read() method, "
                         f"not {_type_name(value)}")
     return value
 
 
-def writer(name: str, value):
+def writer(name: str, value: Any) -> Any:
     if isinstance(value, io.TextIOBase) or not hasattr(value, "write"):
         raise TypeError(f"argument {name!r}: expected a binary file object with a .write() method, "
                         f"not {_type_name(value)}")
     return value
 
 
-def _keys(name: str, values, method: str, kind: str) -> list:
+def _keys(name: str, values: Any, method: str, kind: str) -> list[Any]:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise TypeError(f"argument {name!r}: expected a list of {kind}s, not {_type_name(values)}")
-    values = list(values)
-    for value in values:
+    keys = list(values)
+    for value in keys:
         if not callable(getattr(value, method, None)):
             raise TypeError(f"argument {name!r}: invalid type (expected {kind} type, not {_type_name(value)})")
-    return values
+    return keys
 
 
-def recipients(values) -> list:
+def recipients(values: Any) -> list[Any]:
     """The recipients as a list; TypeError for anything that is not one,
     EncryptError (with pyrage's text) for none at all."""
-    values = _keys("recipients", values, "wrap", "a recipient")
-    if not values:
+    keys = _keys("recipients", values, "wrap", "a recipient")
+    if not keys:
         raise EncryptError("Missing recipients.")
-    return values
+    return keys
 
 
-def identities(values) -> list:
+def identities(values: Any) -> list[Any]:
     return _keys("identities", values, "unwrap", "an identity")
 
 
-def _regular_file(f) -> os.stat_result | None:
+def _regular_file(f: Any) -> os.stat_result | None:
     try:
         st = os.fstat(f.fileno())
     except (AttributeError, OSError, io.UnsupportedOperation, ValueError):
@@ -95,7 +96,7 @@ def _same(a: os.stat_result | None, b: os.stat_result | None) -> bool:
     return a is not None and b is not None and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def distinct_files(src, dst) -> None:
+def distinct_files(src: object, dst: object) -> None:
     """SameFileError if file objects `src` and `dst` are one regular file:
     writing it while reading it destroys the input, or never ends.
 
@@ -105,25 +106,24 @@ def distinct_files(src, dst) -> None:
         raise SameFileError("the input and the output are the same file")
 
 
-def _stat(p) -> os.stat_result | None:
+def _stat(p: str | bytes) -> os.stat_result | None:
     try:
         return os.stat(p)
     except FileNotFoundError:
         return None
 
 
-def distinct_paths(infile, outfile) -> None:
+def distinct_paths(infile: str | bytes, outfile: str | bytes) -> None:
     """SameFileError if `outfile` names the file `infile` names, through
     any symlinks and hard links."""
     if _same(_stat(infile), _stat(outfile)):
         raise SameFileError(f"the input and the output are the same file: {os.fsdecode(outfile)!r}")
 
 
-def buffer(name: str, value) -> memoryview:
+def buffer(name: str, value: Any) -> memoryview:
     """A flat byte view of a bytes-like `value`; TypeError for anything else (a str)."""
     try:
         view = memoryview(value)
     except TypeError:
         raise TypeError(f"argument {name!r}: expected a bytes-like object, not {_type_name(value)}") from None
     return view.cast("B")
-

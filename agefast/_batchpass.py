@@ -9,8 +9,13 @@ Messages are the plugin's, so scripts that match them work with agefast.
 """
 
 import os
+from typing import TYPE_CHECKING
 
 from .errors import DecryptError, EncryptError
+from .format import Stanza
+
+if TYPE_CHECKING:
+    from . import passphrase
 
 NAME = "batchpass"
 _MAX_PASSPHRASE_SIZE = 1024 * 1024
@@ -46,7 +51,7 @@ def _passphrase() -> str:
         raise BatchpassError(f"passphrase from fd {fd} is not valid UTF-8") from None
 
 
-def _work_factor(variable: str):
+def _work_factor(variable: str) -> int | None:
     text = os.environ.get(variable, "")
     if not text:
         return None
@@ -67,7 +72,7 @@ def _from_environment(work_factor_variable: str, error: type[Exception]) -> tupl
         raise error(f"{NAME}: {e}") from None
 
 
-def recipient():
+def recipient() -> "passphrase.Recipient":
     """The scrypt recipient for `age -e -j batchpass`."""
     # Imported on use: scrypt's backend costs every other command 10 ms.
     from . import passphrase
@@ -83,7 +88,7 @@ class Identity:
     script that asks for batchpass means the passphrase to be the way in.
     """
 
-    def unwrap(self, stanzas):
+    def unwrap(self, stanzas: list[Stanza]) -> bytes:
         from . import passphrase
 
         if not (len(stanzas) == 1 and stanzas[0].type == passphrase.STANZA_TYPE):

@@ -1,5 +1,7 @@
 """What every key written as one Bech32 string of raw bytes has in common."""
 
+from typing import TYPE_CHECKING, Self
+
 from . import _arguments, bech32
 
 
@@ -17,8 +19,14 @@ class Bech32Key:
     KIND: str
     _raw: bytes
 
+    if TYPE_CHECKING:
+        # Each subclass's __init__ takes the raw bytes and validates them.
+        def __init__(self, raw: bytes, /) -> None: ...
+
     @classmethod
-    def from_str(cls, v: str):
+    def from_str(cls, v: str) -> Self:
+        """The key written as the Bech32 string `v`; the type's error (RecipientError
+        or IdentityError) if it is malformed or of another type."""
         try:
             hrp, data = bech32.decode(_arguments.text("v", v))
         except bech32.Bech32Error as e:
@@ -30,7 +38,7 @@ class Bech32Key:
     def __str__(self) -> str:
         return bech32.encode(self.HRP, self._raw)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other._raw == self._raw
 
     def __hash__(self) -> int:

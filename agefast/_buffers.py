@@ -24,6 +24,8 @@ balloon device has handed back to the host.
 import functools
 import io
 import sys
+from collections.abc import Callable
+from typing import Any
 
 # Below this a result fits in few pages and io.BytesIO serves as well.
 _RAW_MIN = 8 << 20
@@ -34,7 +36,7 @@ _PAGE = 4096
 
 
 @functools.cache
-def _ctypes():
+def _ctypes() -> tuple[Any, Any, Any] | None:
     """ctypes, PyBytes_FromStringAndSize and madvise (None off Linux), or None on a Python without ctypes.
 
     Imported at the first large result, not with agefast: 2.4 ms of start-up.
@@ -54,7 +56,7 @@ def _ctypes():
     return ctypes, new, madvise
 
 
-def _populate(madvise, address: int, size: int) -> None:
+def _populate(madvise: Callable[[int, int, int], int] | None, address: int, size: int) -> None:
     """Fault in the whole pages of [address, address + size) for writing, in one call.
 
     Best effort: an older kernel refuses (EINVAL) and the pages are faulted
@@ -66,7 +68,7 @@ def _populate(madvise, address: int, size: int) -> None:
         madvise(start, end - start, _MADV_POPULATE_WRITE)
 
 
-def new_bytes(size: int, fill) -> bytes:
+def new_bytes(size: int, fill: Callable[[memoryview], None]) -> bytes:
     """A new bytes object of `size` bytes, written in place by fill(view).
 
     fill must write every byte of the writable memoryview it is given; the
@@ -85,7 +87,7 @@ def new_bytes(size: int, fill) -> bytes:
             fill(view)
         return out.getvalue()
     ctypes, new_uninitialised, madvise = api
-    result = new_uninitialised(None, size)
+    result: bytes = new_uninitialised(None, size)
     address = ctypes.cast(ctypes.c_char_p(result), ctypes.c_void_p).value
     _populate(madvise, address, size)
     with memoryview((ctypes.c_char * size).from_address(address)).cast("B") as view:

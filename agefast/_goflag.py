@@ -8,6 +8,8 @@ argparse's prefix matching would read `-output x` as `-o utput x`.
 """
 
 import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 class FlagError(Exception):
@@ -25,9 +27,10 @@ _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 class FlagSet:
     """Flags of three kinds: bools, strings (last one wins) and repeatable lists."""
 
-    def __init__(self):
-        self._flags = {}
-        self._defaults = {}
+    def __init__(self) -> None:
+        # name: (dest, kind, tag or convert)
+        self._flags: dict[str, tuple[str, str, Any]] = {}
+        self._defaults: dict[str, Any] = {}
 
     def names(self) -> set[str]:
         """Every flag name this set accepts, without dashes; -h and -help come on top, as in Go."""
@@ -36,21 +39,22 @@ class FlagSet:
     def bool(self, dest: str, *names: str) -> None:
         self._add(dest, names, "bool", False)
 
-    def string(self, dest: str, *names: str, default=None, convert=None) -> None:
+    def string(self, dest: str, *names: str, default: object = None,
+               convert: Callable[[str], object] | None = None) -> None:
         """A flag with a value; `convert` turns the text into the value or raises ValueError."""
         self._add(dest, names, "string", default, convert)
 
-    def repeated(self, dest: str, *names: str, tag=None) -> None:
+    def repeated(self, dest: str, *names: str, tag: str | None = None) -> None:
         """A flag that may be given many times; with `tag`, values are kept as (tag, value)
         so that flags sharing `dest` keep their relative order (age's -i and -j)."""
         self._add(dest, names, "list", [], tag)
 
-    def _add(self, dest, names, kind, default, extra=None):
+    def _add(self, dest: str, names: tuple[str, ...], kind: str, default: object, extra: object = None) -> None:
         for name in names:
             self._flags[name] = (dest, kind, extra)
         self._defaults.setdefault(dest, default)
 
-    def parse(self, argv) -> tuple[dict, list[str]]:
+    def parse(self, argv: Iterable[str]) -> tuple[dict[str, Any], list[str]]:
         """(values by dest, the positional arguments)."""
         values = {dest: list(d) if isinstance(d, list) else d for dest, d in self._defaults.items()}
         args = list(argv)
@@ -66,8 +70,8 @@ class FlagSet:
             if not name or name[0] in "-=":
                 raise FlagError(f"bad flag syntax: {arg}")
             args.pop(0)
-            name, has_value, value = name.partition("=")
-            has_value = bool(has_value)
+            name, equals, value = name.partition("=")
+            has_value = bool(equals)
             if name not in self._flags:
                 if name in ("h", "help"):
                     raise HelpRequested()
@@ -97,8 +101,9 @@ class FlagSet:
         return values, args
 
 
-def parse_command(flags: FlagSet, argv, usage: str):
-    """((values, positional), None), or (None, exit status) once the usage is printed.
+def parse_command(flags: FlagSet, argv: Iterable[str],
+                  usage: str) -> tuple[tuple[dict[str, Any], list[str]] | None, int]:
+    """((values, positional), 0), or (None, exit status) once the usage is printed.
 
     As a Go command with flag.ExitOnError: -h/-help print the usage to
     stderr and succeed; a flag that does not parse is named, then the usage,
@@ -117,4 +122,4 @@ def parse_command(flags: FlagSet, argv, usage: str):
 
         print(f"v{version('agefast')}")
         return None, 0
-    return (values, positional), None
+    return (values, positional), 0

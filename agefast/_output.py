@@ -8,6 +8,8 @@ import io
 import os
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
+from typing import IO, ContextManager
 
 from ._terminal import is_terminal
 
@@ -15,7 +17,7 @@ from ._terminal import is_terminal
 class OutputRefused(Exception):
     """Writing the result there would lose data or garble a terminal."""
 
-    def __init__(self, message: str, *hints: str):
+    def __init__(self, message: str, *hints: str) -> None:
         super().__init__(message)
         self.hints = hints
 
@@ -26,7 +28,7 @@ def go_quote(text: str) -> str:
     return '"' + "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped) + '"'
 
 
-def _same_file(path: str, output: str, output_stat) -> bool:
+def _same_file(path: str, output: str, output_stat: os.stat_result | None) -> bool:
     if os.path.abspath(path) == os.path.abspath(output):
         return True
     if output_stat is None:
@@ -38,7 +40,7 @@ def _same_file(path: str, output: str, output_stat) -> bool:
     return (st.st_dev, st.st_ino) == (output_stat.st_dev, output_stat.st_ino)
 
 
-def refuse_output_onto_an_input(output, inputs) -> None:
+def refuse_output_onto_an_input(output: str | None, inputs: Iterable[str | None]) -> None:
     """Refuse, before anything is read or written, an OUTPUT that is one of `inputs`.
 
     `inputs` are INPUT and the -i and -R files. Replacing one would destroy
@@ -74,7 +76,7 @@ def _replaced_mode(target: str) -> int:
 
 
 @contextlib.contextmanager
-def _file(path):
+def _file(path: str) -> Iterator[IO[bytes]]:
     """A temporary file next to `path`, renamed over it on success.
 
     Writing through a temporary file means a failure half way (a corrupt
@@ -110,7 +112,7 @@ def _is_printable(data: bytes) -> bool:
 
 
 @contextlib.contextmanager
-def _terminal(check_printable: bool):
+def _terminal(check_printable: bool) -> Iterator[IO[bytes]]:
     """A buffer shown on the terminal once the job is done.
 
     Buffering keeps the output from getting in the way of a passphrase
@@ -127,19 +129,19 @@ def _terminal(check_printable: bool):
 
 
 @contextlib.contextmanager
-def _stdout():
+def _stdout() -> Iterator[IO[bytes]]:
     yield sys.stdout.buffer
     sys.stdout.buffer.flush()
 
 
-def check_terminal_output(output, decrypting: bool, armored: bool) -> None:
+def check_terminal_output(output: str | None, decrypting: bool, armored: bool) -> None:
     """Refuse up front what age refuses: binary ciphertext onto a terminal."""
     if output is None and not decrypting and not armored and is_terminal(sys.stdout):
         raise OutputRefused("refusing to output binary to the terminal", "did you mean to use -a/--armor?",
                             'force anyway with "-o -"')
 
 
-def open_output(output, decrypting: bool, input_is_terminal: bool):
+def open_output(output: str | None, decrypting: bool, input_is_terminal: bool) -> ContextManager[IO[bytes]]:
     """A context manager giving the binary stream the result is written to.
 
     OUTPUT "-" names stdout on purpose, which is how age lets a user force

@@ -12,6 +12,8 @@ import random
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterable
+from typing import IO
 
 from .format import Stanza, b64decode, read_stanza
 
@@ -30,7 +32,7 @@ class ProtocolError(Exception):
 class Connection:
     """A running plugin and the stanza stream to and from it."""
 
-    def __init__(self, binary: str, state_machine: str):
+    def __init__(self, binary: str, state_machine: str) -> None:
         try:
             # The working directory is an empty, neutral place: plugins must
             # not depend on it, and clients differ in what it would be.
@@ -39,11 +41,14 @@ class Connection:
                 cwd=tempfile.gettempdir())
         except OSError as e:
             raise ProtocolError(f"couldn't start plugin: {e.strerror or e}") from None
+        # Both are pipes: Popen was asked for them.
+        self._stdin: IO[bytes] = self._process.stdin  # type: ignore[assignment]
+        self._stdout: IO[bytes] = self._process.stdout  # type: ignore[assignment]
 
-    def send(self, type_: str, args=(), body: bytes = b"") -> None:
+    def send(self, type_: str, args: Iterable[str] = (), body: bytes = b"") -> None:
         try:
-            self._process.stdin.write(Stanza(type_, list(args), body).encode())
-            self._process.stdin.flush()
+            self._stdin.write(Stanza(type_, list(args), body).encode())
+            self._stdin.flush()
         except OSError:
             raise ProtocolError("the plugin stopped reading its input") from None
 
@@ -54,7 +59,7 @@ class Connection:
         self.send(f"grease-{random.getrandbits(32):x}", args, os.urandom(random.randrange(100)))
 
     def _line(self) -> bytes:
-        line = self._process.stdout.readline(_MAX_LINE + 1)
+        line = self._stdout.readline(_MAX_LINE + 1)
         if not line.endswith(b"\n"):
             if len(line) > _MAX_LINE:
                 raise ProtocolError("the plugin sent an overlong line")
@@ -72,7 +77,7 @@ class Connection:
         # is still busy (say, waiting on hardware) is then asked to stop with
         # SIGINT, as age does, and killed if it ignores that too. Sending
         # SIGINT at once would interrupt plugins in the middle of exiting.
-        for pipe in (self._process.stdin, self._process.stdout):
+        for pipe in (self._stdin, self._stdout):
             try:
                 pipe.close()
             except OSError:
@@ -88,14 +93,14 @@ class Connection:
             self._process.kill()
             self._process.wait()
 
-    def __enter__(self):
+    def __enter__(self) -> "Connection":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _call(callbacks, method: str, *args) -> tuple[bool, object]:
+def _call(callbacks: object, method: str, *args: object) -> tuple[bool, object]:
     """(True, result) of a user callback, or (False, None) when it is missing or fails."""
     function = getattr(callbacks, method, None)
     if function is None:
@@ -108,7 +113,7 @@ def _call(callbacks, method: str, *args) -> tuple[bool, object]:
         return False, None
 
 
-def _answer_other(conn: Connection, s: Stanza, callbacks) -> None:
+def _answer_other(conn: Connection, s: Stanza, callbacks: object) -> None:
     """Answer a phase 2 command both state machines share: an error, a user
     interface request, or anything unknown (`unsupported`)."""
     if s.type == "error":
@@ -127,8 +132,10 @@ def _answer_other(conn: Connection, s: Stanza, callbacks) -> None:
     elif s.type == "confirm":
         if len(s.args) not in (1, 2):
             raise ProtocolError("malformed confirm command: wrong number of arguments")
+        options: list[str | None]
         try:
-            yes, no = [b64decode(a).decode("utf-8") for a in s.args] + [None] * (2 - len(s.args))
+            options = [b64decode(a).decode("utf-8") for a in s.args]
+            yes, no = options + [None] * (2 - len(s.args))
         except (ValueError, UnicodeDecodeError):
             raise ProtocolError("malformed confirm command: bad option encoding") from None
         _, choice = _call(callbacks, "confirm", s.body.decode("utf-8", "replace"), yes, no)
@@ -149,13 +156,14 @@ def _index_zero(s: Stanza, minimum_args: int) -> None:
         raise ProtocolError(f"malformed {s.type} command: unexpected file index {s.args[0][:16]!r}")
 
 
-def wrap(binary: str, recipients, identities, file_key: bytes, callbacks) -> tuple[list[Stanza], frozenset]:
+def wrap(binary: str, recipients: Iterable[str], identities: Iterable[str], file_key: bytes,
+         callbacks: object) -> tuple[list[Stanza], frozenset[str]]:
     """Run recipient-v1: wrap `file_key` to the Bech32 `recipients` and `identities`.
 
     Returns the stanzas and the labels the plugin asked for.
     """
-    stanzas = []
-    labels = None
+    stanzas: list[Stanza] = []
+    labels: frozenset[str] | None = None
     with Connection(binary, "recipient-v1") as conn:
         for r in recipients:
             conn.send("add-recipient", [r])
@@ -182,9 +190,9 @@ def wrap(binary: str, recipients, identities, file_key: bytes, callbacks) -> tup
     return stanzas, labels or frozenset()
 
 
-def unwrap(binary: str, identities, stanzas: list[Stanza], callbacks) -> bytes | None:
+def unwrap(binary: str, identities: Iterable[str], stanzas: list[Stanza], callbacks: object) -> bytes | None:
     """Run identity-v1: offer every stanza of one header; the file key, or None."""
-    file_key = None
+    file_key: bytes | None = None
     with Connection(binary, "identity-v1") as conn:
         for i in identities:
             conn.send("add-identity", [i])

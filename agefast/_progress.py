@@ -7,6 +7,7 @@ jobs whose stderr is not a terminal pay nothing for it.
 import os
 import stat
 import sys
+from typing import Any
 
 from ._terminal import is_terminal
 
@@ -14,7 +15,7 @@ from ._terminal import is_terminal
 MIN_SIZE = 32 * 1024 * 1024
 
 
-def input_size(src) -> int | None:
+def input_size(src: Any) -> int | None:
     """The size of `src` if it is a regular file, else None."""
     try:
         st = os.fstat(src.fileno())
@@ -26,18 +27,18 @@ def input_size(src) -> int | None:
 class _Counting:
     """Passes reads through to `src`, advancing `bar` by what they return."""
 
-    def __init__(self, src, bar):
+    def __init__(self, src: Any, bar: Any) -> None:
         self._src = src
         self._bar = bar
 
-    def readinto(self, b):
-        n = self._src.readinto(b)
+    def readinto(self, b: memoryview) -> int | None:
+        n: int | None = self._src.readinto(b)
         if n:
             self._bar.update(n)
         return n
 
 
-def with_progress(src, enabled: bool = True):
+def with_progress(src: Any, enabled: bool = True) -> tuple[Any, Any]:
     """Return (reader, bar): `src` counted by a bar, or `src` and None."""
     size = input_size(src)
     if not enabled or size is None or size < MIN_SIZE or not is_terminal(sys.stderr):

@@ -5,14 +5,23 @@ return fewer bytes than asked, and reads straight into the caller's buffer
 once its own small buffer is drained, so the payload is never copied twice.
 """
 
+from collections.abc import Callable
+from typing import Any
 
-def readinto_of(reader):
+from ._typing import Buffer
+
+# A readinto: fills a buffer, returns the count (0 at the end), or None for
+# a non-blocking reader with nothing ready.
+ReadInto = Callable[[memoryview], "int | None"]
+
+
+def readinto_of(reader: Any) -> ReadInto:
     """A readinto callable for any reader, also one with only read()."""
     readinto = getattr(reader, "readinto", None)
     if readinto is not None:
-        return readinto
+        return readinto  # type: ignore[no-any-return]
 
-    def from_read(b):
+    def from_read(b: memoryview) -> int | None:
         data = reader.read(len(b))
         if data is None:
             return None
@@ -25,10 +34,10 @@ def readinto_of(reader):
 class MemoryReader:
     """A reader over a buffer in memory that, unlike io.BytesIO, never copies it."""
 
-    def __init__(self, data):
+    def __init__(self, data: Buffer) -> None:
         self._data = memoryview(data).cast("B")
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: memoryview) -> int:
         n = min(len(b), len(self._data))
         b[:n] = self._data[:n]
         self._data = self._data[n:]
@@ -36,7 +45,7 @@ class MemoryReader:
 
 
 class Source:
-    def __init__(self, reader):
+    def __init__(self, reader: Any) -> None:
         self._buf = bytearray()
         self._eof = False
         self._readinto = readinto_of(reader)
@@ -98,7 +107,7 @@ class Source:
             start = len(self._buf)
             self._fill(len(self._buf) + 1)
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
         """Fill `b` completely unless the source ends; return the count."""
         mv = memoryview(b).cast("B")
         n = min(len(self._buf), len(mv))

@@ -9,22 +9,24 @@ would consume the input data as the passphrase.
 import os
 import sys
 import termios
+from io import FileIO
+from typing import Any
 
 
 class TerminalError(Exception):
     """There is no terminal to prompt on, or reading from it failed."""
 
 
-def is_terminal(stream) -> bool:
+def is_terminal(stream: Any) -> bool:
     """Whether `stream` is attached to a terminal."""
     try:
-        return stream.isatty()
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         # No isatty, or a closed stream: either way, not a terminal.
         return False
 
 
-def _open_tty():
+def _open_tty() -> FileIO:
     try:
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError as e:
@@ -66,7 +68,7 @@ def print_to_terminal(message: str) -> None:
         tty.write(f"{message}\n".encode())
 
 
-def read_terminal_input(stream, until: bytes | None = None) -> bytes:
+def read_terminal_input(stream: Any, until: bytes | None = None) -> bytes:
     """All of `stream`, a terminal: up to the end of input, or the first line holding `until`.
 
     One end of input (Ctrl-D at the start of a line) ends it, as it does
@@ -98,7 +100,7 @@ class PluginPrompts:
         return read_passphrase(description)
 
 
-def _read_line(tty) -> bytes:
+def _read_line(tty: FileIO) -> bytes:
     """Read up to a newline, without it; an end of input ends the line too."""
     data = bytearray()
     while True:

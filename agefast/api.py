@@ -9,6 +9,9 @@ payload to the chunk engine in one call.
 import io
 import os
 import tempfile
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import IO, Any
 
 from . import _arguments, armor, chunks
 from ._buffers import new_bytes
@@ -18,12 +21,13 @@ from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
 from .pipeline import open_stream, seal_stream
 from .seekable import SeekablePayload
+from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
 from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
 
 _READ_SIZE = 1 << 20
 
 
-def _begin_file(dst, recipients, armored: bool):
+def _begin_file(dst: Writer, recipients: Iterable[Recipient], armored: bool) -> tuple[Any, bytes]:
     """Write the header and nonce; return (payload destination, payload key).
 
     The arguments are checked before anything is written."""
@@ -36,7 +40,8 @@ def _begin_file(dst, recipients, armored: bool):
     return out, payload_key(file_key, nonce)
 
 
-def _open_file(src, identities, armored=None):
+def _open_file(src: Reader, identities: Iterable[Identity],
+               armored: bool | None = None) -> tuple[Source, bytes, bool]:
     """Read the header; return (Source at the first chunk, payload key, armored).
 
     armored=None looks at the start of the file to tell; True reads armor
@@ -48,16 +53,16 @@ def _open_file(src, identities, armored=None):
         armored = armor.starts_armored(source)
     if armored:
         source = Source(armor.ArmorReader(source))
-    return source, open_header(source, identities), armored
+    return source, open_header(source, identities), bool(armored)
 
 
-def _flush(dst) -> None:
+def _flush(dst: object) -> None:
     flush = getattr(dst, "flush", None)
     if flush is not None:
         flush()
 
 
-def _finish_file(out, dst) -> None:
+def _finish_file(out: object, dst: object) -> None:
     if isinstance(out, armor.ArmorWriter):
         out.close()
     _flush(dst)
@@ -71,7 +76,8 @@ class Encryptor(io.RawIOBase):
     without a final chunk and fails to decrypt.
     """
 
-    def __init__(self, dst, recipients, *, armored=False, close_dst=False, threads=None):
+    def __init__(self, dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
+                 close_dst: bool = False, threads: int | None = None) -> None:
         super().__init__()
         self._dst = dst
         self._close_dst = close_dst
@@ -81,19 +87,21 @@ class Encryptor(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
+        """Encrypt `data`; returns its length. Chunks are sealed and written as they fill."""
         if self.closed:
             raise EncryptError("write to a closed encryptor")
         return self._payload.write(data)
 
     def close(self) -> None:
+        """Seal the final chunk and finish the file (and close `dst` if close_dst)."""
         if self.closed:
             return
         try:
             self._payload.close()
             _finish_file(self._out, self._dst)
             if self._close_dst:
-                self._dst.close()
+                getattr(self._dst, "close")()
         finally:
             super().close()
 
@@ -101,20 +109,21 @@ class Encryptor(io.RawIOBase):
         """Stop without sealing the final chunk: the output will not decrypt."""
         io.RawIOBase.close(self)
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         else:
             self.abort()
 
-    def __del__(self):
+    def __del__(self) -> None:
         # Never finalize from the garbage collector: an unclosed stream is an
         # unfinished one.
         if not self.closed:
             self.abort()
 
 
-def read_all(readinto) -> bytes:
+def read_all(readinto: Callable[[bytearray], int | None]) -> bytes:
     """Everything a stream's readinto gives, read 1 MiB at a time (the
     default readall reads 8 KiB at a time)."""
     out = bytearray()
@@ -124,9 +133,9 @@ def read_all(readinto) -> bytes:
     return bytes(out)
 
 
-def _is_seekable(src) -> bool:
+def _is_seekable(src: object) -> bool:
     seekable = getattr(src, "seekable", None)
-    return seekable is not None and seekable()
+    return seekable is not None and bool(seekable())
 
 
 class Decryptor(io.RawIOBase):
@@ -148,12 +157,14 @@ class Decryptor(io.RawIOBase):
     retrying it later carries on where it stopped.
     """
 
-    def __init__(self, src, identities, *, armored=None, close_src=False, threads=None):
+    def __init__(self, src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
+                 close_src: bool = False, threads: int | None = None) -> None:
         super().__init__()
         self._src = _arguments.reader("src", src)
         self._close_src = close_src
-        start = src.tell() if _is_seekable(src) else None
+        start: int | None = getattr(src, "tell")() if _is_seekable(src) else None
         source, key, armored = _open_file(src, identities, armored)
+        self._payload: SeekablePayload | PayloadReader
         if start is not None and not armored:
             self._payload = SeekablePayload(src, start + source.consumed, key, threads)
         else:
@@ -166,57 +177,80 @@ class Decryptor(io.RawIOBase):
         return isinstance(self._payload, SeekablePayload)
 
     def _seekable_payload(self) -> SeekablePayload:
-        if not self.seekable():
+        if not isinstance(self._payload, SeekablePayload):
             raise io.UnsupportedOperation("the source is not seekable (or is armored)")
         return self._payload
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to `offset` (from the start, the position or the end, by `whence`); returns the new position.
+
+        Seekable decryptors only (io.UnsupportedOperation otherwise); a position
+        past the end reads nothing."""
         return self._seekable_payload().seek(offset, whence)
 
     def tell(self) -> int:
+        """The position in the plaintext (seekable decryptors only)."""
         return self._seekable_payload().pos
 
     def pread(self, offset: int, size: int) -> bytes:
         """Thread-safe positional read; does not move the stream position."""
         return self._seekable_payload().pread(offset, size)
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
+        """Fill the writable buffer `b` with verified plaintext; returns the count, 0 at the end."""
         if self.closed:
             raise ValueError("read from a closed decryptor")
         return self._payload.readinto(b)
 
     def readall(self) -> bytes:
+        """All the rest of the plaintext."""
         return read_all(self.readinto)
 
     def close(self) -> None:
+        """Close the stream (and `src` if close_src)."""
         if not self.closed and self._close_src:
-            self._src.close()
+            getattr(self._src, "close")()
         super().close()
 
 
-def encryptor(dst, recipients, *, armored=False, close_dst=False, threads=None) -> Encryptor:
+def encryptor(dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
+              close_dst: bool = False, threads: int | None = None) -> Encryptor:
+    """A writable stream that encrypts to `recipients` onto the binary file `dst`.
+
+    The header is written now; close() (or leaving a `with` block normally)
+    seals the final chunk. `armored` writes ASCII armor, `close_dst` closes
+    `dst` with the stream, `threads` caps the engine's threads."""
     return Encryptor(dst, recipients, armored=armored, close_dst=close_dst, threads=threads)
 
 
-def decryptor(src, identities, *, armored=None, close_src=False, threads=None) -> Decryptor:
+def decryptor(src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
+              close_src: bool = False, threads: int | None = None) -> Decryptor:
+    """A readable stream of the plaintext of the age file `src`, read as it goes.
+
+    The header is read and checked now (errors as for decrypt); only verified
+    plaintext is released. Over a seekable, unarmored `src` the stream is
+    seekable and has pread. `armored` as for Decryptor, `close_src` closes
+    `src` with the stream."""
     return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
 
 
-def _sealing(plaintext, recipients, threads):
+def _sealing(plaintext: Buffer, recipients: Iterable[Recipient],
+             threads: int | None) -> tuple[int, Callable[[memoryview], None]]:
     """Make the header now; return (age file size, fill(view) writing the file)."""
     data = _arguments.buffer("plaintext", plaintext)
     header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
 
-    def fill(view):
+    def fill(view: memoryview) -> None:
         view[:start] = header + nonce
         chunks.seal_chunks(payload_key(file_key, nonce), 0, data, view[start:], True, threads=threads)
 
     return start + chunks.sealed_size(len(data)), fill
 
 
-def _opening(data: memoryview, identities, threads, armored):
+def _opening(data: memoryview, identities: Iterable[Identity], threads: int | None,
+             armored: bool | None) -> tuple[int, Callable[[memoryview], None]] | None:
     """Open the header of a binary age file; return (plaintext size,
     fill(view) writing the plaintext or raising PayloadError), or None if the
     file is armored (its size is unknown until it is decoded)."""
@@ -229,7 +263,7 @@ def _opening(data: memoryview, identities, threads, armored):
     payload = data[source.consumed:]
     full, rest = divmod(len(payload), chunks.SEALED_CHUNK_SIZE)
 
-    def fill(view):
+    def fill(view: memoryview) -> None:
         # A valid payload fills the view exactly; only verified chunks are written.
         problem = open_batch(key, 0, payload, view, True, threads)[2]
         if problem is not None:
@@ -238,18 +272,19 @@ def _opening(data: memoryview, identities, threads, armored):
     return full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill
 
 
-def _writable(buf) -> memoryview:
+def _writable(buf: Buffer) -> memoryview:
     view = memoryview(buf)
     if view.readonly:
         raise TypeError("buf must be a writable buffer")
     return view.cast("B")
 
 
-def _too_small(need: int):
+def _too_small(need: int) -> ValueError:
     return ValueError(f"buf must hold at least {need} bytes")
 
 
-def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
+def encrypt(plaintext: Buffer, recipients: Iterable[Recipient], armored: bool = False, *,
+            threads: int | None = None) -> bytes:
     """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
     if _arguments.flag("armored", armored):
         out = io.BytesIO()
@@ -259,7 +294,8 @@ def encrypt(plaintext, recipients, armored=False, *, threads=None) -> bytes:
     return new_bytes(*_sealing(plaintext, recipients, threads))
 
 
-def encrypt_into(plaintext, recipients, buf, *, threads=None) -> int:
+def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer, *,
+                 threads: int | None = None) -> int:
     """Encrypt `plaintext` to `recipients` into the writable buffer `buf`;
     returns the length of the age file written at its start.
 
@@ -278,7 +314,8 @@ def encrypt_into(plaintext, recipients, buf, *, threads=None) -> int:
     return size
 
 
-def decrypt(ciphertext, identities, *, armored=None, threads=None) -> bytes:
+def decrypt(ciphertext: Buffer, identities: Iterable[Identity], *, armored: bool | None = None,
+            threads: int | None = None) -> bytes:
     """Decrypt a whole age file held in memory; returns the plaintext.
 
     `armored` is as for Decryptor: None tells armor from binary by the start."""
@@ -289,7 +326,8 @@ def decrypt(ciphertext, identities, *, armored=None, threads=None) -> bytes:
     return new_bytes(*opening)
 
 
-def decrypt_into(ciphertext, identities, buf, *, armored=None, threads=None) -> int:
+def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer, *,
+                 armored: bool | None = None, threads: int | None = None) -> int:
     """Decrypt a whole age file held in memory into the writable buffer `buf`;
     returns the length of the plaintext written at its start.
 
@@ -305,6 +343,7 @@ def decrypt_into(ciphertext, identities, buf, *, armored=None, threads=None) -> 
     if opening is None:
         reader = Decryptor(MemoryReader(data), identities, armored=True, threads=threads)
         n = 0
+        got: int | None
         while n < len(view) and (got := reader.readinto(view[n:])):
             n += got
         if reader.read(1):
@@ -317,7 +356,8 @@ def decrypt_into(ciphertext, identities, buf, *, armored=None, threads=None) -> 
     return size
 
 
-def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> None:
+def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], armored: bool = False, *,
+               threads: int | None = None) -> None:
     """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)
@@ -327,7 +367,8 @@ def encrypt_io(reader, writer, recipients, armored=False, *, threads=None) -> No
     _finish_file(out, writer)
 
 
-def decrypt_io(reader, writer, identities, *, armored=None, threads=None) -> None:
+def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *,
+               armored: bool | None = None, threads: int | None = None) -> None:
     """Decrypt all of `reader` onto `writer` (`armored` as for Decryptor).
 
     Only verified plaintext is written, but on a PayloadError part of it has
@@ -341,7 +382,7 @@ def decrypt_io(reader, writer, identities, *, armored=None, threads=None) -> Non
     _flush(writer)
 
 
-def _to_file_atomically(outfile, produce, direct: bool) -> None:
+def _to_file_atomically(outfile: str | bytes, produce: Callable[[Any], None], direct: bool) -> None:
     """Run produce(f) on a temporary file beside `outfile`, renamed on success,
     so that a failure never leaves a partial file that looks complete.
 
@@ -349,12 +390,14 @@ def _to_file_atomically(outfile, produce, direct: bool) -> None:
     link kept. An existing file that is not a regular one (a FIFO, a device)
     cannot be replaced by renaming, so it is written directly.
     """
-    outfile = os.path.realpath(outfile)
-    if os.path.exists(outfile) and not os.path.isfile(outfile):
-        with open(outfile, "wb") as f:
-            produce(f)
+    # As str: mkstemp cannot mix a bytes directory with its str prefix.
+    target = os.path.realpath(os.fsdecode(outfile))
+    if os.path.exists(target) and not os.path.isfile(target):
+        with open(target, "wb") as device:
+            produce(device)
         return
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(outfile), prefix=".agefast-")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".agefast-")
+    f: IO[bytes] | DirectWriter
     try:
         if direct:
             os.close(fd)
@@ -363,25 +406,26 @@ def _to_file_atomically(outfile, produce, direct: bool) -> None:
             f = os.fdopen(fd, "wb")
         with f:
             produce(f)
-        os.replace(tmp, outfile)
+        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
 
 
-def _file_arguments(infile, outfile) -> tuple:
+def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:
     """The two paths, checked: TypeError for a non-path (an int would be
     taken for a file descriptor), SameFileError if they name one file."""
-    infile, outfile = _arguments.path("infile", infile), _arguments.path("outfile", outfile)
-    _arguments.distinct_paths(infile, outfile)
-    return infile, outfile
+    src, dst = _arguments.path("infile", infile), _arguments.path("outfile", outfile)
+    _arguments.distinct_paths(src, dst)
+    return src, dst
 
 
-def _open_input(infile, direct: bool):
+def _open_input(infile: str | bytes, direct: bool) -> IO[bytes] | DirectReader:
     return DirectReader(infile) if direct else open(infile, "rb")
 
 
-def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None, direct=False) -> None:
+def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipient], armored: bool = False, *,
+                 threads: int | None = None, direct: bool = False) -> None:
     """Encrypt the file `infile` to `outfile`, which appears only on success.
 
     direct=True reads and writes with O_DIRECT, bypassing the page cache,
@@ -389,22 +433,23 @@ def encrypt_file(infile, outfile, recipients, armored=False, *, threads=None, di
     through a symlink or a hard link) raise SameFileError before anything is
     written.
     """
-    infile, outfile = _file_arguments(infile, outfile)
-    recipients = _arguments.recipients(recipients)
+    source, target = _file_arguments(infile, outfile)
+    checked = _arguments.recipients(recipients)
     _arguments.flag("armored", armored)
-    with _open_input(infile, direct) as src:
-        _to_file_atomically(outfile, lambda dst: encrypt_io(src, dst, recipients, armored, threads=threads),
+    with _open_input(source, direct) as src:
+        _to_file_atomically(target, lambda dst: encrypt_io(src, dst, checked, armored, threads=threads),
                             direct)
 
 
-def decrypt_file(infile, outfile, identities, *, armored=None, threads=None, direct=False) -> None:
+def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identity], *,
+                 armored: bool | None = None, threads: int | None = None, direct: bool = False) -> None:
     """Decrypt the file `infile` to `outfile`, which appears only on success.
 
     As in encrypt_file, one file as input and output raises SameFileError;
     `armored` is as for Decryptor."""
-    infile, outfile = _file_arguments(infile, outfile)
-    identities = _arguments.identities(identities)
+    source, target = _file_arguments(infile, outfile)
+    checked = _arguments.identities(identities)
     _arguments.armored_or_not(armored)
-    with _open_input(infile, direct) as src:
-        _to_file_atomically(outfile, lambda dst: decrypt_io(src, dst, identities, armored=armored, threads=threads),
+    with _open_input(source, direct) as src:
+        _to_file_atomically(target, lambda dst: decrypt_io(src, dst, checked, armored=armored, threads=threads),
                             direct)

@@ -18,11 +18,16 @@ line.
 import base64
 import binascii
 import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pybase64
 
 from .errors import ArmorError
+from ._typing import Buffer
 from .stream import write_all
+
+if TYPE_CHECKING:
+    from ._source import Source
 
 BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
 END = b"-----END AGE ENCRYPTED FILE-----"
@@ -34,7 +39,7 @@ _WHITESPACE = b" \t\r\n"
 BLOCK_LINES = 16384
 
 
-def starts_armored(source) -> bool:
+def starts_armored(source: "Source") -> bool:
     """Whether a Source holds armor: after any whitespace, a PEM dash line.
 
     Any leading "-----" counts, so a wrong PEM label is reported as an armor
@@ -65,17 +70,17 @@ def _leading(data: bytes, byte: bytes) -> int:
 class ArmorReader:
     """Decodes armor from a Source; a reader object with `readinto`."""
 
-    def __init__(self, source):
+    def __init__(self, source: "Source") -> None:
         self._src = source
         self._started = False
         self._done = False
         self._pending = b""
-        self._error = None
+        self._error: ArmorError | None = None
         # Lines to take one at a time, after a block that failed the fast
         # check: one of them is bad, and the exact rules say which.
         self._exact_lines = 0
 
-    def _fail(self, message: str):
+    def _fail(self, message: str) -> NoReturn:
         self._error = ArmorError(f"invalid armor: {message}")
         raise self._error
 
@@ -169,7 +174,7 @@ class ArmorReader:
         self._src.skip(good * width)
         return len(data)
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
         if self._error is not None:
             raise self._error
         mv = memoryview(b).cast("B")
@@ -218,20 +223,20 @@ def _layout_lines(text: bytes) -> memoryview:
 class ArmorWriter:
     """Encodes what is written to it as armor onto `dst`."""
 
-    def __init__(self, dst):
+    def __init__(self, dst: Any) -> None:
         self._dst = dst
         self._buf = bytearray()  # less than a line, waiting for the rest
         self._written = 0
         write_all(self._dst, BEGIN + b"\n")
 
-    def _write_lines(self, data) -> None:
+    def _write_lines(self, data: bytearray | memoryview) -> None:
         """Write whole lines of data (a multiple of 48 bytes)."""
         text = pybase64.b64encode(data)
         fast = self._written >= NUMPY_AFTER or "numpy" in sys.modules
         write_all(self._dst, _layout_lines(text) if fast else _join_lines(text))
         self._written += len(data)
 
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
         mv = memoryview(data).cast("B")
         size = len(mv)
         if self._buf:

@@ -5,6 +5,8 @@ long (post-quantum recipients are ~1,950), so the 90-character limit of BIP 173
 is not applied. The checksum is always computed over the lowercase string.
 """
 
+from collections.abc import Iterable
+
 _CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 _VALUES = {c: i for i, c in enumerate(_CHARSET)}
 _GENERATOR = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
@@ -14,7 +16,7 @@ class Bech32Error(ValueError):
     """The string is not valid Bech32."""
 
 
-def _polymod(values) -> int:
+def _polymod(values: Iterable[int]) -> int:
     chk = 1
     for v in values:
         top = chk >> 25
@@ -29,7 +31,7 @@ def _hrp_expand(hrp: str) -> list[int]:
     return [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
 
 
-def _convert_bits(data, from_bits: int, to_bits: int, pad: bool) -> list[int]:
+def _convert_bits(data: Iterable[int], from_bits: int, to_bits: int, pad: bool) -> list[int]:
     acc = 0
     bits = 0
     out = []

@@ -17,9 +17,12 @@ import struct
 import sys
 import threading
 import warnings
+from types import ModuleType
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from ._typing import Buffer
 
 CHUNK_SIZE = 64 * 1024
 TAG_SIZE = 16
@@ -71,7 +74,7 @@ def _background_load() -> None:
         _warn(e)
 
 
-def _loaded(kernels):
+def _loaded(kernels: ModuleType) -> ModuleType | None:
     """kernels, loaded; or None for cryptography where they cannot be (warned once, not tried again)."""
     global _unloadable
     if _unloadable:
@@ -85,7 +88,7 @@ def _loaded(kernels):
         return None
 
 
-def _kernels_for(size: int, threads: int | None):
+def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
     """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
     global _moved, _loader, _uncached
     engine = os.environ.get("AGEFAST_ENGINE", "")
@@ -128,7 +131,8 @@ def sealed_size(plaintext_size: int) -> int:
     return plaintext_size + chunks * TAG_SIZE
 
 
-def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
+def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
+                threads: int | None = None) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`.
 
     `src` must hold a whole number of chunks unless `final`; returns the number
@@ -142,7 +146,8 @@ def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
         raise ValueError("a non-final batch must hold whole chunks")
     kernels = _kernels_for(n, threads)
     if kernels is not None:
-        return kernels.seal_chunks(key, counter, src, dst, final, threads)
+        sealed: int = kernels.seal_chunks(key, counter, src, dst, final, threads)
+        return sealed
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     written = 0
@@ -158,7 +163,8 @@ def seal_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
             return written
 
 
-def open_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
+def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
+                threads: int | None = None) -> int:
     """Open consecutive sealed chunks from `src` into `dst`.
 
     Returns how many leading chunks verified. A chunk is decrypted into `dst`
@@ -175,7 +181,8 @@ def open_chunks(key: bytes, counter: int, src, dst, final: bool, threads: int | 
         raise ValueError("a batch must hold whole sealed chunks")
     kernels = _kernels_for(n, threads)
     if kernels is not None:
-        return kernels.open_chunks(key, counter, src, dst, final, threads)
+        opened: int = kernels.open_chunks(key, counter, src, dst, final, threads)
+        return opened
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     pos = 0

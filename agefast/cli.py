@@ -13,10 +13,15 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Iterable, Iterator, Sequence
+from types import FrameType
+from typing import IO, Any
 
 import agefast
 from agefast import _batchpass, _goflag, _malloc, _output, errors, keys
 from agefast._output import OutputRefused, go_quote
+from agefast._typing import Identity, Recipient
+from agefast.format import Stanza
 from agefast._progress import with_progress
 from agefast._terminal import (PluginPrompts, TerminalError, is_terminal, print_to_terminal, read_passphrase,
                                read_terminal_input)
@@ -79,7 +84,7 @@ _PLUGINS_PAGE = "visit https://age-encryption.org/awesome#plugins for a list of 
 class UsageError(Exception):
     """The command line asks for something that cannot be done; `hints` say what might."""
 
-    def __init__(self, message: str, *hints: str):
+    def __init__(self, message: str, *hints: str) -> None:
         super().__init__(message)
         self.hints = hints
 
@@ -112,13 +117,26 @@ def _flags() -> _goflag.FlagSet:
 class Arguments:
     """The parsed command line."""
 
-    def __init__(self, values: dict, positional: list[str]):
+    # The flags' values, by their dest in _flags(), set from `values`.
+    version: bool
+    decrypt: bool
+    encrypt: bool
+    passphrase: bool
+    output: str | None
+    armor: bool
+    recipients: list[str]
+    recipients_files: list[str]
+    identity_flags: list[tuple[str, str]]
+    threads: int | None
+    warm_up: bool
+
+    def __init__(self, values: dict[str, Any], positional: list[str]) -> None:
         self.__dict__.update(values)
         self.input = positional[0] if positional else None
         self.identities = [value for kind, value in self.identity_flags if kind == "i"]
 
 
-def _too_many_inputs(argv, positional) -> UsageError:
+def _too_many_inputs(argv: list[str], positional: list[str]) -> UsageError:
     quoted = " ".join(go_quote(a) for a in positional)
     if not positional[1].startswith("-"):
         return UsageError(f"too many INPUT arguments: {quoted}", "only a single input file may be specified at a time")
@@ -131,7 +149,7 @@ def _too_many_inputs(argv, positional) -> UsageError:
     return UsageError(f"too many INPUT arguments: {quoted}", *hints)
 
 
-def _check_flags(args) -> None:
+def _check_flags(args: Arguments) -> None:
     """Reject the flag combinations age rejects, with age's reasons."""
     if args.decrypt:
         if args.encrypt:
@@ -170,9 +188,9 @@ def _warn(message: str) -> None:
     print(f"agefast: warning: {message}", file=sys.stderr)
 
 
-def _warn_duplicates(values, name: str) -> None:
-    seen = set()
-    warned = set()
+def _warn_duplicates(values: Iterable[str], name: str) -> None:
+    seen: set[str] = set()
+    warned: set[str] = set()
     for value in values:
         if value in seen and value not in warned:
             _warn(f"duplicate {name} {go_quote(value)}")
@@ -194,7 +212,7 @@ def read_key_file(path: str, purpose: str) -> str:
         raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
 
 
-def _refuse_missing_plugins(names) -> None:
+def _refuse_missing_plugins(names: Iterable[str]) -> None:
     """age's error and hints for the first of the plugins `names` that is not installed."""
     for name in names:
         try:
@@ -213,7 +231,7 @@ def _plugin_names(text: str) -> list[str]:
     return [n for n in names if n not in ("pq", "tag", "tagpq")]
 
 
-def _ssh_public_key(path: str):
+def _ssh_public_key(path: str) -> "agefast.ssh.Recipient | None":
     """PATH.pub, which age reads for a protected SSH key in PEM form (no public key inside)."""
     public_path = path + ".pub"
     if path == "-" or not os.path.exists(public_path):
@@ -224,7 +242,7 @@ def _ssh_public_key(path: str):
         raise agefast.IdentityError(f"{public_path}: {e}") from None
 
 
-def _load_identity_file(path: str) -> list:
+def _load_identity_file(path: str) -> list[keys.LoadedIdentity]:
     """Every identity in the file at `path`, in any of the forms age accepts.
 
     Native identity files, SSH private keys, and identity files encrypted
@@ -242,7 +260,7 @@ def _load_identity_file(path: str) -> list:
         raise agefast.IdentityError(f"identity file {path}: {e}") from None
 
 
-def _plugin_identity(name: str):
+def _plugin_identity(name: str) -> "_batchpass.Identity | agefast.plugin.IdentityPluginV1":
     """The identity of -j NAME: a plugin that takes no identity data."""
     if name == _batchpass.NAME:
         return _batchpass.Identity()
@@ -254,15 +272,15 @@ def _plugin_identity(name: str):
     return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
 
 
-def _load_identities(args) -> list:
+def _load_identities(args: Arguments) -> "list[keys.LoadedIdentity | _batchpass.Identity]":
     """The identities of the -i files and -j plugins, in the order given."""
-    identities = []
+    identities: "list[keys.LoadedIdentity | _batchpass.Identity]" = []
     for kind, value in args.identity_flags:
         identities += _load_identity_file(value) if kind == "i" else [_plugin_identity(value)]
     return identities
 
 
-def _public_keys(identity) -> list:
+def _public_keys(identity: "keys.LoadedIdentity | _batchpass.Identity") -> Sequence[Recipient]:
     """The recipients -e -i (or -e -j) encrypts to for one identity."""
     if isinstance(identity, _batchpass.Identity):
         return [_batchpass.recipient()]
@@ -272,7 +290,7 @@ def _public_keys(identity) -> list:
     return [identity.to_public()]
 
 
-def _parse_recipient(text: str):
+def _parse_recipient(text: str) -> keys.ParsedRecipient:
     if text.startswith("github:"):
         user = text.removeprefix("github:")
         raise UsageError('"github:" recipients were removed from the design', "instead, use recipient files like",
@@ -284,12 +302,12 @@ def _parse_recipient(text: str):
         raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
 
 
-def _load_recipients(args) -> list:
+def _load_recipients(args: Arguments) -> list[Recipient]:
     if args.passphrase:
         return [agefast.passphrase.Recipient(_new_passphrase())]
-    recipients = [_parse_recipient(text) for text in args.recipients]
+    recipients: list[Recipient] = [_parse_recipient(text) for text in args.recipients]
     for path in args.recipients_files:
-        def warn(message, path=path):
+        def warn(message: str, path: str = path) -> None:
             # As age does, keys of SSH types age can't use are skipped, so an
             # authorized_keys file with such keys still works.
             _warn(f"recipients file {path}: {message}")
@@ -319,7 +337,7 @@ def _new_passphrase() -> str:
 
 
 @contextlib.contextmanager
-def _open_input(path):
+def _open_input(path: str | None) -> Iterator[IO[bytes]]:
     if path is not None and path != "-":
         try:
             f = open(path, "rb")
@@ -331,7 +349,7 @@ def _open_input(path):
     yield sys.stdin.buffer
 
 
-def _terminal_input(src, decrypting: bool):
+def _terminal_input(src: IO[bytes], decrypting: bool) -> io.BytesIO:
     """What was typed on the terminal at stdin, read as age reads it (see read_terminal_input)."""
     # Ciphertext typed (or pasted) at a terminal is armored: it ends at the
     # END line, and what follows is the passphrase, if one is asked for.
@@ -339,7 +357,7 @@ def _terminal_input(src, decrypting: bool):
 
 
 @contextlib.contextmanager
-def _progress(src):
+def _progress(src: IO[bytes]) -> Iterator[Any]:
     """`src`, counted by a progress bar on stderr for large inputs at a terminal."""
     reader, bar = with_progress(src)
     try:
@@ -349,11 +367,11 @@ def _progress(src):
             bar.close()
 
 
-def _stdin_is_input(args) -> bool:
+def _stdin_is_input(args: Arguments) -> bool:
     return (args.input is None or args.input == "-") and is_terminal(sys.stdin)
 
 
-def _encrypt(args) -> None:
+def _encrypt(args: Arguments) -> None:
     recipients = _load_recipients(args)
     tty_in = _stdin_is_input(args)
     with _open_input(args.input) as src:
@@ -369,7 +387,7 @@ class _PassphrasePrompt:
     decryption: the user is prompted only when a passphrase could help.
     """
 
-    def unwrap(self, stanzas):
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
         # passphrase.STANZA_TYPE, spelled out: importing agefast.passphrase
         # (scrypt, and OpenSSL's backend with it) cost every decryption 10 ms.
         if not any(s.type == "scrypt" for s in stanzas):
@@ -383,21 +401,21 @@ class _PassphrasePrompt:
 class _RefusePassphrase:
     """Tried after the -i and -j identities: a passphrase-encrypted file needs no -i."""
 
-    def unwrap(self, stanzas):
+    def unwrap(self, stanzas: list[Stanza]) -> None:
         if len(stanzas) == 1 and stanzas[0].type == "scrypt":
             raise UsageError("file is passphrase-encrypted but identities were specified with -i/--identity or -j",
                              "remove all -i/--identity/-j flags to decrypt passphrase-encrypted files")
         return None
 
 
-def _decrypt(args) -> None:
+def _decrypt(args: Arguments) -> None:
     tty_in = _stdin_is_input(args)
     with _open_input(args.input) as src:
         # Ciphertext typed at the terminal is read before anything else
         # (a passphrase prompt, the output) uses the terminal.
         source = _terminal_input(src, True) if tty_in else src
         if args.identity_flags:
-            identities = [*_load_identities(args), _RefusePassphrase()]
+            identities: list[Identity] = [*_load_identities(args), _RefusePassphrase()]
         else:
             identities = [_PassphrasePrompt()]
         if hasattr(source, "peek") and not source.peek(1):
@@ -450,17 +468,17 @@ def _warm_up() -> None:
 class _Terminated(BaseException):
     """SIGTERM or SIGHUP arrived; raised in the main thread so cleanups run."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
-def _raise_terminated(signum, frame):
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise _Terminated(signum)
 
 
 @contextlib.contextmanager
-def _cleanup_on_termination():
+def _cleanup_on_termination() -> Iterator[None]:
     """Turn SIGTERM and SIGHUP into _Terminated while the command runs.
 
     Their default action kills the process at once, leaving a temporary
@@ -468,7 +486,7 @@ def _cleanup_on_termination():
     context manager, which removes it, as Ctrl-C (KeyboardInterrupt) already
     does. A signal the caller chose to ignore (nohup) stays ignored.
     """
-    previous = {}
+    previous: dict[signal.Signals, Any] = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         try:
             if signal.getsignal(signum) == signal.SIG_DFL:
@@ -482,7 +500,7 @@ def _cleanup_on_termination():
             signal.signal(signum, handler)
 
 
-def main(argv=None) -> int:
+def main(argv: Iterable[str] | None = None) -> int:
     _malloc.keep_freed_memory()
     try:
         with _cleanup_on_termination():
@@ -503,7 +521,7 @@ def _run(argv: list[str]) -> int:
         return status
     values, positional = parsed
     args = Arguments(values, positional)
-    hints = ()
+    hints: tuple[str, ...] = ()
     try:
         if args.warm_up:
             _warm_up()

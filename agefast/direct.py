@@ -18,11 +18,13 @@ import io
 import mmap
 import os
 
+from ._typing import Buffer
+
 BLOCK = 4 * 1024 * 1024  # a multiple of every logical block size in use
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
-def _open(path, flags: int, mode: int = 0o666) -> tuple[int, bool]:
+def _open(path: str | bytes, flags: int, mode: int = 0o666) -> tuple[int, bool]:
     """Open with O_DIRECT if the file system allows it; return (fd, direct)."""
     if _O_DIRECT:
         try:
@@ -36,7 +38,7 @@ def _open(path, flags: int, mode: int = 0o666) -> tuple[int, bool]:
 class DirectReader(io.RawIOBase):
     """Reads a file from `offset` on through aligned direct reads."""
 
-    def __init__(self, path, offset: int = 0):
+    def __init__(self, path: str | bytes, offset: int = 0) -> None:
         super().__init__()
         self._fd, self.direct = _open(path, os.O_RDONLY)
         self._buf = mmap.mmap(-1, BLOCK)
@@ -52,7 +54,7 @@ class DirectReader(io.RawIOBase):
         n = os.preadv(self._fd, [self._buf], start)
         self._block_start, self._block_len = start, n
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
         mv = memoryview(b).cast("B")
         offset = self._pos - self._block_start
         if not 0 <= offset < self._block_len:
@@ -75,7 +77,7 @@ class DirectReader(io.RawIOBase):
 class DirectWriter(io.RawIOBase):
     """Writes a new file through whole aligned direct writes."""
 
-    def __init__(self, path, mode: int = 0o666):
+    def __init__(self, path: str | bytes, mode: int = 0o666) -> None:
         super().__init__()
         self._fd, self.direct = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         self._buf = mmap.mmap(-1, BLOCK)
@@ -88,7 +90,7 @@ class DirectWriter(io.RawIOBase):
         while mv:
             mv = mv[os.write(self._fd, mv):]
 
-    def write(self, b) -> int:
+    def write(self, b: Buffer) -> int:
         mv = memoryview(b).cast("B")
         pos = 0
         while pos < len(mv):

@@ -11,11 +11,14 @@ source has ended, so a reader stopped early never yields a file that decrypts.
 """
 
 import io
+from collections.abc import Iterable
 
 from . import _arguments
 from ._source import Source
+from ._typing import Buffer, Reader, Recipient
 from .api import Encryptor, read_all
-from .stream import BATCH_CHUNKS, CHUNK_SIZE
+from .chunks import CHUNK_SIZE
+from .stream import BATCH_CHUNKS
 
 _PULL = BATCH_CHUNKS * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
 
@@ -23,10 +26,10 @@ _PULL = BATCH_CHUNKS * CHUNK_SIZE  # plaintext read per refill: the encryptor's 
 class _Output:
     """The encryptor's destination: ciphertext waiting to be read."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.data = bytearray()
 
-    def write(self, b) -> int:
+    def write(self, b: memoryview) -> int:
         self.data += b
         return len(b)
 
@@ -41,7 +44,8 @@ class EncryptingReader(io.RawIOBase):
     the read can be retried.
     """
 
-    def __init__(self, src, recipients, *, armored=False, close_src=False, threads=None):
+    def __init__(self, src: Reader, recipients: Iterable[Recipient], *, armored: bool = False,
+                 close_src: bool = False, threads: int | None = None) -> None:
         super().__init__()
         self._src = _arguments.reader("src", src)
         self._close_src = close_src
@@ -50,7 +54,7 @@ class EncryptingReader(io.RawIOBase):
         self._encryptor = Encryptor(self._output, recipients, armored=armored, threads=threads)
         self._plain = bytearray(_PULL)
         self._pos = 0  # of the next byte of self._output.data to hand out
-        self._error = None
+        self._error: BaseException | None = None
 
     def readable(self) -> bool:
         return True
@@ -66,7 +70,8 @@ class EncryptingReader(io.RawIOBase):
         if n < len(self._plain):  # Source fills the buffer unless the source ended
             self._encryptor.close()
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
+        """Fill the writable buffer `b` with the next bytes of the age file; returns the count, 0 at its end."""
         if self.closed:
             raise ValueError("read from a closed encrypting reader")
         if self._error is not None:
@@ -95,21 +100,24 @@ class EncryptingReader(io.RawIOBase):
         return n
 
     def readall(self) -> bytes:
+        """All the rest of the age file (reading `src` to its end)."""
         return read_all(self.readinto)
 
     def close(self) -> None:
+        """Close without sealing the final chunk (and close `src` if close_src)."""
         if self.closed:
             return
         try:
             # Never seal the final chunk on close: the source may not be done.
             self._encryptor.abort()
             if self._close_src:
-                self._src.close()
+                getattr(self._src, "close")()
         finally:
             super().close()
 
 
-def encrypting_reader(src, recipients, *, armored=False, close_src=False, threads=None) -> EncryptingReader:
+def encrypting_reader(src: Reader, recipients: Iterable[Recipient], *, armored: bool = False,
+                      close_src: bool = False, threads: int | None = None) -> EncryptingReader:
     """A readable binary file object of the age file of `src`'s plaintext, to
     hand to anything that reads: boto3's upload_fileobj(reader, bucket, key),
     requests.post(url, data=reader), shutil.copyfileobj."""

@@ -6,6 +6,8 @@ decryption outcome is a DecryptError subclass, so callers that only care that
 decryption failed can catch one class.
 """
 
+from collections.abc import Iterable
+
 
 class AgeError(Exception):
     """Base class of every error agefast raises on purpose."""
@@ -35,7 +37,7 @@ class NoIdentityMatchError(DecryptError):
     encrypted to (X25519, scrypt, a plugin, ...) without any key.
     """
 
-    def __init__(self, message: str, stanza_types=()):
+    def __init__(self, message: str, stanza_types: Iterable[str] = ()) -> None:
         super().__init__(message)
         self.stanza_types = list(stanza_types)
 

@@ -21,6 +21,9 @@ import io
 import os
 import sys
 import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
@@ -29,6 +32,7 @@ from fsspec.spec import AbstractBufferedFile, make_instance
 from . import api, keys
 from ._buffers import new_bytes
 from ._source import Source
+from ._typing import Buffer
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
 from .errors import HeaderError, IdentityError, PayloadError, RecipientError
 from .format import parse_header
@@ -40,7 +44,7 @@ from .stream import NONCE_SIZE
 CACHED_CHUNKS = 8
 
 
-def _as_list(value) -> list:
+def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -48,10 +52,10 @@ def _as_list(value) -> list:
     return [value]
 
 
-def _parsed(values, needs: str, parse) -> list:
+def _parsed(values: Any, needs: str, parse: Callable[[str], list[Any]]) -> list[Any]:
     """Key objects as given; strings (one key a line, or any object without
     `needs`, such as pyrage's key objects, through str()) parsed by agefast."""
-    out = []
+    out: list[Any] = []
     for value in _as_list(values):
         if hasattr(value, needs):
             out.append(value)
@@ -60,7 +64,7 @@ def _parsed(values, needs: str, parse) -> list:
     return out
 
 
-def _portable(key):
+def _portable(key: Any) -> Any:
     """What a key travels as in a pickle: native age key strings (X25519 and
     post-quantum; their objects hold keys that do not pickle) as strings,
     anything else as itself."""
@@ -70,7 +74,7 @@ def _portable(key):
     return text if text.startswith(("AGE-SECRET-KEY-", "age1")) else key
 
 
-def _read_key_file(path) -> bytes:
+def _read_key_file(path: str | os.PathLike[str]) -> bytes:
     with open(os.path.expanduser(os.fspath(path)), "rb") as f:
         return f.read()
 
@@ -86,17 +90,17 @@ class _HeadReader:
     """Reads a file from its start by ranged reads, as the header parser asks
     (4 KiB at a time: one read for any header of a few recipients)."""
 
-    def __init__(self, target, path: str, size: int):
+    def __init__(self, target: Any, path: str, size: int) -> None:
         self._target = target
         self._path = path
         self._size = size
         self._pos = 0
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: memoryview) -> int:
         end = min(self._pos + len(b), self._size)
         if end <= self._pos:
             return 0
-        data = self._target.cat_file(self._path, start=self._pos, end=end)
+        data: bytes = self._target.cat_file(self._path, start=self._pos, end=end)
         b[:len(data)] = data
         self._pos += len(data)
         return len(data)
@@ -120,9 +124,10 @@ class AgeFileSystem(ChainedFileSystem):
     # The chained URL's inner path arrives as `fo`; it names a file, not the filesystem.
     _strip_tokenize_options = ("fo",)
 
-    def __init__(self, target_protocol=None, target_options=None, fs=None, identities=None,
-                 identity_file=None, recipients=None, recipients_file=None, threads=None, fo=None,
-                 **kwargs):
+    def __init__(self, target_protocol: str | None = None, target_options: dict[str, Any] | None = None,
+                 fs: Any = None, identities: Any = None, identity_file: Any = None, recipients: Any = None,
+                 recipients_file: Any = None, threads: int | None = None, fo: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if (fs is None) == (target_protocol is None):
             raise ValueError("give the filesystem holding the age files as fs= or as target_protocol=, one of them")
@@ -132,18 +137,20 @@ class AgeFileSystem(ChainedFileSystem):
         self._identity_files = _as_list(identity_file)
         self._recipients = _parsed(recipients, "wrap", keys.parse_recipients)
         self._recipients_files = _as_list(recipients_file)
-        self._loaded_identities = None
-        self._loaded_recipients = None
+        self._loaded_identities: list[Any] | None = None
+        self._loaded_recipients: list[Any] | None = None
         self._lock = threading.Lock()
-        self._header_sizes = {}
+        self._header_sizes: dict[tuple[Any, ...], int] = {}
 
-        def _strip_protocol(path):
+        def _strip_protocol(path: str) -> str:
             # As CachingFileSystem: each instance strips as its target does.
-            return self.fs._strip_protocol(type(self)._strip_protocol(path))
+            # (the class's, which this instance's shadows)
+            stripped: str = self.fs._strip_protocol(type(self)._strip_protocol(path))  # type: ignore[misc]
+            return stripped
 
         self._strip_protocol = _strip_protocol
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         options = dict(self.storage_options)
         for name in ("identities", "recipients"):
             if name in options:
@@ -151,11 +158,12 @@ class AgeFileSystem(ChainedFileSystem):
         return make_instance, (type(self), self.storage_args, options)
 
     def unstrip_protocol(self, name: str) -> str:
-        return "age::" + self.fs.unstrip_protocol(name)
+        inner: str = self.fs.unstrip_protocol(name)
+        return "age::" + inner
 
     # Keys
 
-    def identities(self) -> list:
+    def identities(self) -> list[Any]:
         """The identities to read with, identity files loaded at the first call."""
         with self._lock:
             if self._loaded_identities is None:
@@ -167,7 +175,7 @@ class AgeFileSystem(ChainedFileSystem):
                 self._loaded_identities = found
             return self._loaded_identities
 
-    def recipients(self) -> list:
+    def recipients(self) -> list[Any]:
         """The recipients to write to, recipients files loaded at the first call."""
         with self._lock:
             if self._loaded_recipients is None:
@@ -190,7 +198,7 @@ class AgeFileSystem(ChainedFileSystem):
             raise HeaderError(f"{path}: {e}") from None
         return source.consumed + NONCE_SIZE
 
-    def _plain_info(self, info: dict) -> dict:
+    def _plain_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """`info` of a wrapped file, with the plaintext size of the age file."""
         if info.get("type") != "file":
             return info
@@ -202,69 +210,71 @@ class AgeFileSystem(ChainedFileSystem):
             header = self._header_sizes[stamp] = self._header_size(info["name"], info["size"])
         return {**info, "size": plaintext_size(info["size"] - header)}
 
-    def info(self, path, **kwargs):
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         return self._plain_info(self.fs.info(self._strip_protocol(path), **kwargs))
 
-    def ls(self, path, detail=True, **kwargs):
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         entries = self.fs.ls(self._strip_protocol(path), detail=True, **kwargs)
         if not detail:
             return [entry["name"] for entry in entries]
         return [self._plain_info(entry) for entry in entries]
 
-    def _plain_listing(self, found):
+    def _plain_listing(self, found: Any) -> Any:
         if isinstance(found, dict):
             return {name: self._plain_info(info) for name, info in found.items()}
         return found
 
-    def find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
+    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False,
+             **kwargs: Any) -> Any:
         found = self.fs.find(self._strip_protocol(path), maxdepth=maxdepth, withdirs=withdirs, detail=detail,
                              **kwargs)
         return self._plain_listing(found)
 
-    def glob(self, path, maxdepth=None, **kwargs):
+    def glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
         # The wrapped filesystem globs; only the matches' headers are read.
         return self._plain_listing(self.fs.glob(self._strip_protocol(path), maxdepth=maxdepth, **kwargs))
 
-    def invalidate_cache(self, path=None):
+    def invalidate_cache(self, path: str | None = None) -> None:
         self._header_sizes.clear()
         self.fs.invalidate_cache(None if path is None else self._strip_protocol(path))
 
     # What needs no decryption goes straight to the wrapped filesystem.
 
-    def exists(self, path, **kwargs):
-        return self.fs.exists(self._strip_protocol(path), **kwargs)
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        return bool(self.fs.exists(self._strip_protocol(path), **kwargs))
 
-    def isdir(self, path):
-        return self.fs.isdir(self._strip_protocol(path))
+    def isdir(self, path: str) -> bool:
+        return bool(self.fs.isdir(self._strip_protocol(path)))
 
-    def isfile(self, path):
-        return self.fs.isfile(self._strip_protocol(path))
+    def isfile(self, path: str) -> bool:
+        return bool(self.fs.isfile(self._strip_protocol(path)))
 
-    def mkdir(self, path, create_parents=True, **kwargs):
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> Any:
         return self.fs.mkdir(self._strip_protocol(path), create_parents=create_parents, **kwargs)
 
-    def makedirs(self, path, exist_ok=False):
+    def makedirs(self, path: str, exist_ok: bool = False) -> Any:
         return self.fs.makedirs(self._strip_protocol(path), exist_ok=exist_ok)
 
-    def rmdir(self, path):
+    def rmdir(self, path: str) -> Any:
         return self.fs.rmdir(self._strip_protocol(path))
 
-    def rm_file(self, path):
+    def rm_file(self, path: str) -> Any:
         self.invalidate_cache(path)
         return self.fs.rm_file(self._strip_protocol(path))
 
-    def rm(self, path, recursive=False, maxdepth=None):
+    def rm(self, path: str, recursive: bool = False, maxdepth: int | None = None) -> Any:
         self.invalidate_cache(path)
         return self.fs.rm(self._strip_protocol(path), recursive=recursive, maxdepth=maxdepth)
 
-    def cp_file(self, path1, path2, **kwargs):
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> Any:
         # The copy is the same age file, readable with the same identities.
         return self.fs.cp_file(self._strip_protocol(path1), self._strip_protocol(path2), **kwargs)
 
-    def modified(self, path):
+    def modified(self, path: str) -> Any:
         return self.fs.modified(self._strip_protocol(path))
 
-    def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
+    def _open(self, path: str, mode: str = "rb", block_size: int | None = None, autocommit: bool = True,
+              cache_options: dict[str, Any] | None = None, **kwargs: Any) -> "AgeReadFile | AgeWriteFile":
         if mode == "rb":
             return AgeReadFile(self, path, block_size=block_size, cache_options=cache_options, **kwargs)
         if mode in ("wb", "xb"):
@@ -283,7 +293,8 @@ class AgeReadFile(AbstractBufferedFile):
     that are intact.
     """
 
-    def __init__(self, fs, path, block_size=None, cache_type="none", cache_options=None, size=None, **kwargs):
+    def __init__(self, fs: AgeFileSystem, path: str, block_size: int | None = None, cache_type: str = "none",
+                 cache_options: dict[str, Any] | None = None, size: int | None = None, **kwargs: Any) -> None:
         # `size`, which fsspec passes when it reopens an unpickled file, is
         # the plaintext size: it is found again below, authenticated.
         self._raw = fs.fs.open(path, "rb", cache_type="none")
@@ -295,13 +306,13 @@ class AgeReadFile(AbstractBufferedFile):
         except BaseException:
             self._raw.close()
             raise
-        self._chunks = {}  # chunk index -> verified plaintext, oldest first
+        self._chunks: dict[int, bytes] = {}  # chunk index -> verified plaintext, oldest first
         self._streaming = True  # until the decryptor's stream failed, for good
         self._lock = threading.Lock()
         super().__init__(fs, path, "rb", block_size=block_size, cache_type=cache_type,
                          cache_options=cache_options, size=self._payload.seek(0, io.SEEK_END), **kwargs)
 
-    def _fetch_range(self, start, end):
+    def _fetch_range(self, start: int, end: int) -> bytes:
         end = min(end, self.size)
         if start >= end:
             return b""
@@ -357,7 +368,7 @@ class AgeReadFile(AbstractBufferedFile):
         self._chunks[index] = chunk
         return chunk
 
-    def close(self):
+    def close(self) -> None:
         if not self.closed:
             self._payload.close()
             self._raw.close()
@@ -375,7 +386,8 @@ class AgeWriteFile(AbstractBufferedFile):
     looking complete.
     """
 
-    def __init__(self, fs, path, mode="wb", block_size=None, **kwargs):
+    def __init__(self, fs: AgeFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
+                 **kwargs: Any) -> None:
         recipients = fs.recipients()
         self._raw = fs.fs.open(path, mode)
         try:
@@ -385,7 +397,7 @@ class AgeWriteFile(AbstractBufferedFile):
             raise
         super().__init__(fs, path, mode, block_size=block_size, **kwargs)
 
-    def write(self, data):
+    def write(self, data: Buffer) -> int:
         # Straight to the encryptor, which gathers a batch of chunks of its
         # own: AbstractBufferedFile's buffer in front of it would only copy.
         if not self.writable():
@@ -394,7 +406,7 @@ class AgeWriteFile(AbstractBufferedFile):
         self.loc += n
         return n
 
-    def _upload_chunk(self, final=False):
+    def _upload_chunk(self, final: bool = False) -> bool:
         # Called by close() (through flush(force=True)); the buffer stays empty.
         if final:
             self._encryptor.close()
@@ -407,21 +419,22 @@ class AgeWriteFile(AbstractBufferedFile):
             return
         self._encryptor.abort()
         self._raw.close()
-        self.closed = True
+        self.closed: bool = True
         self.fs.invalidate_cache(self.path)
 
-    def close(self):
+    def close(self) -> None:
         if sys.exc_info()[1] is not None:
             self.abort()
         else:
             super().close()
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         else:
             self.abort()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if not self.closed:
             self.abort()

@@ -7,8 +7,14 @@ header MAC can be checked over the bytes as read.
 
 import base64
 import binascii
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .errors import HeaderError
+
+if TYPE_CHECKING:
+    from ._source import Source
+
 
 VERSION_LINE = b"age-encryption.org/v1\n"
 STANZA_PREFIX = b"-> "
@@ -35,7 +41,7 @@ class Stanza:
         self.args = [] if args is None else args
         self.body = body
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stanza):
             return NotImplemented
         return (self.type, self.args, self.body) == (other.type, other.args, other.body)
@@ -95,7 +101,8 @@ def _is_argument(arg: str) -> bool:
     return bool(arg) and all(33 <= ord(c) <= 126 for c in arg)
 
 
-def read_stanza(first: bytes, next_line, error, max_body: int | None = None) -> Stanza:
+def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[str], Exception],
+                max_body: int | None = None) -> Stanza:
     """A stanza from its `-> ...` line and the body lines next_line() returns,
     all without their newline; error(message) is raised where the grammar is
     broken. The header and the plugin protocol share this grammar."""
@@ -137,7 +144,7 @@ def encode_mac_line(mac: bytes) -> bytes:
     return b" " + b64encode(mac).encode("ascii") + b"\n"
 
 
-def _read_line(src, consumed: int) -> bytes:
+def _read_line(src: "Source", consumed: int) -> bytes:
     line = src.readline(min(MAX_LINE, MAX_HEADER - consumed) + 1)
     if not line.endswith(b"\n"):
         if len(line) > MAX_LINE or consumed + len(line) > MAX_HEADER:
@@ -146,7 +153,7 @@ def _read_line(src, consumed: int) -> bytes:
     return line
 
 
-def parse_header(src) -> Header:
+def parse_header(src: "Source") -> Header:
     """Read a header from a Source, leaving it positioned at the payload."""
     raw = bytearray()
     line = _read_line(src, 0)
@@ -155,7 +162,7 @@ def parse_header(src) -> Header:
         if line.startswith(b"age-encryption.org/"):
             raise HeaderError(f"unsupported age format version: {line[:64]!r}")
         raise HeaderError("not an age file: bad version line")
-    stanzas = []
+    stanzas: list[Stanza] = []
 
     def body_line() -> bytes:
         line = _read_line(src, len(raw))

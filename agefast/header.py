@@ -3,11 +3,17 @@ unwrapping it with identities, and the header MAC."""
 
 import hmac
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .errors import EncryptError, HeaderError, HeaderMACError, NoIdentityMatchError
-from .format import encode_header_without_mac, encode_mac_line, parse_header
+from .format import Stanza, encode_header_without_mac, encode_mac_line, parse_header
 from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256
 from .stream import NONCE_SIZE
+
+if TYPE_CHECKING:
+    from ._source import Source
+    from ._typing import Identity, Recipient
 
 
 def _mac(file_key: bytes, mac_input: bytes) -> bytes:
@@ -18,11 +24,11 @@ def payload_key(file_key: bytes, nonce: bytes) -> bytes:
     return hkdf(file_key, nonce, b"payload")
 
 
-def make_header(recipients: list) -> tuple[bytes, bytes]:
+def make_header(recipients: "list[Recipient]") -> tuple[bytes, bytes]:
     """Return (header bytes ending in newline, file key) for `recipients`,
     a non-empty list of recipient objects (agefast._arguments checks it)."""
     file_key = os.urandom(FILE_KEY_SIZE)
-    stanzas = []
+    stanzas: list[Stanza] = []
     for r in recipients:
         stanzas.extend(r.wrap(file_key))
     # Labels are read after wrapping, as a plugin learns its own only then.
@@ -35,7 +41,7 @@ def make_header(recipients: list) -> tuple[bytes, bytes]:
     return without_mac + encode_mac_line(_mac(file_key, without_mac)), file_key
 
 
-def _incompatible(a: frozenset, b: frozenset) -> EncryptError:
+def _incompatible(a: frozenset[str], b: frozenset[str]) -> EncryptError:
     """age's "incompatible recipients" (its tests match it) with rage's words (pyrage's tests match them)."""
     labelled = a or b
     if (a and b) or "postquantum" not in labelled:
@@ -54,7 +60,7 @@ def _no_match(types: list[str]) -> NoIdentityMatchError:
         f"No matching keys found: no identity matched any of the recipients (the file's stanzas: {named})", types)
 
 
-def open_header(source, identities) -> bytes:
+def open_header(source: "Source", identities: "Iterable[Identity]") -> bytes:
     """Parse the header from `source` and return the payload key.
 
     Leaves `source` at the first chunk. Raises HeaderError,

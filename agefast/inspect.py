@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import sys
+from typing import Any
 
 from . import _goflag
 from ._output import go_quote
@@ -47,17 +48,17 @@ class InspectError(AgeError):
 class _Counting:
     """Passes reads through, counting the bytes (the file's size as stored)."""
 
-    def __init__(self, reader):
+    def __init__(self, reader: Any) -> None:
         self._reader = reader
         self.count = 0
 
-    def readinto(self, b) -> int:
-        n = self._reader.readinto(b)
+    def readinto(self, b: memoryview) -> int | None:
+        n: int | None = self._reader.readinto(b)
         self.count += n or 0
         return n
 
 
-def _read_to_end(source) -> int:
+def _read_to_end(source: Source) -> int:
     buffer = bytearray(1 << 20)
     total = 0
     while n := source.readinto(buffer):
@@ -80,7 +81,7 @@ def stream_overhead(payload_size: int) -> int:
     return NONCE_SIZE + (chunks + 1) * TAG_SIZE
 
 
-def inspect(reader, file_size: int | None = None) -> dict:
+def inspect(reader: Any, file_size: int | None = None) -> dict[str, Any]:
     """age-inspect's metadata of the age file read from `reader` (with `readinto`).
 
     `file_size`, if known (a regular file), spares reading past the header
@@ -121,7 +122,7 @@ def inspect(reader, file_size: int | None = None) -> dict:
     }
 
 
-def describe(name: str, data: dict) -> str:
+def describe(name: str, data: dict[str, Any]) -> str:
     """age-inspect's text report."""
     sizes = data["sizes"]
     lines = [f"{name} is an age file, version {go_quote(data['version'])}.", ""]
@@ -159,7 +160,7 @@ def _error(message: str) -> int:
     return 1
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
     if parsed is None:
         return status

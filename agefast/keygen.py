@@ -11,6 +11,7 @@ import datetime
 import os
 import stat
 import sys
+from typing import TextIO
 
 import agefast
 from agefast import _goflag, pq, x25519
@@ -49,7 +50,7 @@ def _flags() -> _goflag.FlagSet:
     return f
 
 
-def _open_output(path):
+def _open_output(path: str | None) -> TextIO:
     """Standard output, or a new file only its owner can read."""
     if path is None or path == "-":
         return os.fdopen(os.dup(sys.stdout.fileno()), "w")
@@ -67,7 +68,7 @@ def _created_line() -> str:
     return now.removesuffix("+00:00") + "Z" if now.endswith("+00:00") else now
 
 
-def _generate(output, post_quantum: bool) -> None:
+def _generate(output: str | None, post_quantum: bool) -> None:
     identity = (pq.Identity if post_quantum else x25519.Identity).generate()
     public = str(identity.to_public())
     with _open_output(output) as out:
@@ -79,14 +80,14 @@ def _generate(output, post_quantum: bool) -> None:
         out.write(f"# created: {_created_line()}\n# public key: {public}\n{identity}\n")
 
 
-def _convert(path, output) -> None:
+def _convert(path: str | None, output: str | None) -> None:
     identities = agefast.parse_identities(read_key_file(path or "-", "identity file"))
     # Everything is parsed before OUTPUT is created, so a bad INPUT leaves no file.
     with _open_output(output) as out:
         out.write("".join(f"{identity.to_public()}\n" for identity in identities))
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
     if parsed is None:
         return status

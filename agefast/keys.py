@@ -7,9 +7,24 @@ encrypted with a passphrase whose plaintext is an identity file; see
 """
 
 import importlib
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import api, x25519
 from .errors import DecryptError, EncryptError, IdentityError, PassphraseNeededError, RecipientError, UnsupportedKeyError
+from .format import Stanza
+
+if TYPE_CHECKING:
+    from . import plugin, pq, ssh, tag, tagpq
+
+# What the parsers return: the key types a key string can name.
+ParsedIdentity: TypeAlias = "x25519.Identity | pq.Identity | plugin.IdentityPluginV1"
+ParsedRecipient: TypeAlias = ("x25519.Recipient | pq.Recipient | tag.Recipient | tagpq.Recipient | ssh.Recipient"
+                              " | plugin.RecipientPluginV1")
+# What an identity file can hold besides: SSH keys and passphrase-encrypted files.
+LoadedIdentity: TypeAlias = ("x25519.Identity | pq.Identity | plugin.IdentityPluginV1 | ssh.Identity"
+                             " | ssh.EncryptedIdentity | EncryptedIdentityFile")
 
 # Bech32 prefixes, upper-case for identities and lower-case for recipients,
 # as they appear in files, with the module of their type; the longer prefix
@@ -19,55 +34,61 @@ _IDENTITY_TYPES = (("AGE-SECRET-KEY-PQ-1", "pq"), ("AGE-SECRET-KEY-1", "x25519")
 _RECIPIENT_TYPES = (("age1pq1", "pq"), ("age1tagpq1", "tagpq"), ("age1tag1", "tag"))
 
 
-def _module(name: str):
+def _module(name: str) -> ModuleType:
     return importlib.import_module(f".{name}", __package__)
 
 
-def _lines(text: str):
+def _lines(text: str) -> Iterator[tuple[int, str]]:
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if line and not line.startswith("#"):
             yield number, line
 
 
-def parse_identity(s: str, callbacks=None):
+def parse_identity(s: str, callbacks: object = None) -> ParsedIdentity:
     """One identity string; plugin identities talk to the user through `callbacks`."""
     for prefix, module in _IDENTITY_TYPES:
         if s.startswith(prefix):
-            return _module(module).Identity.from_str(s)
+            identity: ParsedIdentity = _module(module).Identity.from_str(s)
+            return identity
     if s.startswith("AGE-PLUGIN-"):
-        plugin = _module("plugin")
-        identity = plugin.Identity.from_str(s)
+        plugins = _module("plugin")
+        key = plugins.Identity.from_str(s)
         try:
-            return plugin.IdentityPluginV1(identity.plugin(), [identity], callbacks)
+            identity = plugins.IdentityPluginV1(key.plugin(), [key], callbacks)
+            return identity
         except DecryptError as e:
             raise IdentityError(str(e)) from None
     raise IdentityError("unknown identity type")
 
 
-def parse_recipient(s: str, callbacks=None):
+def parse_recipient(s: str, callbacks: object = None) -> ParsedRecipient:
     """One recipient string (Bech32, or an SSH public key line)."""
+    recipient: ParsedRecipient
     if not s.startswith("age1"):
-        ssh = _module("ssh")
-        if s.startswith("ssh-") or ssh.key_type(s) is not None:
-            return ssh.Recipient.from_str(s)
+        ssh_keys = _module("ssh")
+        if s.startswith("ssh-") or ssh_keys.key_type(s) is not None:
+            recipient = ssh_keys.Recipient.from_str(s)
+            return recipient
         raise RecipientError("unknown recipient type")
     for prefix, module in _RECIPIENT_TYPES:
         if s.startswith(prefix):
-            return _module(module).Recipient.from_str(s)
+            recipient = _module(module).Recipient.from_str(s)
+            return recipient
     # A native X25519 recipient has a single "1", the Bech32 separator
     # (the data alphabet has no "1"); age1NAME1... is a plugin's.
     if s.count("1") > 1:
-        plugin = _module("plugin")
-        recipient = plugin.Recipient.from_str(s)
+        plugins = _module("plugin")
+        key = plugins.Recipient.from_str(s)
         try:
-            return plugin.RecipientPluginV1(recipient.plugin(), [recipient], [], callbacks)
+            recipient = plugins.RecipientPluginV1(key.plugin(), [key], [], callbacks)
+            return recipient
         except EncryptError as e:
             raise RecipientError(str(e)) from None
     return x25519.Recipient.from_str(s)
 
 
-def parse_identities(text: str, callbacks=None) -> list:
+def parse_identities(text: str, callbacks: object = None) -> list[ParsedIdentity]:
     """Parse identity-file text: one identity per line, `#` comments."""
     out = []
     for number, line in _lines(text):
@@ -81,7 +102,8 @@ def parse_identities(text: str, callbacks=None) -> list:
     return out
 
 
-def parse_recipients(text: str, callbacks=None, *, warn=None) -> list:
+def parse_recipients(text: str, callbacks: object = None, *,
+                     warn: Callable[[str], object] | None = None) -> list[ParsedRecipient]:
     """Parse recipients-file text: one recipient per line, `#` comments.
 
     An SSH key of a type age does not support (ecdsa, ...) is an error; if
@@ -110,17 +132,19 @@ class EncryptedIdentityFile:
     the first time a file is decrypted with it, not when it is loaded.
     """
 
-    def __init__(self, data: bytes, name: str, passphrase, callbacks=None):
+    def __init__(self, data: bytes, name: str, passphrase: Callable[[str], str] | None,
+                 callbacks: object = None) -> None:
         self._data = bytes(data)
         self._name = name
         self._passphrase = passphrase
         self._callbacks = callbacks
-        self._identities = None
+        self._identities: list[ParsedIdentity] | None = None
 
     def __repr__(self) -> str:
         return f"<keys.EncryptedIdentityFile {self._name!r}>"
 
-    def identities(self) -> list:
+    def identities(self) -> list[ParsedIdentity]:
+        """The identities in the file, decrypted (asking for the passphrase) the first time."""
         if self._identities is None:
             if self._passphrase is None:
                 raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
@@ -135,10 +159,12 @@ class EncryptedIdentityFile:
                 raise IdentityError(f"identity file {self._name}: the decrypted file is not text") from None
         return self._identities
 
-    def recipients(self) -> list:
+    def recipients(self) -> "list[x25519.Recipient | pq.Recipient | plugin.RecipientPluginV1]":
+        """The recipients of the identities in the file."""
         return [identity.to_public() for identity in self.identities()]
 
-    def unwrap(self, stanzas):
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key from the first of the file's identities that unwraps one, or None."""
         for identity in self.identities():
             file_key = identity.unwrap(stanzas)
             if file_key is not None:
@@ -146,22 +172,27 @@ class EncryptedIdentityFile:
         return None
 
 
-def _ssh_identity(data: bytes, name: str, passphrase, public_key):
-    ssh = _module("ssh")
+def _ssh_identity(data: bytes, name: str, passphrase: Callable[[str], str] | None,
+                  public_key: "ssh.Recipient | None") -> "ssh.Identity | ssh.EncryptedIdentity":
+    ssh_keys = _module("ssh")
     try:
-        return ssh.Identity.from_buffer(data)
+        identity: "ssh.Identity" = ssh_keys.Identity.from_buffer(data)
+        return identity
     except PassphraseNeededError:
-        public = ssh.openssh_public_key(data) or public_key
+        public = ssh_keys.openssh_public_key(data) or public_key
         if public is None:
             raise IdentityError(
                 f"SSH key {name} is passphrase-protected and its public key is unknown: "
                 f"provide {name}.pub, or convert the key with ssh-keygen -p") from None
         if passphrase is None:
             raise
-        return ssh.EncryptedIdentity(data, public, lambda: passphrase(f"Enter passphrase for {name!r}: "))
+        encrypted: "ssh.EncryptedIdentity" = ssh_keys.EncryptedIdentity(
+            data, public, lambda: passphrase(f"Enter passphrase for {name!r}: "))
+        return encrypted
 
 
-def load_identities(data: bytes, *, name: str = "-", passphrase=None, callbacks=None, ssh_public_key=None) -> list:
+def load_identities(data: bytes, *, name: str = "-", passphrase: Callable[[str], str] | None = None,
+                    callbacks: object = None, ssh_public_key: "ssh.Recipient | None" = None) -> list[LoadedIdentity]:
     """The identities in an identity file's bytes, in any of age's forms.
 
     - an age file (binary or armored) encrypted with a passphrase, holding
@@ -183,4 +214,4 @@ def load_identities(data: bytes, *, name: str = "-", passphrase=None, callbacks=
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise IdentityError(f"identity file {name}: not a UTF-8 text file") from None
-    return parse_identities(text, callbacks)
+    return list(parse_identities(text, callbacks))

@@ -10,6 +10,7 @@ import re
 
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from ._typing import Buffer
 from .errors import HeaderError
 from .format import Stanza, b64decode, b64encode
 from .primitives import FILE_KEY_SIZE, unwrap_file_key, wrap_file_key
@@ -44,6 +45,7 @@ class Recipient:
         return f"<passphrase.Recipient work_factor={self._work_factor}>"
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One scrypt stanza: the file key wrapped under the passphrase, with a fresh salt."""
         salt = os.urandom(16)
         key = _wrap_key(self._passphrase, salt, self._work_factor)
         return [Stanza(STANZA_TYPE, [b64encode(salt), str(self._work_factor)], wrap_file_key(key, file_key))]
@@ -62,6 +64,10 @@ class Identity:
         return f"<passphrase.Identity max_work_factor={self._max_work_factor}>"
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key from the scrypt stanza, or None if the passphrase does not open it.
+
+        HeaderError if an scrypt stanza is not alone in the header, is
+        malformed, or asks for a work factor above max_work_factor."""
         if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
             raise HeaderError("an scrypt stanza must be the only one in the header")
         for s in stanzas:
@@ -89,14 +95,14 @@ class Identity:
         return None
 
 
-def encrypt(plaintext: bytes, passphrase: str, armored: bool = False) -> bytes:
+def encrypt(plaintext: Buffer, passphrase: str, armored: bool = False) -> bytes:
     """pyrage's passphrase.encrypt."""
     from .api import encrypt as _encrypt
 
     return _encrypt(plaintext, [Recipient(passphrase)], armored=armored)
 
 
-def decrypt(ciphertext: bytes, passphrase: str) -> bytes:
+def decrypt(ciphertext: Buffer, passphrase: str) -> bytes:
     """pyrage's passphrase.decrypt."""
     from .api import decrypt as _decrypt
 

@@ -19,6 +19,8 @@ thread or allocating the ring.
 
 import queue
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from . import _malloc, chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
@@ -34,13 +36,13 @@ _STOP = None
 class _Writer:
     """Writes filled buffers to `dst` from a thread of its own and hands them back."""
 
-    def __init__(self, dst, size: int):
+    def __init__(self, dst: Any, size: int) -> None:
         self._dst = dst
         self._size = size
         self._made = 0
-        self._free = queue.Queue()
-        self._full = queue.Queue()
-        self._error = None
+        self._free: queue.Queue[bytearray | None] = queue.Queue()
+        self._full: queue.Queue[tuple[bytearray, int] | None] = queue.Queue()
+        self._error: BaseException | None = None
         self._cancelled = False
         self._thread = threading.Thread(target=self._run, name="agefast-writer", daemon=True)
         self._thread.start()
@@ -65,8 +67,8 @@ class _Writer:
             self._made += 1
             return bytearray(self._size)
         buf = self._free.get()
-        if buf is _STOP:
-            raise self._error
+        if buf is None:  # _STOP: _run put it there after setting _error
+            raise self._error  # type: ignore[misc]
         return buf
 
     def write(self, buf: bytearray, size: int) -> None:
@@ -82,7 +84,12 @@ class _Writer:
             raise self._error
 
 
-def _run(read_full, dst, in_chunk: int, out_chunk: int, process) -> None:
+# Fills a buffer unless the input ends first; returns the count.
+ReadFull = Callable[[memoryview], int]
+
+
+def _run(read_full: ReadFull, dst: Any, in_chunk: int, out_chunk: int,
+         process: Callable[[memoryview, bytearray, bool], tuple[int, bool]]) -> None:
     """Feed the input batch by batch to process(data, out, last) -> (output
     size, go on), which fills `out`, and write each output in order.
 
@@ -119,11 +126,11 @@ def _run(read_full, dst, in_chunk: int, out_chunk: int, process) -> None:
     writer.close()
 
 
-def seal_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
+def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None) -> None:
     """Encrypt everything `read_full` yields as the STREAM payload onto `dst`."""
     counter = 0
 
-    def seal(plain, sealed, last: bool) -> tuple[int, bool]:
+    def seal(plain: memoryview, sealed: bytearray, last: bool) -> tuple[int, bool]:
         nonlocal counter
         size = chunks.seal_chunks(key, counter, plain, sealed, last, threads=threads)
         counter += len(plain) // CHUNK_SIZE
@@ -132,7 +139,7 @@ def seal_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
     _run(read_full, dst, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal)
 
 
-def open_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
+def open_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None) -> None:
     """Decrypt the STREAM payload `read_full` yields onto `dst`.
 
     Verified plaintext is written as it is opened; a PayloadError is raised
@@ -140,9 +147,9 @@ def open_stream(read_full, dst, key: bytes, threads: int | None = None) -> None:
     it on error (decrypt_file and the CLI do).
     """
     counter = 0
-    problem = None
+    problem: str | None = None
 
-    def open_(sealed, plain, last: bool) -> tuple[int, bool]:
+    def open_(sealed: memoryview, plain: bytearray, last: bool) -> tuple[int, bool]:
         nonlocal counter, problem
         done, size, problem = open_batch(key, counter, sealed, plain, last, threads)
         counter += done

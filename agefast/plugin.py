@@ -16,9 +16,11 @@ A missing method, an exception or None is reported to the plugin as a refusal.
 
 import re
 import shutil
+from collections.abc import Iterable
 
 from . import _arguments, _plugin_protocol, bech32
 from .errors import DecryptError, EncryptError, IdentityError, RecipientError
+from .format import Stanza
 
 # Plugin names become part of a program name that is looked up on PATH, so
 # they are restricted to characters that cannot form a path ("../x", "/bin/sh").
@@ -62,12 +64,14 @@ class Recipient:
 
     @classmethod
     def from_str(cls, v: str) -> "Recipient":
+        """The plugin recipient written `v` (age1NAME1...); RecipientError if it is not one."""
         hrp, data = _decode(v, RecipientError)
         if not hrp.startswith(_RECIPIENT_PREFIX) or hrp != hrp.lower() or len(hrp) == len(_RECIPIENT_PREFIX):
             raise RecipientError(f"invalid HRP: not a plugin recipient: prefix {hrp[:32]!r} is not age1NAME")
         return cls(hrp[len(_RECIPIENT_PREFIX):], data)
 
     def plugin(self) -> str:
+        """The plugin's name: NAME of the program age-plugin-NAME that serves this recipient."""
         return self._name
 
     def __str__(self) -> str:
@@ -76,7 +80,7 @@ class Recipient:
     def __repr__(self) -> str:
         return f"<plugin.Recipient {self._encoding}>"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Recipient) and other._encoding == self._encoding
 
     def __hash__(self) -> int:
@@ -92,6 +96,7 @@ class Identity:
 
     @classmethod
     def from_str(cls, v: str) -> "Identity":
+        """The plugin identity written `v` (AGE-PLUGIN-NAME-1...); IdentityError if it is not one."""
         hrp, data = _decode(v, IdentityError)
         if not (hrp.startswith(_IDENTITY_PREFIX) and hrp.endswith("-") and hrp == hrp.upper()
                 and len(hrp) > len(_IDENTITY_PREFIX) + 1):
@@ -104,6 +109,7 @@ class Identity:
         return cls(plugin, b"")
 
     def plugin(self) -> str:
+        """The plugin's name: NAME of the program age-plugin-NAME that serves this identity."""
         return self._name
 
     def __str__(self) -> str:
@@ -113,7 +119,7 @@ class Identity:
         return f"<plugin.Identity for age-plugin-{self._name}>"
 
 
-def _same_plugin(name: str, keys, error: type[Exception]) -> list[str]:
+def _same_plugin(name: str, keys: "Iterable[Recipient | Identity]", error: type[Exception]) -> list[str]:
     keys = list(keys)
     for key in keys:
         if not isinstance(key, (Recipient, Identity)):
@@ -125,9 +131,16 @@ def _same_plugin(name: str, keys, error: type[Exception]) -> list[str]:
 
 
 class RecipientPluginV1:
-    """Wraps file keys with plugin `plugin_name` to its recipients and identities."""
+    """Wraps file keys with plugin `plugin_name` to its recipients and identities.
 
-    def __init__(self, plugin_name: str, recipients, identities, callbacks):
+    `recipients` (plugin.Recipient) and `identities` (plugin.Identity, for
+    age -e -i) must all be the plugin's; `callbacks` answers the plugin's
+    questions to the user (see the module's documentation). EncryptError if
+    the plugin is not on PATH.
+    """
+
+    def __init__(self, plugin_name: str, recipients: Iterable[Recipient], identities: Iterable[Identity],
+                 callbacks: object) -> None:
         self._name = check_name(plugin_name, EncryptError)
         self._binary = _binary(self._name, EncryptError)
         self._recipients = _same_plugin(self._name, recipients, EncryptError)
@@ -137,12 +150,13 @@ class RecipientPluginV1:
         self._callbacks = callbacks
         # The labels the plugin asked for (say, "postquantum"), known once it
         # wrapped: make_header reads them after wrapping and refuses a mix.
-        self.labels = frozenset()
+        self.labels: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"<plugin.RecipientPluginV1 age-plugin-{self._name}>"
 
-    def wrap(self, file_key: bytes):
+    def wrap(self, file_key: bytes) -> list[Stanza]:
+        """The plugin's stanzas for `file_key` (running age-plugin-NAME --age-plugin=recipient-v1)."""
         try:
             stanzas, labels = _plugin_protocol.wrap(
                 self._binary, self._recipients, self._identities, file_key, self._callbacks)
@@ -153,9 +167,13 @@ class RecipientPluginV1:
 
 
 class IdentityPluginV1:
-    """Unwraps file keys with plugin `plugin_name`, using its identities."""
+    """Unwraps file keys with plugin `plugin_name`, using its identities.
 
-    def __init__(self, plugin_name: str, identities, callbacks):
+    `identities` (plugin.Identity) must all be the plugin's; `callbacks` as
+    for RecipientPluginV1. DecryptError if the plugin is not on PATH.
+    """
+
+    def __init__(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
         self._name = check_name(plugin_name, DecryptError)
         self._binary = _binary(self._name, DecryptError)
         self._identities = _same_plugin(self._name, identities, DecryptError)
@@ -169,7 +187,9 @@ class IdentityPluginV1:
         identities = [Identity.from_str(i) for i in self._identities]
         return RecipientPluginV1(self._name, [], identities, self._callbacks)
 
-    def unwrap(self, stanzas):
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key the plugin finds in `stanzas` (running age-plugin-NAME
+        --age-plugin=identity-v1), or None; DecryptError if the plugin fails."""
         try:
             return _plugin_protocol.unwrap(self._binary, self._identities, stanzas, self._callbacks)
         except _plugin_protocol.ProtocolError as e:

@@ -54,6 +54,7 @@ class Recipient(Bech32Key):
         return f"<pq.Recipient {str(self)[:24]}...>"
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One mlkem768x25519 stanza: the file key sealed to this key with HPKE."""
         enc, body = hpke_wrap_file_key(_SUITE, self._key, file_key, _INFO, ENC_SIZE, STANZA_TYPE)
         return [Stanza(STANZA_TYPE, [b64encode(enc)], body)]
 
@@ -78,15 +79,20 @@ class Identity(Bech32Key):
 
     @classmethod
     def generate(cls) -> "Identity":
+        """A new random seed."""
         return cls(os.urandom(32))
 
     def __repr__(self) -> str:
         return "<pq.Identity>"
 
     def to_public(self) -> Recipient:
+        """The recipient (public key) that files for this identity are encrypted to."""
         return Recipient(self._public)
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key from the first mlkem768x25519 stanza that opens with this key, or None.
+
+        A malformed stanza (or a low-order X25519 share) raises HeaderError."""
         for s in stanzas:
             if s.type != STANZA_TYPE:
                 continue

@@ -7,11 +7,15 @@ fresh (from an ephemeral share or a random salt) and used exactly once.
 
 import hmac as _hmac
 import hashlib
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives import hpke  # only the types: its users import it
 
 from .errors import EncryptError
 
@@ -31,7 +35,7 @@ def wrap_file_key(wrap_key: bytes, file_key: bytes) -> bytes:
     return ChaCha20Poly1305(wrap_key).encrypt(_ZERO_NONCE, file_key, None)
 
 
-def hpke_wrap_file_key(suite, public_key, file_key: bytes, info: bytes, enc_size: int,
+def hpke_wrap_file_key(suite: "hpke.Suite", public_key: Any, file_key: bytes, info: bytes, enc_size: int,
                        what: str) -> tuple[bytes, bytes]:
     """HPKE SealBase of the file key: (encapsulated key, body)."""
     try:

@@ -10,6 +10,7 @@ reordered fails on open, before any plaintext is released.
 import io
 import os
 import threading
+from typing import Any
 
 from . import chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
@@ -20,17 +21,18 @@ from .stream import BATCH_CHUNKS
 class SeekablePayload:
     """The plaintext of the payload in `src` from byte `start` to its end."""
 
-    def __init__(self, src, start: int, payload_key: bytes, threads: int | None = None):
+    def __init__(self, src: Any, start: int, payload_key: bytes, threads: int | None = None) -> None:
         self._src = src
         self._start = start
         self._key = payload_key
         self._threads = threads
         self._lock = threading.Lock()
+        self._fd: int | None
         try:
             self._fd = src.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
             self._fd = None
-        end = src.seek(0, io.SEEK_END)
+        end: int = src.seek(0, io.SEEK_END)
         full, rest = divmod(end - start, SEALED_CHUNK_SIZE)
         if rest and rest < TAG_SIZE:
             raise PayloadError("the payload is truncated inside a chunk")
@@ -49,8 +51,8 @@ class SeekablePayload:
             raise error
         self._first = self._chunks - 1  # the cached chunks: [first, first + count)
         self.pos = 0
-        self._pending = None  # why the chunk after the cached ones failed
-        self._error = None  # raised by every read once a read has failed
+        self._pending: PayloadError | None = None  # why the chunk after the cached ones failed
+        self._error: PayloadError | None = None  # raised by every read once a read has failed
 
     def _pread(self, buf: memoryview, offset: int) -> int:
         if self._fd is not None:
@@ -71,7 +73,8 @@ class SeekablePayload:
                 n += got
             return n
 
-    def _load(self, first: int, plain, sealed) -> tuple[int, PayloadError | None]:
+    def _load(self, first: int, plain: bytearray | memoryview,
+              sealed: bytearray) -> tuple[int, PayloadError | None]:
         """Open chunks from `first` on, as many as `plain` holds, into it.
 
         Returns how many verified, in order, and the error that stopped it.
@@ -92,7 +95,7 @@ class SeekablePayload:
     def _cached(self, index: int) -> bool:
         return self._first <= index < self._first + self._count
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Any) -> int:
         if self._error is not None:
             raise self._error
         mv = memoryview(b).cast("B")
@@ -121,7 +124,7 @@ class SeekablePayload:
                 self._error = self._pending
                 if n:
                     return n
-                raise self._error
+                raise self._error  # type: ignore[misc]  # set: the chunk is not cached because _load failed
             offset = self.pos - self._first * CHUNK_SIZE
             take = min(len(mv) - n, self._count * CHUNK_SIZE - offset, self.size - self.pos)
             mv[n:n + take] = memoryview(self._plain)[offset:offset + take]

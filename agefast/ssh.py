@@ -16,6 +16,8 @@ import hashlib
 import hmac
 import os
 import struct
+from collections.abc import Callable
+from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -25,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from . import _arguments
 from .errors import (EncryptError, HeaderError, IdentityError, PassphraseNeededError, RecipientError,
                      UnsupportedKeyError)
+from ._typing import Buffer
 from .format import Stanza, b64decode, b64encode
 from .primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
 
@@ -39,7 +42,7 @@ MAX_RSA_BITS = 16384
 _P = 2**255 - 19
 
 
-def _wire(public_key) -> bytes:
+def _wire(public_key: "ed25519.Ed25519PublicKey | rsa.RSAPublicKey") -> bytes:
     """The SSH wire encoding of a public key (the base64 field of authorized_keys)."""
     text = public_key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return base64.b64decode(text.split()[1])
@@ -88,7 +91,7 @@ def key_type(line: str) -> str | None:
     return fields[0] if blob[4:4 + size] == fields[0].encode("ascii", "replace") else None
 
 
-def _check_rsa_size(key, error: type[Exception]) -> None:
+def _check_rsa_size(key: rsa.RSAPublicKey | rsa.RSAPrivateKey, error: type[Exception]) -> None:
     bits = key.key_size
     if bits < MIN_RSA_BITS:
         raise error(f"ssh-rsa key is {bits} bits; at least {MIN_RSA_BITS} are required")
@@ -103,9 +106,9 @@ def _oaep() -> padding.OAEP:
 class Recipient:
     """An SSH public key, as in authorized_keys: `ssh-ed25519 AAAA... comment`."""
 
-    labels: frozenset = frozenset()
+    labels: frozenset[str] = frozenset()
 
-    def __init__(self, public_key):
+    def __init__(self, public_key: ed25519.Ed25519PublicKey | rsa.RSAPublicKey) -> None:
         if isinstance(public_key, ed25519.Ed25519PublicKey):
             self.type = ED25519_TYPE
             try:
@@ -117,7 +120,7 @@ class Recipient:
             _check_rsa_size(public_key, RecipientError)
         else:
             raise RecipientError(f"unsupported SSH key type: {type(public_key).__name__}")
-        self._key = public_key
+        self._key: ed25519.Ed25519PublicKey | rsa.RSAPublicKey = public_key
         self._wire = _wire(public_key)
 
     @classmethod
@@ -136,7 +139,7 @@ class Recipient:
             key = serialization.load_ssh_public_key(" ".join(fields[:2]).encode("ascii"))
         except (ValueError, UnsupportedAlgorithm, UnicodeEncodeError) as e:
             raise RecipientError(f"invalid SSH recipient: malformed SSH public key: {e}") from None
-        return cls(key)
+        return cls(key)  # type: ignore[arg-type]  # an ssh-ed25519 or ssh-rsa key, by its type field
 
     def __str__(self) -> str:
         return f"{self.type} {base64.b64encode(self._wire).decode('ascii')}"
@@ -144,15 +147,16 @@ class Recipient:
     def __repr__(self) -> str:
         return f"<ssh.Recipient {self.type} {_tag(self._wire)}>"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Recipient) and other._wire == self._wire
 
     def __hash__(self) -> int:
         return hash(self._wire)
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One stanza of this key's type (ssh-ed25519 or ssh-rsa), tagged with the key's tag."""
         tag = _tag(self._wire)
-        if self.type == RSA_TYPE:
+        if isinstance(self._key, rsa.RSAPublicKey):
             return [Stanza(RSA_TYPE, [tag], self._key.encrypt(file_key, _oaep()))]
         ephemeral = os.urandom(32)
         share = X25519PrivateKey.from_private_bytes(ephemeral).public_key().public_bytes_raw()
@@ -162,9 +166,9 @@ class Recipient:
         return [Stanza(ED25519_TYPE, [tag, b64encode(share)], wrap_file_key(wrap_key, file_key))]
 
 
-def _load_private_key(data: bytes, passphrase: bytes | None):
+def _load_private_key(data: bytes, passphrase: bytes | None) -> Any:
     """Load an OpenSSH or PEM private key; IdentityError for anything unusable."""
-    loader = serialization.load_ssh_private_key
+    loader: Callable[[bytes, bytes | None], Any] = serialization.load_ssh_private_key
     if not data.lstrip().startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----"):
         loader = serialization.load_pem_private_key
     try:
@@ -187,7 +191,7 @@ def _load_private_key(data: bytes, passphrase: bytes | None):
 class Identity:
     """An ssh-ed25519 or ssh-rsa private key (OpenSSH or PEM format)."""
 
-    def __init__(self, private_key):
+    def __init__(self, private_key: ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey) -> None:
         if isinstance(private_key, ed25519.Ed25519PrivateKey):
             self.type = ED25519_TYPE
             scalar = hashlib.sha512(private_key.private_bytes_raw()).digest()[:32]
@@ -198,11 +202,11 @@ class Identity:
             _check_rsa_size(private_key, IdentityError)
         else:
             raise IdentityError(f"unsupported SSH key type: {type(private_key).__name__}")
-        self._key = private_key
+        self._key: ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey = private_key
         self._wire = _wire(private_key.public_key())
 
     @classmethod
-    def from_buffer(cls, buf, passphrase: str | bytes | None = None) -> "Identity":
+    def from_buffer(cls, buf: Buffer, passphrase: str | bytes | None = None) -> "Identity":
         """Load a private key file's contents (bytes); `passphrase` opens a protected key."""
         if isinstance(passphrase, str):
             passphrase = passphrase.encode("utf-8")
@@ -212,9 +216,13 @@ class Identity:
         return f"<ssh.Identity {self.type} {_tag(self._wire)}>"
 
     def to_public(self) -> Recipient:
+        """The recipient (the SSH public key) that files for this identity are encrypted to."""
         return Recipient(self._key.public_key())
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key from the first stanza carrying this key's tag, or None if none does.
+
+        A stanza with this key's tag that does not open (or is malformed) raises HeaderError."""
         tag = _tag(self._wire)
         for s in stanzas:
             if s.type != self.type:
@@ -230,7 +238,7 @@ class Identity:
     def _unwrap_rsa(self, s: Stanza, tag: str) -> bytes | None:
         if len(s.args) != 1:
             raise HeaderError("invalid ssh-rsa stanza: wrong number of arguments")
-        if not hmac.compare_digest(s.args[0], tag):
+        if not hmac.compare_digest(s.args[0], tag) or not isinstance(self._key, rsa.RSAPrivateKey):
             return None
         try:
             return self._key.decrypt(s.body, _oaep())
@@ -299,19 +307,21 @@ class EncryptedIdentity:
     for another key never prompts. The decrypted key is kept for later files.
     """
 
-    def __init__(self, data: bytes, public_key: Recipient, passphrase):
+    def __init__(self, data: bytes, public_key: Recipient, passphrase: Callable[[], str | bytes]) -> None:
         self._data = bytes(data)
         self._public = public_key
         self._passphrase = passphrase
-        self._identity = None
+        self._identity: Identity | None = None
 
     def __repr__(self) -> str:
         return f"<ssh.EncryptedIdentity {self._public.type} {_tag(self._public._wire)}>"
 
     def to_public(self) -> Recipient:
+        """The recipient (the SSH public key, read in clear from the key file)."""
         return self._public
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """As Identity.unwrap; asks for the passphrase (once) only when a stanza carries this key's tag."""
         if self._identity is None:
             tag = _tag(self._public._wire)
             if not any(s.type == self._public.type and s.args[:1] == [tag] for s in stanzas):

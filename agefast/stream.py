@@ -7,9 +7,16 @@ file, because only then may its last chunk carry the final flag; it releases
 plaintext only of chunks whose tags verified.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
+from ._typing import Buffer
 from .errors import PayloadError
+
+if TYPE_CHECKING:
+    from ._source import Source
+
 
 NONCE_SIZE = 16
 BATCH_CHUNKS = 16
@@ -22,7 +29,7 @@ BATCH_CHUNKS = 16
 WRITE_SIZE = 1 << 20
 
 
-def write_all(dst, data) -> None:
+def write_all(dst: Any, data: Buffer) -> None:
     """Write all of `data`, WRITE_SIZE bytes at most per call, also to raw
     writers that accept only part of it."""
     mv = memoryview(data).cast("B")
@@ -33,7 +40,7 @@ def write_all(dst, data) -> None:
         mv = mv[n:]
 
 
-def open_batch(key: bytes, counter: int, sealed, plain, at_end: bool,
+def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
                threads: int | None = None) -> tuple[int, int, str | None]:
     """Open consecutive sealed chunks into `plain`, as age's reader does.
 
@@ -86,7 +93,7 @@ class PayloadWriter:
     close() seals it again as the final chunk.
     """
 
-    def __init__(self, dst, payload_key: bytes, threads: int | None = None):
+    def __init__(self, dst: Any, payload_key: bytes, threads: int | None = None) -> None:
         self._dst = dst
         self._key = payload_key
         self._threads = threads
@@ -98,7 +105,7 @@ class PayloadWriter:
         self._fill = 0
         self._counter = 0
 
-    def write(self, data) -> int:
+    def write(self, data: Buffer) -> int:
         mv = memoryview(data).cast("B")
         batch = len(self._plain)
         pos = 0
@@ -151,7 +158,7 @@ class PayloadReader:
     Once it has failed it raises the same error on every later call.
     """
 
-    def __init__(self, source, payload_key: bytes, threads: int | None = None):
+    def __init__(self, source: "Source", payload_key: bytes, threads: int | None = None) -> None:
         self._src = source
         self._key = payload_key
         self._threads = threads
@@ -163,7 +170,7 @@ class PayloadReader:
         self._end = 0
         self._counter = 0
         self._done = False
-        self._error = None  # raised once the verified plaintext is drained
+        self._error: PayloadError | None = None  # raised once the verified plaintext is drained
 
     def _next_batch(self, plain: memoryview) -> int:
         """Open the next batch into `plain`; return the plaintext size."""
@@ -184,7 +191,7 @@ class PayloadReader:
             self._done = True
         return released
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Buffer) -> int:
         mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv):

@@ -49,7 +49,7 @@ class Recipient(Bech32Key):
     HRP = RECIPIENT_HRP
     ERROR = RecipientError
     KIND = "p256tag recipient"
-    labels: frozenset = frozenset()
+    labels: frozenset[str] = frozenset()
 
     def __init__(self, public_key: bytes):
         if len(public_key) != COMPRESSED_SIZE:
@@ -62,9 +62,11 @@ class Recipient(Bech32Key):
 
     @classmethod
     def from_public_key(cls, key: ec.EllipticCurvePublicKey) -> "Recipient":
+        """The recipient of a P-256 public key of cryptography's (a hardware token's, say)."""
         return cls(key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint))
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One p256tag stanza: the file key sealed to this key with HPKE, and its tag."""
         enc, body = hpke_wrap_file_key(_SUITE, self._key, file_key, _LABEL, ENC_SIZE, STANZA_TYPE)
         tag = stanza_tag(_LABEL, enc, self._raw)
         return [Stanza(STANZA_TYPE, [b64encode(tag), b64encode(enc)], body)]

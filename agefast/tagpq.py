@@ -81,6 +81,7 @@ class Recipient(Bech32Key):
         return f"<tagpq.Recipient {str(self)[:24]}...>"
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One mlkem768p256tag stanza: the file key sealed to this key with HPKE, and its tag."""
         ss_mlkem, ct_mlkem = self._mlkem.encapsulate()
         ephemeral = ec.generate_private_key(ec.SECP256R1())
         ct_p256 = ephemeral.public_key().public_bytes(

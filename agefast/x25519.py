@@ -30,7 +30,7 @@ class Recipient(Bech32Key):
     HRP = RECIPIENT_HRP
     ERROR = RecipientError
     KIND = "X25519 recipient"
-    labels: frozenset = frozenset()
+    labels: frozenset[str] = frozenset()
 
     def __init__(self, public_key: bytes):
         if len(public_key) != 32:
@@ -41,6 +41,7 @@ class Recipient(Bech32Key):
         return f"<x25519.Recipient {self}>"
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
+        """One X25519 stanza: the file key wrapped for this key, through a fresh ephemeral share."""
         ephemeral = X25519PrivateKey.generate()
         share = ephemeral.public_key().public_bytes_raw()
         secret = _shared_secret(ephemeral, self._raw, EncryptError)
@@ -64,15 +65,20 @@ class Identity(Bech32Key):
 
     @classmethod
     def generate(cls) -> "Identity":
+        """A new random secret key."""
         return cls(os.urandom(32))
 
     def __repr__(self) -> str:
         return f"<x25519.Identity for {self.to_public()}>"
 
     def to_public(self) -> Recipient:
+        """The recipient (public key) that files for this identity are encrypted to."""
         return Recipient(self._public)
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        """The file key from the first X25519 stanza that opens with this key, or None.
+
+        A malformed X25519 stanza (or a low-order share) raises HeaderError."""
         for s in stanzas:
             if s.type != STANZA_TYPE:
                 continue

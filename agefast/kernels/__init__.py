@@ -17,8 +17,14 @@ to fill the cache. NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead
 
 import os
 import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _abi, _cache, _native
+
+if TYPE_CHECKING:
+    import ctypes
+    import queue
 
 # With error highlighting on, numba initialises colorama, whose exit handler
 # writes a colour reset to a terminal: a stray "\x1b[0m" after every agefast
@@ -33,10 +39,12 @@ _U64 = (1 << 64) - 1
 
 __all__ = ["seal_chunks", "open_chunks", "isa", "warm_up", "is_warm", "cached"]
 
-_batch = None           # the loaded C function (_abi), once warm_up ran
-_isa = None
+_batch: _native.Batch | None = None     # the loaded C function (_abi), once warm_up ran
+_isa: str | None = None
 _load_lock = threading.Lock()
-_tasks = None           # the worker threads' queue, once started
+# A task: (function, its argument, the results list, the index of its result, the lock released when done).
+_Task = tuple[Callable[[Any], Any], Any, list[Any], int, threading.Lock]
+_tasks: "queue.SimpleQueue[_Task] | None" = None     # the worker threads' queue, once started
 _workers = 0
 _pool_lock = threading.Lock()
 
@@ -61,7 +69,7 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _work(tasks) -> None:
+def _work(tasks: "queue.SimpleQueue[_Task]") -> None:
     while True:
         function, span, results, i, done = tasks.get()
         try:
@@ -72,7 +80,11 @@ def _work(tasks) -> None:
             done.release()
 
 
-def _map(function, spans: list) -> list:
+_Span = TypeVar("_Span")
+_Result = TypeVar("_Result")
+
+
+def _map(function: Callable[[_Span], _Result], spans: list[_Span]) -> list[_Result]:
     """[function(span) for span in spans], in parallel: the first on this thread, the others on workers.
 
     The workers are daemon threads started on first need and kept (a small
@@ -88,8 +100,8 @@ def _map(function, spans: list) -> list:
             threading.Thread(target=_work, args=(_tasks,), name="agefast-kernel", daemon=True).start()
             _workers += 1
         tasks = _tasks
-    results = [None] * len(spans)
-    waits = []
+    results: list[Any] = [None] * len(spans)
+    waits: list[threading.Lock] = []
     for i in range(1, len(spans)):
         done = threading.Lock()
         done.acquire()
@@ -120,29 +132,33 @@ def _jit_disabled() -> bool:
     return os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0")
 
 
-def _reference():
+def _reference() -> tuple[_native.Batch, str]:
     """NUMBA_DISABLE_JIT=1: the kernels' own Python (slow), called as the compiled function is."""
     import numpy as np
 
     from . import _engine
 
-    def batch(key, counter, src, n, dst, m, final, mode, scratch):
-        def array(address, size):
+    def batch(key: Any, counter: int, src: int, n: int, dst: int, m: int, final: bool, mode: int,
+              scratch: object) -> int:
+        def array(address: int, size: int) -> Any:
             return np.ctypeslib.as_array(_native.at(address, size)) if size else np.zeros(0, np.uint8)
         k = np.frombuffer(bytearray(key.raw), np.uint8)
-        return _engine._batch(k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
-                              _engine._scratch())
+        # _engine is exempt from type checking (pyproject.toml): its kernels are Numba's.
+        result: int = _engine._batch(  # type: ignore[no-untyped-call]
+            k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
+            _engine._scratch())  # type: ignore[no-untyped-call]
+        return result
 
     return batch, _isa_of(",".join("+" + f for f in _engine.FEATURES))
 
 
-def _compile(key: str):
+def _compile(key: str) -> tuple[_native.Batch, str]:
     """Numba's cold compile (seconds); stores the result in the cache where it can."""
     import tempfile
 
     from . import _build
 
-    obj, cpu, features = _build.compile_object()
+    obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as _engine
     meta = {"cpu": cpu, "features": features}
     with tempfile.TemporaryDirectory(prefix="agefast-kernels-") as scratch_dir:
         shared = _build.link_shared(obj, scratch_dir)
@@ -156,11 +172,12 @@ def _compile(key: str):
             shared = _cache.store(key, kind, data, meta)
         except OSError:
             pass    # an unwritable cache: this process runs what it compiled, the next compiles again
-        function = _native.load_library(shared) if kind == "so" else _native.load_object(data)
+        # kind "so": shared is the library's path
+        function = _native.load_library(shared) if kind == "so" else _native.load_object(data)  # type: ignore[arg-type]
     return function, _isa_of(features)
 
 
-def _load():
+def _load() -> tuple[_native.Batch, str]:
     if _jit_disabled():
         return _reference()
     key = _cache.key()
@@ -199,12 +216,12 @@ def isa() -> str:
     "avx512f", "avx2" or "baseline".
     """
     warm_up()
-    return _isa
+    return _isa  # type: ignore[return-value]  # set by warm_up
 
 
 # The helpers below run once per call; a 64 KiB chunk seals in ~17 µs.
 
-def _key(key):
+def _key(key: Any) -> "ctypes.Array[ctypes.c_char]":
     if type(key) is not bytes:
         try:
             key = bytes(memoryview(key).cast("B"))
@@ -215,7 +232,7 @@ def _key(key):
     return _native.key_buffer(key)
 
 
-def _counter(counter) -> int:
+def _counter(counter: object) -> int:
     if type(counter) is not int:
         raise TypeError("counter must be an int")
     if not 0 <= counter < 1 << 64:
@@ -223,7 +240,7 @@ def _counter(counter) -> int:
     return counter
 
 
-def _threads(threads, chunks: int) -> int:
+def _threads(threads: object, chunks: int) -> int:
     if threads is None:
         threads = _cpu_count()
     if not isinstance(threads, int) or isinstance(threads, bool):
@@ -233,7 +250,7 @@ def _threads(threads, chunks: int) -> int:
     return min(threads, chunks)
 
 
-def _ranges(chunks: int, parts: int):
+def _ranges(chunks: int, parts: int) -> Iterator[tuple[int, int]]:
     """Split chunk indices 0..chunks into `parts` contiguous (start, stop) ranges."""
     step, extra = divmod(chunks, parts)
     start = 0
@@ -243,11 +260,11 @@ def _ranges(chunks: int, parts: int):
         start = stop
 
 
-def _lend_source(src) -> _native.Lent:
+def _lend_source(src: object) -> _native.Lent:
     return _native.Lent(src, writable=False)
 
 
-def _lend_destination(dst, size: int) -> _native.Lent:
+def _lend_destination(dst: object, size: int) -> _native.Lent:
     try:
         lent = _native.Lent(dst, writable=True)
     except BufferError:
@@ -258,13 +275,14 @@ def _lend_destination(dst, size: int) -> _native.Lent:
     return lent
 
 
-def _run(mode, k, counter, s, d, final, threads, chunks, step_in, step_out):
+def _run(mode: int, k: "ctypes.Array[ctypes.c_char]", counter: int, s: _native.Lent, d: _native.Lent,
+         final: bool, threads: int | None, chunks: int, step_in: int, step_out: int) -> list[int]:
     """Run the batch over `chunks` chunks of s into d, split into per-thread ranges; the per-range results."""
     parts = _threads(threads, chunks)
     warm_up()
-    batch = _batch
+    batch: _native.Batch = _batch  # type: ignore[assignment]  # set by warm_up
 
-    def run(span):
+    def run(span: tuple[int, int]) -> int:
         a, b = span
         src_at, dst_at = a * step_in, a * step_out
         size = min(b * step_in, s.size) - src_at
@@ -279,7 +297,7 @@ def _run(mode, k, counter, s, d, final, threads, chunks, step_in, step_out):
     return _map(run, list(_ranges(chunks, parts)))
 
 
-def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
+def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`; returns bytes written.
 
     `src` must hold a whole number of chunks unless `final`. `threads=None`
@@ -302,7 +320,7 @@ def seal_chunks(key, counter: int, src, dst, final: bool, threads: int | None = 
         s.release()
 
 
-def open_chunks(key, counter: int, src, dst, final: bool, threads: int | None = None) -> int:
+def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
     """Open consecutive sealed chunks from `src` into `dst`; returns how many leading chunks verified.
 
     A chunk is decrypted into `dst` only after its tag verified, so `dst` only

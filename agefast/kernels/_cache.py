@@ -59,7 +59,8 @@ def _host_cpu() -> bytes:
         return b"\n".join(lines)
     import llvmlite.binding as ll
 
-    return (ll.get_host_cpu_name() + "\n" + ll.get_host_cpu_features().flatten()).encode()
+    cpu: str = ll.get_host_cpu_name() + "\n" + ll.get_host_cpu_features().flatten()
+    return cpu.encode()
 
 
 def _release(package: str) -> bytes:
@@ -93,7 +94,7 @@ def key() -> str:
 _FIELDS = ("format", "kind", "sha256", "cpu", "features")
 
 
-def lookup(entry_key: str):
+def lookup(entry_key: str) -> tuple[str, str, bytes, dict[str, str]] | None:
     """(kind "so" or "o", path, bytes, record) of a verified entry, or None."""
     folder = directory()
     try:
@@ -125,7 +126,7 @@ def _write_atomically(path: str, data: bytes) -> None:
         raise
 
 
-def store(entry_key: str, kind: str, data: bytes, meta: dict) -> str:
+def store(entry_key: str, kind: str, data: bytes, meta: dict[str, str]) -> str:
     """Write an entry (meta: "cpu" and "features", single lines); returns the compiled file's path. Raises OSError where the cache is not writable."""
     folder = directory()
     os.makedirs(folder, exist_ok=True)

@@ -10,16 +10,21 @@ keeps each one exported (not resizable) until released.
 """
 
 import ctypes
+from collections.abc import Callable
+from typing import Any
 
 from . import _abi
 
 _C_TYPES = {"voidptr": ctypes.c_void_p, "uint64": ctypes.c_uint64, "int64": ctypes.c_int64}
-_ARGS = tuple(_C_TYPES[name] for name in _abi.BATCH_ARGS)
+_ARGS: tuple[Any, ...] = tuple(_C_TYPES[name] for name in _abi.BATCH_ARGS)
 _RESULT = _C_TYPES[_abi.BATCH_RESULT]
-_keep = []      # what must live as long as the process may call the kernel (llvmlite's engine)
+_keep: list[object] = []      # what must live as long as the process may call the kernel (llvmlite's engine)
+
+# The kernel's batch function: integer arguments (addresses, sizes), an integer result.
+Batch = Callable[..., int]
 
 
-def load_library(path: str):
+def load_library(path: str) -> Batch:
     """The batch function of a shared library the cache verified."""
     function = ctypes.CDLL(path)[_abi.SYMBOL]
     function.restype = _RESULT
@@ -27,7 +32,7 @@ def load_library(path: str):
     return function
 
 
-def load_object(data: bytes):
+def load_object(data: bytes) -> Batch:
     """The batch function of an object file, linked in memory by LLVM's MCJIT (llvmlite, ~45 ms and ~45 MiB).
 
     Only for caches filled where no C compiler driver was found to link a
@@ -68,8 +73,8 @@ class Lent:
 
     __slots__ = ("_view", "address", "size")
 
-    def __init__(self, obj, writable: bool):
-        self._view = _PyBuffer()
+    def __init__(self, obj: object, writable: bool) -> None:
+        self._view: _PyBuffer | None = _PyBuffer()
         _get_buffer(obj, ctypes.byref(self._view), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
         self.address = self._view.buf or 0
         self.size = self._view.len
@@ -80,15 +85,15 @@ class Lent:
             self._view = None
 
 
-def scratch():
+def scratch() -> ctypes.Array[ctypes.c_char]:
     """A zeroed scratch buffer for one batch call (_abi.SCRATCH_SIZE bytes, malloc-aligned)."""
     return ctypes.create_string_buffer(_abi.SCRATCH_SIZE)
 
 
-def key_buffer(key: bytes):
+def key_buffer(key: bytes) -> ctypes.Array[ctypes.c_char]:
     return ctypes.create_string_buffer(key, len(key))
 
 
-def at(address: int, size: int):
+def at(address: int, size: int) -> ctypes.Array[ctypes.c_uint8]:
     """The `size` bytes at `address` as a ctypes array (the NUMBA_DISABLE_JIT reference route)."""
     return (ctypes.c_uint8 * size).from_address(address)
