@@ -11,7 +11,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import _arguments, armor, chunks
 from ._buffers import new_bytes
@@ -68,7 +68,31 @@ def _finish_file(out: object, dst: object) -> None:
     _flush(dst)
 
 
-class Encryptor(io.RawIOBase):
+class AbortOnError:
+    """close() on leaving a `with` block normally; abort() on leaving it
+    through an exception, or when collected unclosed: an unfinished file must
+    never look complete. For writers with close(), abort() and `closed`."""
+
+    if TYPE_CHECKING:  # what the classes it is mixed into provide
+        closed: bool
+
+        def close(self) -> None: ...
+
+        def abort(self) -> None: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        if not self.closed:
+            self.abort()
+
+
+class Encryptor(AbortOnError, io.RawIOBase):
     """A writable binary stream that encrypts onto `dst`.
 
     close() seals the final chunk. Leaving a `with` block through an exception
@@ -109,18 +133,6 @@ class Encryptor(io.RawIOBase):
         """Stop without sealing the final chunk: the output will not decrypt."""
         io.RawIOBase.close(self)
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        # Never finalize from the garbage collector: an unclosed stream is an
-        # unfinished one.
-        if not self.closed:
-            self.abort()
 
 
 def read_all(readinto: Callable[[bytearray], int | None]) -> bytes:

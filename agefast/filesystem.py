@@ -22,7 +22,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 import fsspec
@@ -376,7 +375,7 @@ class AgeReadFile(AbstractBufferedFile):
         super().close()
 
 
-class AgeWriteFile(AbstractBufferedFile):
+class AgeWriteFile(api.AbortOnError, AbstractBufferedFile):
     """Writes an age file through agefast's encryptor onto the wrapped filesystem.
 
     close() seals the final chunk. A close while an exception is being
@@ -428,13 +427,3 @@ class AgeWriteFile(AbstractBufferedFile):
         else:
             super().close()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        if not self.closed:
-            self.abort()
