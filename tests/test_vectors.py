@@ -1,7 +1,7 @@
 """The C2SP/CCTV age test vectors, each decrypted through `decryptor`.
 
 The vectors are not part of this repository: AGEFAST_CCTV names the folder
-holding them (age/testdata of github.com/C2SP/CCTV; .ci/run fetches it), by
+holding them (age/testdata of github.com/C2SP/CCTV), by
 default shared/vectors/cctv-age beside the checkout. Without them the module
 is skipped, with the reason, or fails under AGEFAST_REQUIRE_TOOLS=1.
 
