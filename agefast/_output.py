@@ -3,14 +3,14 @@ written, stdout, and a terminal that must not receive binary data.
 """
 
 import contextlib
-import errno
 import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from typing import IO, ContextManager
 
+from ._replace import replacing
+from ._typing import Writer
 from ._terminal import is_terminal
 
 
@@ -60,50 +60,6 @@ def refuse_output_onto_an_input(output: str | None, inputs: Iterable[str | None]
             raise OutputRefused(f"input and output file are the same: {go_quote(output)}")
 
 
-def _creation_mode() -> int:
-    """The mode a plain open() would give a new file under the current umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _replaced_mode(target: str) -> int:
-    """The mode the result gets: an existing file's own, else a new file's under the umask."""
-    try:
-        return os.stat(target).st_mode & 0o7777
-    except FileNotFoundError:
-        return _creation_mode()
-
-
-@contextlib.contextmanager
-def _file(path: str) -> Iterator[IO[bytes]]:
-    """A temporary file next to `path`, renamed over it on success.
-
-    Writing through a temporary file means a failure half way (a corrupt
-    chunk, a full disk) never leaves a truncated or unauthenticated file at
-    `path`, and an existing file there survives until the new one is whole.
-    A symlink at `path` is written through, as a plain open() would: the
-    file it points to is replaced, and the link stays.
-    """
-    if os.path.isdir(path):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-    target = os.path.realpath(path)
-    directory, name = os.path.split(target)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
-    except OSError as e:
-        # Name the file the user asked for, not our temporary one.
-        raise type(e)(e.errno, e.strerror, path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.chmod(tmp, _replaced_mode(target))
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _is_printable(data: bytes) -> bool:
     # As age checks: no control characters but newlines and tabs, reading
     # the bytes as UTF-8 (an invalid sequence is not a control character).
@@ -141,14 +97,14 @@ def check_terminal_output(output: str | None, decrypting: bool, armored: bool) -
                             'force anyway with "-o -"')
 
 
-def open_output(output: str | None, decrypting: bool, input_is_terminal: bool) -> ContextManager[IO[bytes]]:
+def open_output(output: str | None, decrypting: bool, input_is_terminal: bool) -> ContextManager[Writer]:
     """A context manager giving the binary stream the result is written to.
 
     OUTPUT "-" names stdout on purpose, which is how age lets a user force
     binary output onto a terminal.
     """
     if output is not None and output != "-":
-        return _file(output)
+        return replacing(output)
     if is_terminal(sys.stdout):
         check = output is None and decrypting
         if check or input_is_terminal:

@@ -8,15 +8,15 @@ payload to the chunk engine in one call.
 
 import io
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _arguments, armor, chunks
 from ._buffers import new_bytes
+from ._replace import replacing
 from ._source import MemoryReader, Source
-from .direct import DirectReader, DirectWriter
+from .direct import DirectReader
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
 from .pipeline import open_stream, seal_stream
@@ -394,36 +394,6 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     _flush(writer)
 
 
-def _to_file_atomically(outfile: str | bytes, produce: Callable[[Any], None], direct: bool) -> None:
-    """Run produce(f) on a temporary file beside `outfile`, renamed on success,
-    so that a failure never leaves a partial file that looks complete.
-
-    A symlink is written through: the file it points to is replaced and the
-    link kept. An existing file that is not a regular one (a FIFO, a device)
-    cannot be replaced by renaming, so it is written directly.
-    """
-    # As str: mkstemp cannot mix a bytes directory with its str prefix.
-    target = os.path.realpath(os.fsdecode(outfile))
-    if os.path.exists(target) and not os.path.isfile(target):
-        with open(target, "wb") as device:
-            produce(device)
-        return
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".agefast-")
-    f: IO[bytes] | DirectWriter
-    try:
-        if direct:
-            os.close(fd)
-            f = DirectWriter(tmp)
-        else:
-            f = os.fdopen(fd, "wb")
-        with f:
-            produce(f)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:
     """The two paths, checked: TypeError for a non-path (an int would be
     taken for a file descriptor), SameFileError if they name one file."""
@@ -449,8 +419,8 @@ def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipie
     checked = _arguments.recipients(recipients)
     _arguments.flag("armored", armored)
     with _open_input(source, direct) as src:
-        _to_file_atomically(target, lambda dst: encrypt_io(src, dst, checked, armored, threads=threads),
-                            direct)
+        with replacing(target, direct) as dst:
+            encrypt_io(src, dst, checked, armored, threads=threads)
 
 
 def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identity], *,
@@ -463,5 +433,5 @@ def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identit
     checked = _arguments.identities(identities)
     _arguments.armored_or_not(armored)
     with _open_input(source, direct) as src:
-        _to_file_atomically(target, lambda dst: decrypt_io(src, dst, checked, armored=armored, threads=threads),
-                            direct)
+        with replacing(target, direct) as dst:
+            decrypt_io(src, dst, checked, armored=armored, threads=threads)

@@ -89,6 +89,17 @@ def test_output_through_a_symlink_replaces_its_target(files, tmp_path):
     assert agefast.decrypt(target.read_bytes(), [IDENTITY]) == PLAINTEXT
 
 
+def test_output_keeps_an_existing_files_mode(files, tmp_path):
+    # As a plain open() that truncates it would, and as the command's -o does.
+    plain, _, _ = files
+    out = tmp_path / "out.age"
+    out.write_bytes(b"old")
+    out.chmod(0o640)
+    agefast.encrypt_file(plain, out, [RECIPIENT])
+    assert out.stat().st_mode & 0o777 == 0o640
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".partial")]
+
+
 def test_output_to_a_fifo_writes_into_it(files, tmp_path):
     # A FIFO (or a device) cannot be replaced by renaming a temporary file
     # over it; doing so would swap the node for a regular file.

@@ -97,6 +97,23 @@ def test_output_through_a_hard_link_to_an_input(tmp_path, key, run_agefast):
     _refused(run_agefast("-e", "-i", key_path, "-o", link, input=b"data"), (key_path, key_text))
 
 
+def test_output_to_a_fifo_writes_into_it(tmp_path, key):
+    # A rename over a FIFO would swap the node for a regular file.
+    key_path, _, recipient = key
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        done = subprocess.run([*AGEFAST, "-r", recipient, "-o", str(fifo)], input=b"into a pipe",
+                              capture_output=True, timeout=60)
+        got = os.read(read_end, 1 << 20)
+    finally:
+        os.close(read_end)
+    assert done.returncode == 0, done.stderr
+    assert fifo.is_fifo()
+    assert agefast.decrypt(got, agefast.parse_identities(key_path.read_text())) == b"into a pipe"
+
+
 def test_output_onto_a_symlink_writes_through_it(tmp_path, key, run_agefast):
     key_path, _, recipient = key
     (tmp_path / "real").mkdir()
