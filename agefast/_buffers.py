@@ -8,12 +8,14 @@ written once in place before anyone else holds it. 256 MiB in a fresh
 process: 166 ms against 174 ms for BytesIO; in a loop 132 against 162 ms
 (benchmarks/bench_alloc.py, docs/engine.md).
 
-A fresh result's pages are faulted in first, with one
-madvise(MADV_POPULATE_WRITE) call (Linux 5.14+), before the engine writes
-them: on the project's VM populating 256 MiB takes ~100 ms, where taking the
-same page faults one by one inside the kernels' stores cost 260-390 ms
+A fresh result's pages are faulted in ahead of the engine, by a thread of
+its own calling madvise(MADV_POPULATE_WRITE) (Linux 5.14+) on one step after
+another, while the engine writes the steps already faulted in: on the
+project's VM populating 256 MiB takes ~100 ms, where taking the same page
+faults one by one inside the kernels' stores cost 260-390 ms
 (benchmarks/bench_engine.py --fresh, docs/engine.md). Populating in two
-threads at once measured no faster than in one.
+threads at once measured no faster than in one; populating first and then
+writing took the sum of the two, 140-180 ms.
 
 Transparent huge pages were tried and dropped: on the project's VM they cost
 680 ms for the same buffer in a fresh process (53 ms only in a loop that
@@ -24,11 +26,18 @@ balloon device has handed back to the host.
 import functools
 import io
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 # Below this a result fits in few pages and io.BytesIO serves as well.
 _RAW_MIN = 8 << 20
+# The populating thread's step: the engine waits for at most one step at the end.
+_STEP = 4 << 20
+
+# fill(view, ready): writes every byte of view, calling ready(n) before it
+# writes anywhere in view[:n] past what it asked for last.
+Fill = Callable[[memoryview, Callable[[int], None]], None]
 
 
 _MADV_POPULATE_WRITE = 23     # linux/mman.h
@@ -56,24 +65,60 @@ def _ctypes() -> tuple[Any, Any, Any] | None:
     return ctypes, new, madvise
 
 
-def _populate(madvise: Callable[[int, int, int], int] | None, address: int, size: int) -> None:
-    """Fault in the whole pages of [address, address + size) for writing, in one call.
+def ready_now(end: int) -> None:
+    """The `ready` of a buffer that is there to be written at once (a caller's, or a small one)."""
 
-    Best effort: an older kernel refuses (EINVAL) and the pages are faulted
-    in as they are written, as without it.
+
+class _Populator:
+    """Faults in the whole pages of [address, address + size) for writing, one
+    step after another, from a thread of its own.
+
+    Best effort: where madvise refuses (EINVAL before Linux 5.14) it stops,
+    and the pages are faulted in as they are written, as without it.
     """
-    start = -(-address // _PAGE) * _PAGE
-    end = (address + size) // _PAGE * _PAGE
-    if madvise is not None and end > start:
-        madvise(start, end - start, _MADV_POPULATE_WRITE)
+
+    def __init__(self, madvise: Callable[[int, int, int], int], address: int, size: int) -> None:
+        self._madvise = madvise
+        self._address = address
+        self._start = -(-address // _PAGE) * _PAGE
+        self._end = (address + size) // _PAGE * _PAGE
+        self._done = self._start       # populated up to here
+        self._stopped = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="agefast-populate", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        at = self._start
+        while at < self._end and not self._stopped:
+            step = min(_STEP, self._end - at)
+            failed = self._madvise(at, step, _MADV_POPULATE_WRITE) != 0
+            at += step
+            with self._changed:
+                self._done = self._end if failed else at
+                self._changed.notify_all()
+            if failed:
+                return
+
+    def ready(self, end: int) -> None:
+        """Wait until the pages below offset `end` are in (or will not be)."""
+        want = min(self._address + end, self._end)
+        with self._changed:
+            while self._done < want:
+                self._changed.wait()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._thread.join()
 
 
-def new_bytes(size: int, fill: Callable[[memoryview], None]) -> bytes:
-    """A new bytes object of `size` bytes, written in place by fill(view).
+def new_bytes(size: int, fill: Fill) -> bytes:
+    """A new bytes object of `size` bytes, written in place by fill(view, ready).
 
-    fill must write every byte of the writable memoryview it is given; the
-    view is released when fill returns, and if fill raises the object is
-    dropped unseen (it may hold uninitialised memory).
+    fill must write every byte of the writable memoryview it is given,
+    calling ready(n) before it writes into view[:n]; the view is released
+    when fill returns, and if fill raises the object is dropped unseen (it
+    may hold uninitialised memory).
     """
     api = _ctypes() if size >= _RAW_MIN else None
     if api is None:
@@ -84,12 +129,16 @@ def new_bytes(size: int, fill: Callable[[memoryview], None]) -> bytes:
             out.seek(size - 1)
             out.write(b"\0")
         with out.getbuffer() as view:
-            fill(view)
+            fill(view, ready_now)
         return out.getvalue()
     ctypes, new_uninitialised, madvise = api
     result: bytes = new_uninitialised(None, size)
     address = ctypes.cast(ctypes.c_char_p(result), ctypes.c_void_p).value
-    _populate(madvise, address, size)
-    with memoryview((ctypes.c_char * size).from_address(address)).cast("B") as view:
-        fill(view)
+    populator = None if madvise is None else _Populator(madvise, address, size)
+    try:
+        with memoryview((ctypes.c_char * size).from_address(address)).cast("B") as view:
+            fill(view, ready_now if populator is None else populator.ready)
+    finally:
+        if populator is not None:
+            populator.stop()
     return result

@@ -44,6 +44,23 @@ class MemoryReader:
         return n
 
 
+def file_offset(reader: Any) -> int | None:
+    """Where in its file `reader` reads next, for a reader of an OS file with
+    a position (a regular file); None for anything else.
+
+    Only a hint for placing reads in memory (agefast.pipeline): a wrong
+    answer from an odd reader costs speed, never correctness.
+    """
+    try:
+        reader.fileno()
+        if not reader.seekable():
+            return None
+        offset = reader.tell()
+    except (AttributeError, OSError, ValueError):   # io.UnsupportedOperation is both of the last two
+        return None
+    return offset if type(offset) is int else None
+
+
 class Source:
     def __init__(self, reader: Any) -> None:
         self._buf = bytearray()

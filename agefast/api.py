@@ -8,14 +8,14 @@ payload to the chunk engine in one call.
 
 import io
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _arguments, armor, chunks
-from ._buffers import new_bytes
+from ._buffers import Fill, new_bytes, ready_now
 from ._replace import replacing
-from ._source import MemoryReader, Source
+from ._source import MemoryReader, Source, file_offset
 from .direct import DirectReader
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
@@ -246,26 +246,42 @@ def decryptor(src: Reader, identities: Iterable[Identity], *, armored: bool | No
     return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
 
 
-def _sealing(plaintext: Buffer, recipients: Iterable[Recipient],
-             threads: int | None) -> tuple[int, Callable[[memoryview], None]]:
-    """Make the header now; return (age file size, fill(view) writing the file)."""
+# A whole payload in memory goes to the engine in steps of this many chunks,
+# each once its part of a new result is faulted in (_buffers).
+_STEP_CHUNKS = 256
+
+
+def _steps(count: int) -> Iterator[tuple[int, int]]:
+    """(first, stop) chunk ranges of _STEP_CHUNKS over `count` chunks (one, empty, for none)."""
+    for first in range(0, max(count, 1), _STEP_CHUNKS):
+        yield first, min(first + _STEP_CHUNKS, count)
+
+
+def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | None) -> tuple[int, Fill]:
+    """Make the header now; return (age file size, fill(view, ready) writing the file)."""
     data = _arguments.buffer("plaintext", plaintext)
     header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
+    count = max(1, -(-len(data) // chunks.CHUNK_SIZE))
 
-    def fill(view: memoryview) -> None:
+    def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         view[:start] = header + nonce
-        chunks.seal_chunks(payload_key(file_key, nonce), 0, data, view[start:], True, threads=threads)
+        key = payload_key(file_key, nonce)
+        out = view[start:]
+        for first, stop in _steps(count):
+            ready(start + min(stop * chunks.SEALED_CHUNK_SIZE, len(out)))
+            chunks.seal_chunks(key, first, data[first * chunks.CHUNK_SIZE:stop * chunks.CHUNK_SIZE],
+                               out[first * chunks.SEALED_CHUNK_SIZE:], stop == count, threads=threads)
 
     return start + chunks.sealed_size(len(data)), fill
 
 
 def _opening(data: memoryview, identities: Iterable[Identity], threads: int | None,
-             armored: bool | None) -> tuple[int, Callable[[memoryview], None]] | None:
+             armored: bool | None) -> tuple[int, Fill] | None:
     """Open the header of a binary age file; return (plaintext size,
-    fill(view) writing the plaintext or raising PayloadError), or None if the
-    file is armored (its size is unknown until it is decoded)."""
+    fill(view, ready) writing the plaintext or raising PayloadError), or None
+    if the file is armored (its size is unknown until it is decoded)."""
     identities = _arguments.identities(identities)
     source = Source(MemoryReader(data))
     armored = _arguments.armored_or_not(armored)
@@ -274,12 +290,16 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
     key = open_header(source, identities)
     payload = data[source.consumed:]
     full, rest = divmod(len(payload), chunks.SEALED_CHUNK_SIZE)
+    count = full + (rest > 0)
 
-    def fill(view: memoryview) -> None:
+    def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         # A valid payload fills the view exactly; only verified chunks are written.
-        problem = open_batch(key, 0, payload, view, True, threads)[2]
-        if problem is not None:
-            raise PayloadError(problem)
+        for first, stop in _steps(count):
+            ready(min(stop * chunks.CHUNK_SIZE, len(view)))
+            problem = open_batch(key, first, payload[first * chunks.SEALED_CHUNK_SIZE:stop * chunks.SEALED_CHUNK_SIZE],
+                                 view[first * chunks.CHUNK_SIZE:], stop == count, threads)[2]
+            if problem is not None:
+                raise PayloadError(problem)
 
     return full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill
 
@@ -322,7 +342,7 @@ def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer
     size, fill = _sealing(plaintext, recipients, threads)
     if len(view) < size:
         raise _too_small(size)
-    fill(view[:size])
+    fill(view[:size], ready_now)
     return size
 
 
@@ -364,7 +384,7 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
     size, fill = opening
     if len(view) < size:
         raise _too_small(size)
-    fill(view[:size])
+    fill(view[:size], ready_now)
     return size
 
 
@@ -375,7 +395,7 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
     out, key = _begin_file(writer, recipients, armored)
-    seal_stream(Source(reader).readinto, out, key, threads)
+    seal_stream(Source(reader).readinto, file_offset(reader), out, key, threads)
     _finish_file(out, writer)
 
 
@@ -389,8 +409,10 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
-    source, key, _ = _open_file(reader, identities, armored)
-    open_stream(source.readinto, writer, key, threads)
+    start = file_offset(reader)
+    source, key, armored = _open_file(reader, identities, armored)
+    offset = None if start is None or armored else start + source.consumed
+    open_stream(source.readinto, offset, writer, key, threads)
     _flush(writer)
 
 

@@ -132,12 +132,14 @@ def sealed_size(plaintext_size: int) -> int:
 
 
 def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
-                threads: int | None = None) -> int:
+                threads: int | None = None, split: bool = True) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`.
 
     `src` must hold a whole number of chunks unless `final`; returns the number
     of bytes written to `dst`. `threads` is a hint for engines that can split
     a batch across cores; the cryptography path is single-threaded.
+    split=False keeps the batch on the calling thread, for callers that run
+    batches on `threads` cores at once: the engine is chosen as for `threads`.
     """
     src = memoryview(src).cast("B")
     dst = memoryview(dst).cast("B")
@@ -146,7 +148,7 @@ def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
         raise ValueError("a non-final batch must hold whole chunks")
     kernels = _kernels_for(n, threads)
     if kernels is not None:
-        sealed: int = kernels.seal_chunks(key, counter, src, dst, final, threads)
+        sealed: int = kernels.seal_chunks(key, counter, src, dst, final, threads if split else 1)
         return sealed
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
@@ -164,7 +166,7 @@ def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
 
 
 def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
-                threads: int | None = None) -> int:
+                threads: int | None = None, split: bool = True) -> int:
     """Open consecutive sealed chunks from `src` into `dst`.
 
     Returns how many leading chunks verified. A chunk is decrypted into `dst`
@@ -173,6 +175,7 @@ def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
     `src`, chunk k failed and its part of `dst` was not written. Release only
     the first k chunks: with threads > 1 the Numba engine opens ranges in
     parallel, so chunks after k may already hold their verified plaintext.
+    `split` is as for seal_chunks.
     """
     src = memoryview(src).cast("B")
     dst = memoryview(dst).cast("B")
@@ -181,7 +184,7 @@ def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
         raise ValueError("a batch must hold whole sealed chunks")
     kernels = _kernels_for(n, threads)
     if kernels is not None:
-        opened: int = kernels.open_chunks(key, counter, src, dst, final, threads)
+        opened: int = kernels.open_chunks(key, counter, src, dst, final, threads if split else 1)
         return opened
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)

@@ -319,9 +319,9 @@ class AgeReadFile(AbstractBufferedFile):
         with self._lock:
             if end <= (index + 1) * CHUNK_SIZE:  # within one chunk
                 return self._chunk(index)[skip:skip + end - start]
-            return new_bytes(end - start, lambda view: self._fill(view, start))
+            return new_bytes(end - start, lambda view, ready: self._fill(view, ready, start))
 
-    def _fill(self, view: memoryview, start: int) -> None:
+    def _fill(self, view: memoryview, ready: Callable[[int], None], start: int) -> None:
         pos, n = start, 0
         while n < len(view):
             index, skip = divmod(pos, CHUNK_SIZE)
@@ -331,12 +331,14 @@ class AgeReadFile(AbstractBufferedFile):
                 # read ends with) are opened straight into the result.
                 take = rest if pos + rest == self.size else rest - rest % CHUNK_SIZE
                 if take:
+                    ready(n + take)
                     self._read_chunks(view[n:n + take], pos)
                     n += take
                     pos += take
                     continue
             chunk = self._chunk(index)
             take = min(rest, len(chunk) - skip)
+            ready(n + take)
             view[n:n + take] = chunk[skip:skip + take]
             n += take
             pos += take

@@ -1,160 +1,196 @@
 """Overlapped reading, sealing (or opening) and writing of a whole payload.
 
-The calling thread reads each batch and seals or opens it (the engine
-releases the GIL and may use every core) while a writer thread drains the
-results to the destination. Output buffers, allocated once, circulate through
-two blocking queues: memory is bounded whatever the stream length, a slow
-destination holds everything back, and no thread ever spins.
+Workers, one per core and at least two, each take the next batch through all
+three steps: read it (one reader at a time, in order), seal or open it (at
+once with the others: the engine releases the GIL), write it (one writer at a
+time, in order). On every core a worker is reading or writing while another
+seals, with no hand-off between threads but a lock and a condition; nothing
+spins. Memory is one input and one output buffer per worker, whatever the
+stream length.
 
-Reading stays in the calling thread: from the page cache it is a copy, a
-fraction of what sealing and writing cost, and a reader thread of its own
-(tried: a third thread and a third queue) cost more CPU in hand-offs and
-GIL round trips than its overlap won on two cores.
+Tried before this (benchmarks/HISTORY.md): the calling thread reading and
+sealing each batch while a writer thread wrote the last one, and reading
+positionally (pread/pwrite) from every worker. The first left one core
+reading while the other waited; the second measured no faster than reading
+in turn and only works for regular files.
 
-Whether a batch is the last one is only known once the read after it comes
-back empty, so each batch is sealed one read late. The first batch is one
-chunk: a stream that ends there (a small file) is done without starting a
-thread or allocating the ring.
+Whether a batch is the last one is known from one byte more: every read asks
+for a batch and one byte, and that byte, when it comes, is the first of the
+next batch, carried over to the next reader. The first batch is one chunk: a
+stream that ends there (a small file) is done without starting a thread or
+allocating a batch.
+
+Where the input is a file at a known offset, each batch is read to the place
+in a page-aligned buffer that has the same offset within a page as the file:
+the kernel's copy out of the page cache slows down two to three times when
+its stores land a few bytes past its loads modulo 4 KiB (4K aliasing: 0.115
+against 0.16-0.39 s per GiB here, by offset).
 """
 
-import queue
+import mmap
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _malloc, chunks
+from . import _cpus, _malloc, chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .errors import PayloadError
 from .stream import open_batch, write_all
 
-BATCH_CHUNKS = 64
+BATCH_CHUNKS = 32
 FIRST_CHUNKS = 1
-DEPTH = 3  # output buffers: one being written while the next ones are filled
-_STOP = None
-
-
-class _Writer:
-    """Writes filled buffers to `dst` from a thread of its own and hands them back."""
-
-    def __init__(self, dst: Any, size: int) -> None:
-        self._dst = dst
-        self._size = size
-        self._made = 0
-        self._free: queue.Queue[bytearray | None] = queue.Queue()
-        self._full: queue.Queue[tuple[bytearray, int] | None] = queue.Queue()
-        self._error: BaseException | None = None
-        self._cancelled = False
-        self._thread = threading.Thread(target=self._run, name="agefast-writer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while (item := self._full.get()) is not _STOP:
-                buf, size = item
-                if not self._cancelled:
-                    write_all(self._dst, memoryview(buf)[:size])
-                self._free.put(buf)
-        except BaseException as e:  # raised in the calling thread
-            self._error = e
-            self._free.put(_STOP)
-
-    def buffer(self) -> bytearray:
-        """An output buffer to fill: a new one while fewer than DEPTH exist,
-        else the next one written; raises what the writer failed with."""
-        if self._error is not None:
-            raise self._error
-        if self._free.empty() and self._made < DEPTH:
-            self._made += 1
-            return bytearray(self._size)
-        buf = self._free.get()
-        if buf is None:  # _STOP: _run put it there after setting _error
-            raise self._error  # type: ignore[misc]
-        return buf
-
-    def write(self, buf: bytearray, size: int) -> None:
-        self._full.put((buf, size))
-
-    def close(self, cancel: bool = False) -> None:
-        """Wait until all handed over is written, or dropped if `cancel`;
-        unless cancelled, raise what the writer failed with."""
-        self._cancelled = cancel
-        self._full.put(_STOP)
-        self._thread.join()
-        if self._error is not None and not cancel:
-            raise self._error
-
+PAGE = mmap.PAGESIZE
 
 # Fills a buffer unless the input ends first; returns the count.
 ReadFull = Callable[[memoryview], int]
+# process(counter, data, out, final) -> (bytes of `out` to write, why the payload is invalid or None)
+Process = Callable[[int, memoryview, bytearray, bool], tuple[int, str | None]]
 
 
-def _run(read_full: ReadFull, dst: Any, in_chunk: int, out_chunk: int,
-         process: Callable[[memoryview, bytearray, bool], tuple[int, bool]]) -> None:
-    """Feed the input batch by batch to process(data, out, last) -> (output
-    size, go on), which fills `out`, and write each output in order.
+def workers_for(threads: int | None) -> int:
+    """How many workers a stream runs with: one per core it may seal on, at least two."""
+    return max(2, _cpus.count() if threads is None else threads)
 
-    read_full(buffer) fills the buffer unless the input ends first; inputs
-    come in chunks of `in_chunk` bytes, outputs in chunks of `out_chunk`.
+
+class _Batches:
+    """The shared state of the workers of one stream."""
+
+    def __init__(self, read_full: ReadFull, offset: int | None, dst: Any, in_chunk: int, out_chunk: int,
+                 process: Process, carry: bytes, threads: int | None) -> None:
+        self._read_full = read_full
+        self._offset = offset      # of the next byte read_full returns in its file, if known
+        self._dst = dst
+        self._in_size = BATCH_CHUNKS * in_chunk
+        self._out_size = BATCH_CHUNKS * out_chunk
+        self._process = process
+        self._carry = carry
+        self._reading = threading.Lock()
+        self._turn = threading.Condition()
+        # threads=1 asks for one core: the workers then take turns at sealing too.
+        self._sealing = threading.Lock() if threads == 1 else None
+        self._next_read = 1        # batch 0 is the first chunk, done before the workers start
+        self._next_write = 1
+        self._ended = False        # the input ended: no more batches
+        self._stopped = False      # an error or an invalid batch: nothing more is read or written
+        self.error: BaseException | None = None
+        self.problem: str | None = None
+
+    def _read(self, buf: mmap.mmap) -> tuple[int, memoryview, bool] | None:
+        """Read the next batch (and one byte more) into `buf`; (index, the batch, final) or None at the end."""
+        with self._reading:
+            if self._ended or self._stopped:
+                return None
+            index = self._next_read
+            self._next_read += 1
+            carried = len(self._carry)
+            place = 0 if self._offset is None else (self._offset - carried) % PAGE
+            view = memoryview(buf)[place:place + self._in_size + 1]
+            view[:carried] = self._carry
+            got = self._read_full(view[carried:])
+            if self._offset is not None:
+                self._offset += got
+            n = carried + got
+            final = n <= self._in_size
+            if final:
+                self._ended = True
+            else:
+                self._carry = bytes(view[self._in_size:n])
+                n = self._in_size
+            return index, view[:n], final
+
+    def _write(self, index: int, out: bytearray, size: int, problem: str | None) -> None:
+        with self._turn:
+            while self._next_write != index and not self._stopped:
+                self._turn.wait()
+            if self._stopped:
+                return
+        # Until _next_write moves on, this batch's turn is this thread's alone.
+        write_all(self._dst, memoryview(out)[:size])
+        with self._turn:
+            if problem is not None:
+                self.problem = problem
+                self._stopped = True
+            self._next_write += 1
+            self._turn.notify_all()
+
+    def _stop(self, error: BaseException) -> None:
+        with self._turn:
+            if self.error is None:
+                self.error = error
+            self._stopped = True
+            self._turn.notify_all()
+
+    def work(self) -> None:
+        data = mmap.mmap(-1, self._in_size + 1 + PAGE, mmap.MAP_PRIVATE)
+        out = bytearray(self._out_size)
+        try:
+            while (batch := self._read(data)) is not None:
+                index, view, final = batch
+                counter = FIRST_CHUNKS + (index - 1) * BATCH_CHUNKS
+                if self._sealing is None:
+                    size, problem = self._process(counter, view, out, final)
+                else:
+                    with self._sealing:
+                        size, problem = self._process(counter, view, out, final)
+                self._write(index, out, size, problem)
+        except BaseException as e:  # raised in the calling thread
+            self._stop(e)
+
+
+def _run(read_full: ReadFull, offset: int | None, dst: Any, in_chunk: int, out_chunk: int, process: Process,
+         threads: int | None) -> str | None:
+    """Feed the input batch by batch to `process`, which fills `out`, and
+    write each output in order; returns the first problem `process` reported
+    (after writing the output of its batch, and nothing after it).
+
+    read_full(buffer) fills the buffer unless the input ends first, from
+    `offset` in its file where that is known (else None); inputs come in
+    chunks of `in_chunk` bytes, outputs in chunks of `out_chunk`.
     """
-    first = bytearray(FIRST_CHUNKS * in_chunk)
+    first = bytearray(FIRST_CHUNKS * in_chunk + 1)
     n = read_full(memoryview(first))
-    if n < len(first):
-        out = bytearray(FIRST_CHUNKS * out_chunk)
-        size, _ = process(memoryview(first)[:n], out, True)
-        write_all(dst, memoryview(out)[:size])
-        return
+    final = n < len(first)
+    out = bytearray(FIRST_CHUNKS * out_chunk)
+    size, problem = process(0, memoryview(first)[:min(n, len(first) - 1)], out, final)
+    write_all(dst, memoryview(out)[:size])
+    if final or problem is not None:
+        return problem
     _malloc.large_job()
-    writer = _Writer(dst, BATCH_CHUNKS * out_chunk)
-    try:
-        ahead = [bytearray(BATCH_CHUNKS * in_chunk), bytearray(BATCH_CHUNKS * in_chunk)]
-        batch, turn = first, 0
-        while True:
-            # `batch` is full: it is the last one only if nothing follows.
-            following = ahead[turn]
-            turn ^= 1
-            m = read_full(memoryview(following)) if n == len(batch) else 0
-            last = m == 0
-            out = writer.buffer()
-            size, more = process(memoryview(batch)[:n], out, last)
-            writer.write(out, size)
-            if last or not more:
-                break
-            batch, n = following, m
-    except BaseException:
-        writer.close(cancel=True)
-        raise
-    writer.close()
+    batches = _Batches(read_full, None if offset is None else offset + n, dst, in_chunk, out_chunk, process,
+                       bytes(first[-1:]), threads)
+    helpers = [threading.Thread(target=batches.work, name="agefast-pipeline", daemon=True)
+               for _ in range(workers_for(threads) - 1)]
+    for helper in helpers:
+        helper.start()
+    batches.work()
+    for helper in helpers:
+        helper.join()
+    if batches.error is not None:
+        raise batches.error
+    return batches.problem
 
 
-def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None) -> None:
-    """Encrypt everything `read_full` yields as the STREAM payload onto `dst`."""
-    counter = 0
+def seal_stream(read_full: ReadFull, offset: int | None, dst: Any, key: bytes, threads: int | None = None) -> None:
+    """Encrypt everything `read_full` yields (from `offset` in its file, if known) as the STREAM payload onto `dst`."""
 
-    def seal(plain: memoryview, sealed: bytearray, last: bool) -> tuple[int, bool]:
-        nonlocal counter
-        size = chunks.seal_chunks(key, counter, plain, sealed, last, threads=threads)
-        counter += len(plain) // CHUNK_SIZE
-        return size, True
+    def seal(counter: int, plain: memoryview, sealed: bytearray, final: bool) -> tuple[int, str | None]:
+        return chunks.seal_chunks(key, counter, plain, sealed, final, threads=threads, split=False), None
 
-    _run(read_full, dst, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal)
+    _run(read_full, offset, dst, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, threads)
 
 
-def open_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None) -> None:
-    """Decrypt the STREAM payload `read_full` yields onto `dst`.
+def open_stream(read_full: ReadFull, offset: int | None, dst: Any, key: bytes, threads: int | None = None) -> None:
+    """Decrypt the STREAM payload `read_full` yields (from `offset` in its file, if known) onto `dst`.
 
     Verified plaintext is written as it is opened; a PayloadError is raised
     after the last verified chunk, so a caller writing to a file must discard
     it on error (decrypt_file and the CLI do).
     """
-    counter = 0
-    problem: str | None = None
 
-    def open_(sealed: memoryview, plain: bytearray, last: bool) -> tuple[int, bool]:
-        nonlocal counter, problem
-        done, size, problem = open_batch(key, counter, sealed, plain, last, threads)
-        counter += done
-        return size, problem is None
+    def open_(counter: int, sealed: memoryview, plain: bytearray, final: bool) -> tuple[int, str | None]:
+        _, size, problem = open_batch(key, counter, sealed, plain, final, threads, split=False)
+        return size, problem
 
-    _run(read_full, dst, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_)
+    problem = _run(read_full, offset, dst, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, threads)
     if problem is not None:
         raise PayloadError(problem)

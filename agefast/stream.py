@@ -41,7 +41,7 @@ def write_all(dst: Any, data: Buffer) -> None:
 
 
 def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
-               threads: int | None = None) -> tuple[int, int, str | None]:
+               threads: int | None = None, split: bool = True) -> tuple[int, int, str | None]:
     """Open consecutive sealed chunks into `plain`, as age's reader does.
 
     `at_end` says the payload ends with `sealed`. Returns (chunks, size,
@@ -49,7 +49,8 @@ def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: 
     into `plain`, and why the payload is invalid, if it is. A full-size chunk
     is first opened as a middle chunk and, if that fails, as a full-size final
     chunk, so that a file whose final chunk is full needs no look-ahead to
-    decrypt and data after a final chunk is reported as such.
+    decrypt and data after a final chunk is reported as such. `threads` and
+    `split` are as for chunks.open_chunks.
     """
     sealed = memoryview(sealed)
     plain = memoryview(plain)
@@ -57,11 +58,12 @@ def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: 
     done = 0
     while done < full:
         done += chunks.open_chunks(key, counter + done, sealed[done * SEALED_CHUNK_SIZE:full * SEALED_CHUNK_SIZE],
-                                   plain[done * CHUNK_SIZE:], False, threads=threads)
+                                   plain[done * CHUNK_SIZE:], False, threads=threads, split=split)
         if done == full:
             break
         one = sealed[done * SEALED_CHUNK_SIZE:(done + 1) * SEALED_CHUNK_SIZE]
-        if chunks.open_chunks(key, counter + done, one, plain[done * CHUNK_SIZE:], True, threads=threads) != 1:
+        if chunks.open_chunks(key, counter + done, one, plain[done * CHUNK_SIZE:], True,
+                              threads=threads, split=split) != 1:
             return done, done * CHUNK_SIZE, f"failed to authenticate payload chunk {counter + done}"
         done += 1
         if done < full or rest or not at_end:
@@ -77,7 +79,7 @@ def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: 
     if rest == TAG_SIZE and counter + done:
         return done, size, "the final chunk is empty"
     if chunks.open_chunks(key, counter + done, sealed[full * SEALED_CHUNK_SIZE:], plain[size:], True,
-                          threads=threads) != 1:
+                          threads=threads, split=split) != 1:
         return done, size, f"failed to authenticate payload chunk {counter + done}"
     return done + 1, size + rest - TAG_SIZE, None
 

@@ -1,5 +1,7 @@
 """agefast._buffers.new_bytes: results written once, in place."""
 
+import threading
+
 import pytest
 
 from agefast import _buffers
@@ -9,13 +11,15 @@ SIZES = [0, 1, _buffers._RAW_MIN - 1, _buffers._RAW_MIN, _buffers._RAW_MIN + 123
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_result_is_what_fill_wrote(size):
-    pattern = bytes(range(251)) * (size // 251 + 1)
+    pattern = (bytes(range(251)) * (size // 251 + 1))[:size]
     views = []
 
-    def fill(view):
+    def fill(view, ready):
         views.append(view)
         assert len(view) == size and not view.readonly
-        view[:] = pattern[:size]
+        for start in range(0, size, 3 << 20):
+            ready(min(start + (3 << 20), size))
+            view[start:start + (3 << 20)] = pattern[start:start + (3 << 20)]
 
     result = _buffers.new_bytes(size, fill)
     assert type(result) is bytes and result == pattern[:size]
@@ -24,8 +28,18 @@ def test_the_result_is_what_fill_wrote(size):
 
 
 def test_a_failing_fill_propagates():
-    def fill(view):
+    def fill(view, ready):
+        ready(len(view) // 2)
         raise OSError("source gone")
 
     with pytest.raises(OSError, match="source gone"):
         _buffers.new_bytes(_buffers._RAW_MIN * 2, fill)
+
+
+def test_a_failing_fill_stops_the_populating_thread():
+    def fill(view, ready):
+        raise OSError("source gone")
+
+    with pytest.raises(OSError):
+        _buffers.new_bytes(_buffers._RAW_MIN * 4, fill)
+    assert not [t for t in threading.enumerate() if t.name == "agefast-populate"]

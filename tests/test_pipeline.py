@@ -60,7 +60,7 @@ class FailingReader(Trickle):
 
 def threads_settle(before: int) -> bool:
     for t in threading.enumerate():
-        if t.name == "agefast-writer":
+        if t.name == "agefast-pipeline":
             t.join(timeout=5)
     return threading.active_count() <= before
 
@@ -95,7 +95,7 @@ class NoThreads:
         raise AssertionError("a thread was started")
 
 
-@pytest.mark.parametrize("size", [0, 1000, FIRST - 1])
+@pytest.mark.parametrize("size", [0, 1000, FIRST - 1, FIRST])
 def test_a_stream_within_the_first_batch_starts_no_thread(size, monkeypatch):
     data = random.Random(size).randbytes(size)
     ct = agefast.encrypt(data, [RECIPIENT])
@@ -105,7 +105,7 @@ def test_a_stream_within_the_first_batch_starts_no_thread(size, monkeypatch):
     agefast.decrypt_io(io.BytesIO(ct), opened, [IDENTITY])
     assert agefast.decrypt(sealed.getvalue(), [IDENTITY]) == data and opened.getvalue() == data
     with pytest.raises(AssertionError, match="thread"):
-        agefast.encrypt_io(io.BytesIO(bytes(FIRST)), io.BytesIO(), [RECIPIENT])
+        agefast.encrypt_io(io.BytesIO(bytes(FIRST + 1)), io.BytesIO(), [RECIPIENT])
 
 
 @pytest.mark.parametrize("cut", [16, 65552, 65552 + 16])
@@ -117,3 +117,52 @@ def test_truncation_after_the_first_batch(cut):
     with pytest.raises(agefast.errors.PayloadError):
         agefast.decrypt_io(io.BytesIO(ct[:header + cut]), out, [IDENTITY])
     assert out.getvalue() == bytes(len(out.getvalue())) and len(out.getvalue()) <= 65536
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_any_number_of_workers_keeps_the_order(threads):
+    data = random.Random(threads).randbytes(5 * BATCH + 12345)
+    ct = io.BytesIO()
+    agefast.encrypt_io(Trickle(data, 777_777), ct, [RECIPIENT], threads=threads)
+    assert agefast.decrypt(ct.getvalue(), [IDENTITY], threads=1) == data
+    out = io.BytesIO()
+    agefast.decrypt_io(io.BytesIO(ct.getvalue()), out, [IDENTITY], threads=threads)
+    assert out.getvalue() == data
+
+
+@pytest.mark.parametrize("prefix", [0, 1, 4095, 12345])
+def test_files_read_from_an_offset(tmp_path, prefix):
+    # Reads are placed by the file's offset (pipeline.PAGE); what lands must not depend on it.
+    data = random.Random(prefix).randbytes(3 * BATCH + 999)
+    plain = tmp_path / "plain"
+    plain.write_bytes(bytes(prefix) + data)
+    sealed = io.BytesIO()
+    with open(plain, "rb") as src:
+        src.seek(prefix)
+        agefast.encrypt_io(src, sealed, [RECIPIENT])
+        assert src.read(1) == b""
+    bundle = tmp_path / "bundle"
+    bundle.write_bytes(bytes(prefix) + sealed.getvalue())
+    out = io.BytesIO()
+    with open(bundle, "rb") as src:
+        src.seek(prefix)
+        agefast.decrypt_io(src, out, [IDENTITY])
+    assert out.getvalue() == data
+
+
+class WrongPosition(io.FileIO):
+    def tell(self):
+        return 3
+
+
+def test_a_file_that_misreports_its_position_still_round_trips(tmp_path):
+    data = random.Random(5).randbytes(2 * BATCH + 5)
+    (tmp_path / "plain").write_bytes(data)
+    sealed = io.BytesIO()
+    with WrongPosition(tmp_path / "plain") as src:
+        agefast.encrypt_io(src, sealed, [RECIPIENT])
+    (tmp_path / "sealed").write_bytes(sealed.getvalue())
+    out = io.BytesIO()
+    with WrongPosition(tmp_path / "sealed") as src:
+        agefast.decrypt_io(src, out, [IDENTITY])
+    assert out.getvalue() == data

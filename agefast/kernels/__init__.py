@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import _cpus
 from . import _abi, _cache, _native
 
 if TYPE_CHECKING:
@@ -60,13 +61,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _cpu_count() -> int:
-    count = getattr(os, "process_cpu_count", None)
-    if count is not None:
-        return count() or 1
-    return len(os.sched_getaffinity(0))
 
 
 def _work(tasks: "queue.SimpleQueue[_Task]") -> None:
@@ -242,7 +236,7 @@ def _counter(counter: object) -> int:
 
 def _threads(threads: object, chunks: int) -> int:
     if threads is None:
-        threads = _cpu_count()
+        threads = _cpus.count()
     if not isinstance(threads, int) or isinstance(threads, bool):
         raise TypeError("threads must be an int or None")
     if threads < 1:

@@ -1,0 +1,11 @@
+"""How many CPUs this process may run on."""
+
+import os
+
+
+def count() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    process_cpu_count = getattr(os, "process_cpu_count", None)     # Python 3.13+
+    if process_cpu_count is not None:
+        return process_cpu_count() or 1
+    return len(os.sched_getaffinity(0))
