@@ -18,7 +18,7 @@ from types import FrameType
 from typing import IO, Any
 
 import agefast
-from agefast import _batchpass, _goflag, _malloc, _output, errors, keys
+from agefast import _batchpass, _goflag, _malloc, _output, _pipes, errors, keys
 from agefast._output import OutputRefused, go_quote
 from agefast._typing import Identity, Recipient
 from agefast.format import Stanza
@@ -346,6 +346,7 @@ def _open_input(path: str | None) -> Iterator[IO[bytes]]:
         with f:
             yield f
         return
+    _pipes.widen(0)
     yield sys.stdin.buffer
 
 

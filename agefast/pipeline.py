@@ -8,11 +8,11 @@ seals, with no hand-off between threads but a lock and a condition; nothing
 spins. Memory is one input and one output buffer per worker, whatever the
 stream length.
 
-Tried before this (benchmarks/HISTORY.md): the calling thread reading and
-sealing each batch while a writer thread wrote the last one, and reading
-positionally (pread/pwrite) from every worker. The first left one core
-reading while the other waited; the second measured no faster than reading
-in turn and only works for regular files.
+Tried before this (benchmarks/HISTORY.md, "The file pipeline on every
+core"): the calling thread reading and sealing each batch while a writer
+thread wrote the last one, and reading positionally (pread/pwrite) from every
+worker. The first left one core reading while the other waited; the second
+measured no faster than reading in turn and only works for regular files.
 
 Whether a batch is the last one is known from one byte more: every read asks
 for a batch and one byte, and that byte, when it comes, is the first of the
@@ -27,19 +27,22 @@ its stores land a few bytes past its loads modulo 4 KiB (4K aliasing: 0.115
 against 0.16-0.39 s per GiB here, by offset).
 """
 
-import mmap
+import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _cpus, _malloc, chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .errors import PayloadError
 from .stream import open_batch, write_all
 
+if TYPE_CHECKING:
+    import mmap
+
 BATCH_CHUNKS = 32
 FIRST_CHUNKS = 1
-PAGE = mmap.PAGESIZE
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # Fills a buffer unless the input ends first; returns the count.
 ReadFull = Callable[[memoryview], int]
@@ -75,7 +78,7 @@ class _Batches:
         self.error: BaseException | None = None
         self.problem: str | None = None
 
-    def _read(self, buf: mmap.mmap) -> tuple[int, memoryview, bool] | None:
+    def _read(self, buf: "mmap.mmap") -> tuple[int, memoryview, bool] | None:
         """Read the next batch (and one byte more) into `buf`; (index, the batch, final) or None at the end."""
         with self._reading:
             if self._ended or self._stopped:
@@ -121,6 +124,8 @@ class _Batches:
             self._turn.notify_all()
 
     def work(self) -> None:
+        import mmap     # here, not for every small file: page-aligned memory for the reads
+
         data = mmap.mmap(-1, self._in_size + 1 + PAGE, mmap.MAP_PRIVATE)
         out = bytearray(self._out_size)
         try:

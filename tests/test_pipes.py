@@ -1,0 +1,50 @@
+"""The command's piped input gets a 1 MiB pipe (agefast._pipes)."""
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import agefast
+from agefast import _pipes
+
+needs_linux = pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="F_GETPIPE_SZ is Linux's")
+
+
+@needs_linux
+def test_the_command_widens_a_piped_input():
+    identity = agefast.x25519.Identity.generate()
+    data = os.urandom(3 << 20)
+    r, w = os.pipe()
+    try:
+        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) < _pipes.PIPE_SIZE
+        proc = subprocess.Popen([sys.executable, "-m", "agefast", "-r", str(identity.to_public())],
+                                stdin=r, stdout=subprocess.PIPE)
+
+        def feed():
+            with os.fdopen(w, "wb") as pipe:
+                pipe.write(data)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        sealed, _ = proc.communicate(timeout=60)
+        feeder.join()
+        assert proc.returncode == 0
+        # The parent's read end is the same pipe the command read.
+        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == _pipes.PIPE_SIZE
+    finally:
+        os.close(r)
+    assert agefast.decrypt(sealed, [identity]) == data
+
+
+@needs_linux
+def test_anything_but_a_pipe_is_left_alone(tmp_path):
+    with open(tmp_path / "file", "wb") as f:
+        _pipes.widen(f.fileno())
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    _pipes.widen(r)     # closed: EBADF, ignored
