@@ -5,6 +5,7 @@ return fewer bytes than asked, and reads straight into the caller's buffer
 once its own small buffer is drained, so the payload is never copied twice.
 """
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -44,21 +45,23 @@ class MemoryReader:
         return n
 
 
-def file_offset(reader: Any) -> int | None:
-    """Where in its file `reader` reads next, for a reader of an OS file with
-    a position (a regular file); None for anything else.
+def file_position(reader: Any) -> tuple[int, int] | None:
+    """(where in its file `reader` reads or writes next, the file's size), for
+    a file object of a regular file; None for anything else.
 
-    Only a hint for placing reads in memory (agefast.pipeline): a wrong
-    answer from an odd reader costs speed, never correctness.
+    Only hints, for placing reads in memory and choosing the engine
+    (agefast.pipeline, agefast.chunks.expect): a wrong answer from an odd
+    reader costs speed, never correctness.
     """
     try:
-        reader.fileno()
+        fd = reader.fileno()
         if not reader.seekable():
             return None
         offset = reader.tell()
-    except (AttributeError, OSError, ValueError):   # io.UnsupportedOperation is both of the last two
+        size = os.fstat(fd).st_size
+    except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
         return None
-    return offset if type(offset) is int else None
+    return (offset, size) if type(offset) is int else None
 
 
 class Source:

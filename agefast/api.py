@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 from . import _arguments, armor, chunks
 from ._buffers import Fill, new_bytes, ready_now
 from ._replace import replacing
-from ._source import MemoryReader, Source, file_offset
+from ._source import MemoryReader, Source, file_position
 from .direct import DirectReader
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
@@ -388,6 +388,11 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
     return size
 
 
+def _write_position(writer: object) -> int | None:
+    position = file_position(writer)
+    return None if position is None else position[0]
+
+
 def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], armored: bool = False, *,
                threads: int | None = None) -> None:
     """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
@@ -395,7 +400,11 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
     out, key = _begin_file(writer, recipients, armored)
-    seal_stream(Source(reader).readinto, file_offset(reader), out, key, threads)
+    position = file_position(reader)
+    if position is not None:
+        chunks.expect(position[1] - position[0])
+    seal_stream(Source(reader).readinto, out, key, threads, read_at=None if position is None else position[0],
+                write_at=_write_position(out))
     _finish_file(out, writer)
 
 
@@ -409,10 +418,13 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
-    start = file_offset(reader)
+    position = file_position(reader)
     source, key, armored = _open_file(reader, identities, armored)
-    offset = None if start is None or armored else start + source.consumed
-    open_stream(source.readinto, offset, writer, key, threads)
+    offset = None
+    if position is not None and not armored:
+        offset = position[0] + source.consumed
+        chunks.expect(position[1] - offset)
+    open_stream(source.readinto, writer, key, threads, read_at=offset, write_at=_write_position(writer))
     _flush(writer)
 
 

@@ -125,6 +125,17 @@ def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
     return None
 
 
+def expect(size: int) -> None:
+    """A stream of `size` bytes starts (a file, whose size is known): one that
+    alone reaches ENGINE_AFTER counts as moved now, so that with threads=None
+    it runs on the kernels from its first batch, not after ENGINE_AFTER bytes
+    on cryptography."""
+    global _moved
+    if size >= ENGINE_AFTER:
+        with _load_lock:
+            _moved = max(_moved, ENGINE_AFTER)
+
+
 def sealed_size(plaintext_size: int) -> int:
     """Ciphertext bytes for a final batch of `plaintext_size` plaintext bytes."""
     chunks = max(1, -(-plaintext_size // CHUNK_SIZE))

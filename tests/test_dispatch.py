@@ -127,3 +127,19 @@ def test_kernels_that_cannot_load_leave_the_job_to_cryptography():
     print(kernels.is_warm(), sum("staying on cryptography" in str(w.message) for w in seen))
     """)
     assert out == "False 1\n"
+
+
+def test_a_file_known_to_be_large_starts_on_the_kernels(tmp_path):
+    # Its size says it reaches ENGINE_AFTER: no batch of it goes to cryptography.
+    out = run(COMMON + f"""
+    from agefast import kernels
+    calls = engine_calls()
+    sealed_with = []
+    real = chunks.ChaCha20Poly1305
+    chunks.ChaCha20Poly1305 = lambda key: sealed_with.append(1) or real(key)
+    chunks.ENGINE_AFTER = 8 << 20
+    open({str(tmp_path / "plain")!r}, "wb").write(data + data)       # 16 MiB
+    agefast.encrypt_file({str(tmp_path / "plain")!r}, {str(tmp_path / "sealed")!r}, [identity.to_public()])
+    print(len(calls) > 0, len(sealed_with))
+    """)
+    assert out == "True 1\n"   # cryptography sealed only the first chunk (a batch too small for the kernels)

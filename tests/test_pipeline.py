@@ -166,3 +166,21 @@ def test_a_file_that_misreports_its_position_still_round_trips(tmp_path):
     with WrongPosition(tmp_path / "sealed") as src:
         agefast.decrypt_io(src, out, [IDENTITY])
     assert out.getvalue() == data
+
+
+@pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
+def test_files_written_from_an_offset(tmp_path, prefix):
+    # Outputs are placed by the destination's offset too; a file already holding data keeps it.
+    data = random.Random(prefix).randbytes(3 * BATCH + 4321)
+    (tmp_path / "plain").write_bytes(data)
+    with open(tmp_path / "plain", "rb") as src, open(tmp_path / "sealed", "wb") as dst:
+        dst.write(b"x" * prefix)
+        agefast.encrypt_io(src, dst, [RECIPIENT])
+    sealed = (tmp_path / "sealed").read_bytes()
+    assert sealed[:prefix] == b"x" * prefix
+    assert agefast.decrypt(sealed[prefix:], [IDENTITY]) == data
+    (tmp_path / "age").write_bytes(sealed[prefix:])
+    with open(tmp_path / "age", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        dst.write(b"y" * prefix)
+        agefast.decrypt_io(src, dst, [IDENTITY])
+    assert (tmp_path / "out").read_bytes() == b"y" * prefix + data
