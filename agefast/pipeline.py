@@ -77,6 +77,7 @@ class _Batches:
         self._next_read = 1        # batch 0 is the first chunk, done before the workers start
         self._next_write = 1
         self._ended = False        # the input ended: no more batches
+        self._writing = False      # a worker is writing its batch
         self._stopped = False      # an error or an invalid batch: nothing more is read or written
         self.error: BaseException | None = None
         self.problem: str | None = None
@@ -110,14 +111,29 @@ class _Batches:
                 self._turn.wait()
             if self._stopped:
                 return
+            self._writing = True
         # Until _next_write moves on, this batch's turn is this thread's alone.
-        write_all(self._dst, out[:size])
+        written = False
+        try:
+            write_all(self._dst, out[:size])
+            written = True
+        finally:
+            with self._turn:
+                self._writing = False
+                if written:
+                    if problem is not None:
+                        self.problem = problem
+                        self._stopped = True
+                    self._next_write += 1
+                self._turn.notify_all()
+
+    def stopped(self) -> bool:
+        """Whether the batches stopped short (an error or an invalid batch);
+        if so, wait until no worker is writing: none will write after that."""
         with self._turn:
-            if problem is not None:
-                self.problem = problem
-                self._stopped = True
-            self._next_write += 1
-            self._turn.notify_all()
+            while self._stopped and self._writing:
+                self._turn.wait()
+            return self._stopped
 
     def _stop(self, error: BaseException) -> None:
         with self._turn:
@@ -176,8 +192,12 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     for helper in helpers:
         helper.start()
     batches.work()
-    for helper in helpers:
-        helper.join()
+    # Stopped short (an error, a signal's exception in this thread, an invalid
+    # batch), a worker may be blocked reading an input that never ends, so only
+    # a write under way is waited for; the workers write nothing after it.
+    if not batches.stopped():
+        for helper in helpers:
+            helper.join()
     if batches.error is not None:
         raise batches.error
     return batches.problem
