@@ -143,7 +143,7 @@ class _Batches:
             self._turn.notify_all()
 
     def work(self) -> None:
-        import mmap     # here, not for every small file: page-aligned memory for the reads
+        import mmap     # here, not for every small file: page-aligned memory for reads and writes
 
         data = mmap.mmap(-1, self._in_size + 1 + PAGE, mmap.MAP_PRIVATE)
         whole = mmap.mmap(-1, self._out_size + PAGE, mmap.MAP_PRIVATE)
