@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, ContextManager
 
+from . import _pipes
 from ._replace import replacing
 from ._typing import Writer
 from ._terminal import is_terminal
@@ -86,6 +87,7 @@ def _terminal(check_printable: bool) -> Iterator[IO[bytes]]:
 
 @contextlib.contextmanager
 def _stdout() -> Iterator[IO[bytes]]:
+    _pipes.widen(sys.stdout.fileno())
     yield sys.stdout.buffer
     sys.stdout.buffer.flush()
 

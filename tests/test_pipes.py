@@ -1,4 +1,4 @@
-"""The command's piped input gets a 1 MiB pipe (agefast._pipes)."""
+"""The command's piped input and output get 1 MiB pipes (agefast._pipes)."""
 
 import fcntl
 import os
@@ -37,6 +37,26 @@ def test_the_command_widens_a_piped_input():
         assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == _pipes.PIPE_SIZE
     finally:
         os.close(r)
+    assert agefast.decrypt(sealed, [identity]) == data
+
+
+@needs_linux
+def test_the_command_widens_a_piped_output(tmp_path):
+    identity = agefast.x25519.Identity.generate()
+    data = os.urandom(3 << 20)
+    plain = tmp_path / "plain"
+    plain.write_bytes(data)
+    proc = subprocess.Popen([sys.executable, "-m", "agefast", "-r", str(identity.to_public()), str(plain)],
+                            stdout=subprocess.PIPE)
+    try:
+        assert fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) < _pipes.PIPE_SIZE
+        sealed = proc.stdout.read()
+        # The parent's read end is the pipe the command wrote.
+        assert fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) == _pipes.PIPE_SIZE
+    finally:
+        proc.stdout.close()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
     assert agefast.decrypt(sealed, [identity]) == data
 
 
