@@ -23,10 +23,12 @@ BATCH_CHUNKS = 16
 
 
 # Each write hands the destination at most this much. On the project's VM
-# (Linux 6.18, ext4) write(2) calls of 2 MiB or more into the page cache ran
-# 4-7x slower than 1 MiB ones once freed memory had gone back to the host,
-# and 1 MiB ones were never slower (benchmarks/HISTORY.md, "Free page reporting").
-WRITE_SIZE = 1 << 20
+# (Linux 6.18, ext4) a write(2) into the page cache gets a folio as large as
+# the write, and once freed memory has gone back to the host the large ones
+# come from memory the host must fault in again: a new 1 GiB file written in
+# 1 MiB pieces took 2.4x the time of cp, in 128 KiB pieces 1.2x, with 64 KiB
+# pieces paying more calls (benchmarks/HISTORY.md, "Write size, again").
+WRITE_SIZE = 128 << 10
 
 
 def write_all(dst: Any, data: Buffer) -> None:
