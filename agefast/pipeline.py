@@ -105,7 +105,7 @@ class _Batches:
                 n = self._in_size
             return index, view[:n], final
 
-    def _write(self, index: int, out: memoryview, size: int, problem: str | None) -> None:
+    def _write(self, index: int, out: memoryview, size: int, problem: str | None, at: int | None) -> None:
         with self._turn:
             while self._next_write != index and not self._stopped:
                 self._turn.wait()
@@ -115,7 +115,7 @@ class _Batches:
         # Until _next_write moves on, this batch's turn is this thread's alone.
         written = False
         try:
-            write_all(self._dst, out[:size])
+            write_all(self._dst, out[:size], at)
             written = True
         finally:
             with self._turn:
@@ -152,14 +152,15 @@ class _Batches:
                 index, view, final = batch
                 counter = FIRST_CHUNKS + (index - 1) * BATCH_CHUNKS
                 # Every batch before a final one is full, so where this one lands is known.
-                place = 0 if self._write_at is None else (self._write_at + (index - 1) * self._out_size) % PAGE
+                at = None if self._write_at is None else self._write_at + (index - 1) * self._out_size
+                place = 0 if at is None else at % PAGE
                 out = memoryview(whole)[place:place + self._out_size]
                 if self._sealing is None:
                     size, problem = self._process(counter, view, out, final)
                 else:
                     with self._sealing:
                         size, problem = self._process(counter, view, out, final)
-                self._write(index, out, size, problem)
+                self._write(index, out, size, problem, at)
         except BaseException as e:  # raised in the calling thread
             self._stop(e)
 
@@ -180,7 +181,7 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     final = n < len(first)
     out = bytearray(FIRST_CHUNKS * out_chunk)
     size, problem = process(0, memoryview(first)[:min(n, len(first) - 1)], memoryview(out), final)
-    write_all(dst, memoryview(out)[:size])
+    write_all(dst, memoryview(out)[:size], write_at)
     if final or problem is not None:
         return problem
     _malloc.large_job()

@@ -184,3 +184,40 @@ def test_files_written_from_an_offset(tmp_path, prefix):
         dst.write(b"y" * prefix)
         agefast.decrypt_io(src, dst, [IDENTITY])
     assert (tmp_path / "out").read_bytes() == b"y" * prefix + data
+
+
+class RecordingFile(io.FileIO):
+    """A file that records where each write lands and how long it is."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.writes = []
+
+    def write(self, b):
+        self.writes.append((self.tell(), len(b)))
+        return super().write(b)
+
+
+@pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
+def test_writes_to_a_file_keep_to_write_size_boundaries(tmp_path, prefix):
+    # Pieces are cut at WRITE_SIZE boundaries of the file, not of each batch
+    # (agefast.stream.WRITE_SIZE says why), in both directions.
+    from agefast.stream import WRITE_SIZE
+
+    data = random.Random(prefix).randbytes(3 * BATCH + 4321)
+    (tmp_path / "plain").write_bytes(data)
+
+    def recorded(source, target, run):
+        with open(tmp_path / source, "rb") as src, RecordingFile(tmp_path / target, "wb") as dst:
+            dst.write(b"x" * prefix)
+            dst.writes.clear()
+            run(src, dst)
+        payload = [(at, n) for at, n in dst.writes if n > 1024]    # not the header's
+        assert payload and all(at // WRITE_SIZE == (at + n - 1) // WRITE_SIZE for at, n in payload)
+        # Whole pieces, but for the ends of batches.
+        size = sum(n for _, n in payload)
+        assert len(payload) <= size // WRITE_SIZE + 2 * (size // BATCH + 2)
+        return (tmp_path / target).read_bytes()[prefix:]
+
+    (tmp_path / "age").write_bytes(recorded("plain", "sealed", lambda s, d: agefast.encrypt_io(s, d, [RECIPIENT])))
+    assert recorded("age", "out", lambda s, d: agefast.decrypt_io(s, d, [IDENTITY])) == data

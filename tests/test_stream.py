@@ -210,3 +210,40 @@ def test_no_write_exceeds_write_size(tmp_path):
         w.write(data)
     assert opened.out == data and agefast.decrypt(bytes(streamed.out), [IDENTITY]) == data
     assert 0 < max(sealed.largest, opened.largest, streamed.largest) <= WRITE_SIZE
+
+
+class Partial(io.RawIOBase):
+    """A raw writer that takes at most `most` bytes per call, recording each write."""
+
+    def __init__(self, most):
+        self.most = most
+        self.writes = []
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        n = min(len(b), self.most)
+        self.writes.append(bytes(b[:n]))
+        return n
+
+
+@pytest.mark.parametrize("at", [0, 1, 200, 131071, 131072])
+def test_write_all_cuts_pieces_at_the_files_write_size_boundaries(at):
+    from agefast.stream import WRITE_SIZE, write_all
+
+    data = plaintext(3 * WRITE_SIZE + 5)
+    whole = Partial(len(data))
+    write_all(whole, data, at)
+    first = WRITE_SIZE - at % WRITE_SIZE
+    rest = len(data) - first
+    expected = [first] + [WRITE_SIZE] * (rest // WRITE_SIZE) + ([rest % WRITE_SIZE] if rest % WRITE_SIZE else [])
+    assert [len(w) for w in whole.writes] == expected
+    # A writer that takes part of each piece: the rest of the piece still ends on the boundary.
+    partial = Partial(1000)
+    write_all(partial, data, at)
+    assert b"".join(partial.writes) == data
+    pos = at
+    for w in partial.writes:
+        assert pos // WRITE_SIZE == (pos + len(w) - 1) // WRITE_SIZE
+        pos += len(w)
