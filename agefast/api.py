@@ -106,7 +106,7 @@ class Encryptor(AbortOnError, io.RawIOBase):
         self._dst = dst
         self._close_dst = close_dst
         self._out, key = _begin_file(dst, recipients, armored)
-        self._payload = PayloadWriter(self._out, key, threads)
+        self._payload = PayloadWriter(self._out, key, threads, _write_position(self._out))
 
     def writable(self) -> bool:
         return True

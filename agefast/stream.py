@@ -102,10 +102,13 @@ class PayloadWriter:
     _held_sealed, and its plaintext (one chunk, the only copy made) in
     _held_plain. The next write proves it was not final and releases it;
     close() seals it again as the final chunk.
+
+    `at` is where in its file the payload starts, where known (write_all).
     """
 
-    def __init__(self, dst: Any, payload_key: bytes, threads: int | None = None) -> None:
+    def __init__(self, dst: Any, payload_key: bytes, threads: int | None = None, at: int | None = None) -> None:
         self._dst = dst
+        self._at = at
         self._key = payload_key
         self._threads = threads
         self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
@@ -123,7 +126,7 @@ class PayloadWriter:
         while pos < len(mv):
             if self._held:
                 # More data follows, so the held chunk was not the final one.
-                write_all(self._dst, self._held_sealed)
+                self._put(self._held_sealed)
                 self._held = False
             if self._fill == batch:
                 # More data follows, so none of these chunks is the final one.
@@ -139,16 +142,21 @@ class PayloadWriter:
             pos += take
         return len(mv)
 
+    def _put(self, sealed: Buffer) -> None:
+        write_all(self._dst, sealed, self._at)
+        if self._at is not None:
+            self._at += memoryview(sealed).nbytes
+
     def _seal(self, plain: memoryview, final: bool) -> None:
         size = chunks.seal_chunks(self._key, self._counter, plain, self._sealed, final, threads=self._threads)
-        write_all(self._dst, memoryview(self._sealed)[:size])
+        self._put(memoryview(self._sealed)[:size])
         self._counter += -(-len(plain) // CHUNK_SIZE)
 
     def _seal_holding_last(self, plain: memoryview) -> None:
         """Seal whole chunks as not final; write all but the last, hold that one."""
         size = chunks.seal_chunks(self._key, self._counter, plain, self._sealed, False, threads=self._threads)
         sealed = memoryview(self._sealed)
-        write_all(self._dst, sealed[:size - SEALED_CHUNK_SIZE])
+        self._put(sealed[:size - SEALED_CHUNK_SIZE])
         self._held_sealed[:] = sealed[size - SEALED_CHUNK_SIZE:size]
         self._held_plain[:] = plain[len(plain) - CHUNK_SIZE:]
         self._held = True

@@ -44,3 +44,15 @@ class Sink(io.RawIOBase):
 
     def write(self, b):
         return len(b)
+
+
+class RecordingFile(io.FileIO):
+    """A file that records where each write lands and how long it is."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.writes = []
+
+    def write(self, b):
+        self.writes.append((self.tell(), len(b)))
+        return super().write(b)

@@ -8,7 +8,7 @@ import pytest
 
 import agefast
 from agefast import pipeline
-from streams import Trickle
+from streams import RecordingFile, Trickle
 
 BATCH = pipeline.BATCH_CHUNKS * 64 * 1024
 IDENTITY = agefast.x25519.Identity.generate()
@@ -184,18 +184,6 @@ def test_files_written_from_an_offset(tmp_path, prefix):
         dst.write(b"y" * prefix)
         agefast.decrypt_io(src, dst, [IDENTITY])
     assert (tmp_path / "out").read_bytes() == b"y" * prefix + data
-
-
-class RecordingFile(io.FileIO):
-    """A file that records where each write lands and how long it is."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.writes = []
-
-    def write(self, b):
-        self.writes.append((self.tell(), len(b)))
-        return super().write(b)
 
 
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])

@@ -8,7 +8,7 @@ import random
 import pytest
 
 import agefast
-from streams import ShortWriter, Trickle
+from streams import RecordingFile, ShortWriter, Trickle
 
 CHUNK = 64 * 1024
 BATCH = 16 * CHUNK  # the stream's internal batch: its edges matter too
@@ -247,3 +247,19 @@ def test_write_all_cuts_pieces_at_the_files_write_size_boundaries(at):
     for w in partial.writes:
         assert pos // WRITE_SIZE == (pos + len(w) - 1) // WRITE_SIZE
         pos += len(w)
+
+
+@pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
+def test_an_encryptor_onto_a_file_keeps_to_write_size_boundaries(tmp_path, prefix):
+    from agefast.stream import WRITE_SIZE
+
+    data = plaintext(40 * 65536 + 99)
+    with RecordingFile(tmp_path / "sealed", "wb") as dst:
+        dst.write(b"x" * prefix)
+        dst.writes.clear()
+        with agefast.encryptor(dst, [RECIPIENT]) as w:
+            for at in range(0, len(data), 3 << 20):     # batches whole and in part
+                w.write(data[at:at + (3 << 20)])
+    payload = [(at, n) for at, n in dst.writes if n > 1024]    # not the header's
+    assert payload and all(at // WRITE_SIZE == (at + n - 1) // WRITE_SIZE for at, n in payload)
+    assert agefast.decrypt((tmp_path / "sealed").read_bytes()[prefix:], [IDENTITY]) == data
