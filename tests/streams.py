@@ -56,3 +56,8 @@ class RecordingFile(io.FileIO):
     def write(self, b):
         self.writes.append((self.tell(), len(b)))
         return super().write(b)
+
+
+def crossing(writes, size):
+    """The writes, as (file offset, length), that cross a multiple of `size` in the file."""
+    return [(at, n) for at, n in writes if at // size != (at + n - 1) // size]

@@ -8,7 +8,7 @@ import pytest
 
 import agefast
 from agefast import pipeline
-from streams import RecordingFile, Trickle
+from streams import RecordingFile, Trickle, crossing
 
 BATCH = pipeline.BATCH_CHUNKS * 64 * 1024
 IDENTITY = agefast.x25519.Identity.generate()
@@ -170,42 +170,29 @@ def test_a_file_that_misreports_its_position_still_round_trips(tmp_path):
 
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
 def test_files_written_from_an_offset(tmp_path, prefix):
-    # Outputs are placed by the destination's offset too; a file already holding data keeps it.
-    data = random.Random(prefix).randbytes(3 * BATCH + 4321)
-    (tmp_path / "plain").write_bytes(data)
-    with open(tmp_path / "plain", "rb") as src, open(tmp_path / "sealed", "wb") as dst:
-        dst.write(b"x" * prefix)
-        agefast.encrypt_io(src, dst, [RECIPIENT])
-    sealed = (tmp_path / "sealed").read_bytes()
-    assert sealed[:prefix] == b"x" * prefix
-    assert agefast.decrypt(sealed[prefix:], [IDENTITY]) == data
-    (tmp_path / "age").write_bytes(sealed[prefix:])
-    with open(tmp_path / "age", "rb") as src, open(tmp_path / "out", "wb") as dst:
-        dst.write(b"y" * prefix)
-        agefast.decrypt_io(src, dst, [IDENTITY])
-    assert (tmp_path / "out").read_bytes() == b"y" * prefix + data
-
-
-@pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
-def test_writes_to_a_file_keep_to_write_size_boundaries(tmp_path, prefix):
-    # Pieces are cut at WRITE_SIZE boundaries of the file, not of each batch
-    # (agefast.stream.WRITE_SIZE says why), in both directions.
+    # Outputs are placed by the destination's offset too, and cut at the
+    # file's WRITE_SIZE boundaries (agefast.stream.WRITE_SIZE says why), not
+    # each batch's; a file already holding data keeps it.
     from agefast.stream import WRITE_SIZE
 
     data = random.Random(prefix).randbytes(3 * BATCH + 4321)
     (tmp_path / "plain").write_bytes(data)
 
-    def recorded(source, target, run):
-        with open(tmp_path / source, "rb") as src, RecordingFile(tmp_path / target, "wb") as dst:
-            dst.write(b"x" * prefix)
-            dst.writes.clear()
+    def written(source, target, fill, run):
+        raw = RecordingFile(tmp_path / target, "wb")
+        with open(tmp_path / source, "rb") as src, io.BufferedWriter(raw) as dst:
+            dst.write(fill * prefix)
             run(src, dst)
-        payload = [(at, n) for at, n in dst.writes if n > 1024]    # not the header's
-        assert payload and all(at // WRITE_SIZE == (at + n - 1) // WRITE_SIZE for at, n in payload)
-        # Whole pieces, but for the ends of batches.
-        size = sum(n for _, n in payload)
-        assert len(payload) <= size // WRITE_SIZE + 2 * (size // BATCH + 2)
-        return (tmp_path / target).read_bytes()[prefix:]
+        # What reached the file: no write crosses a boundary, and there are
+        # no more writes than whole pieces, the header and two per batch.
+        assert raw.writes and crossing(raw.writes, WRITE_SIZE) == []
+        size = sum(n for _, n in raw.writes)
+        assert len(raw.writes) <= size // WRITE_SIZE + 2 * (size // BATCH + 2)
+        return (tmp_path / target).read_bytes()
 
-    (tmp_path / "age").write_bytes(recorded("plain", "sealed", lambda s, d: agefast.encrypt_io(s, d, [RECIPIENT])))
-    assert recorded("age", "out", lambda s, d: agefast.decrypt_io(s, d, [IDENTITY])) == data
+    sealed = written("plain", "sealed", b"x", lambda s, d: agefast.encrypt_io(s, d, [RECIPIENT]))
+    assert sealed[:prefix] == b"x" * prefix
+    assert agefast.decrypt(sealed[prefix:], [IDENTITY]) == data
+    (tmp_path / "age").write_bytes(sealed[prefix:])
+    out = written("age", "out", b"y", lambda s, d: agefast.decrypt_io(s, d, [IDENTITY]))
+    assert out == b"y" * prefix + data
