@@ -22,16 +22,19 @@ NONCE_SIZE = 16
 BATCH_CHUNKS = 16
 
 
-# Each write hands the destination at most this much. On the project's VM
-# (Linux 6.18, ext4) a write(2) into the page cache gets folios as large as
-# the write and its alignment in the file allow, and once freed memory has
-# gone back to the host the large ones come from memory the host must fault
-# in again: a new 1 GiB file written in 1 MiB pieces took 2.4x the time of
-# cp, in 128 KiB pieces 1.2x, with 64 KiB pieces paying more calls. Pieces
-# that start off a 128 KiB boundary get a run of small folios each: 0.37 s a
-# GiB against 0.26 s aligned, so where the file offset is known the first
-# piece ends on a boundary (benchmarks/HISTORY.md, "Write size, again").
-WRITE_SIZE = 128 << 10
+# Each write hands the destination at most this much. On Linux a write(2)
+# into the page cache gets folios as large as the write and its alignment in
+# the file allow, and on the project's VM folios larger than 32 KiB (order 3,
+# the largest the page allocator keeps per-CPU lists of) often come from
+# memory the host has taken back and must fault in again: the command on a
+# 1 GiB file took a median 2.13 / 1.98 s (decrypt / encrypt) writing 128 KiB
+# at a time, 1.86 / 1.89 s writing 64 KiB and 0.59 / 0.53 s writing 32 KiB,
+# interleaved (Go age 1.35 / 1.09 s; its decryption writes 32 KiB too).
+# Where nothing is allocated, 32 KiB writes cost 0.06 s a GiB more than
+# 128 KiB ones. Pieces that start off a boundary get runs of smaller folios,
+# so where the file offset is known the first piece ends on one
+# (benchmarks/HISTORY.md, "Write size, again").
+WRITE_SIZE = 32 << 10
 
 
 def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:

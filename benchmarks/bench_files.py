@@ -18,7 +18,7 @@ the output through a pipe to `cat` (the same cat on both sides).
 
 "python-copy" is the floor of any Python command: a bare interpreter
 (`python -I -S`) that only copies the input file to the output, reading
-1 MiB at a time and writing 128 KiB at a time (agefast's write size), no
+1 MiB at a time and writing 32 KiB at a time (agefast's write size), no
 cryptography. Go age's time over it is the largest
 ratio a Python command could reach against Go age on this machine.
 
@@ -122,15 +122,15 @@ RATIOS = {
 }
 
 # The floor: a bare interpreter copying argv[1] to argv[2], reading 1 MiB and
-# writing 128 KiB at a time.
+# writing 32 KiB at a time.
 COPY = """
 import sys
 buf = bytearray(1 << 20)
 view = memoryview(buf)
 with open(sys.argv[1], "rb", buffering=0) as src, open(sys.argv[2], "wb", buffering=0) as dst:
     while n := src.readinto(buf):
-        for at in range(0, n, 128 << 10):
-            dst.write(view[at:min(n, at + (128 << 10))])
+        for at in range(0, n, 32 << 10):
+            dst.write(view[at:min(n, at + (32 << 10))])
 """
 
 

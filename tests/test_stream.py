@@ -9,6 +9,7 @@ import random
 import pytest
 
 import agefast
+from agefast.stream import WRITE_SIZE, write_all
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
 CHUNK = 64 * 1024
@@ -199,8 +200,6 @@ class LargestWrite(io.RawIOBase):
 def test_no_write_exceeds_write_size(tmp_path):
     # The pipeline (encrypt_io/decrypt_io) and the encryptor's large writes
     # both reach the destination in pieces of at most stream.WRITE_SIZE.
-    from agefast.stream import WRITE_SIZE
-
     data = plaintext(5 * WRITE_SIZE + 7)
     sealed = LargestWrite()
     agefast.encrypt_io(io.BytesIO(data), sealed, [RECIPIENT])
@@ -229,9 +228,8 @@ class Partial(io.RawIOBase):
         return n
 
 
-@pytest.mark.parametrize("at", [0, 1, 200, 131071, 131072])
+@pytest.mark.parametrize("at", [0, 1, 200, WRITE_SIZE - 1, WRITE_SIZE, 4 * WRITE_SIZE + 1])
 def test_write_all_cuts_pieces_at_the_files_write_size_boundaries(at):
-    from agefast.stream import WRITE_SIZE, write_all
 
     data = plaintext(3 * WRITE_SIZE + 5)
     whole = Partial(len(data))
@@ -250,8 +248,6 @@ def test_write_all_cuts_pieces_at_the_files_write_size_boundaries(at):
 
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
 def test_an_encryptor_onto_a_file_keeps_to_write_size_boundaries(tmp_path, prefix):
-    from agefast.stream import WRITE_SIZE
-
     data = plaintext(40 * 65536 + 99)
     with RecordingFile(tmp_path / "sealed", "wb") as dst:
         dst.write(b"x" * prefix)
