@@ -5,12 +5,16 @@ interleaved round by round. Every decryption reads the same ciphertext
 (written by Go age), every encryption output is checked by decrypting it with
 Go age, and every decryption output is compared with the plaintext.
 
-    python benchmarks/bench_files.py [--size MiB] [--reps N] [--dir DIR]
+    python benchmarks/bench_files.py [--size MiB] [--reps N] [--dir DIR] [--cases A,B,...]
 
 agefast runs both with its default engine choice and with
 AGEFAST_ENGINE=cryptography, and with --threads 2 (the multi-core engine,
 which each such process loads: the load is in its time); results go to
 benchmarks/results/files.json.
+
+--cases runs only the named cases (for more rounds of the ones a figure is
+about, e.g. `--cases cp,age-cli,agefast-cli,python-copy`); the result then
+goes to benchmarks/results/files_cases.json.
 
 "cp" copies the same file: the I/O floor of file to file. The "-pipe-in"
 cases read the input through a pipe from `cat`, the "-pipe-out" ones write
@@ -136,7 +140,8 @@ with open(sys.argv[1], "rb", buffering=0) as src, open(sys.argv[2], "wb", buffer
 
 def main() -> None:
     args = common.arguments(__doc__, 5, [("--size", 256, "file size in MiB"),
-                                         ("--settle", 0, "seconds to wait before each run (see above)")])
+                                         ("--settle", 0, "seconds to wait before each run (see above)")],
+                            [("--cases", "", "comma-separated cases to run (default: all)")])
     size = args.size * MiB
     plain, sealed, out, check = (args.dir / n for n in ("plain", "plain.age", "out", "check"))
     digest = common.make_file(plain, size)
@@ -145,6 +150,12 @@ def main() -> None:
     common.warm(plain, sealed)
     common.warm_engine()
     work = cases(key, recipient, plain, sealed, out)
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        known = {tool for _, tool in work}
+        if wanted - known:
+            raise SystemExit(f"unknown cases {sorted(wanted - known)}; the cases are {sorted(known)}")
+        work = {name: fn for name, fn in work.items() if name[1] in wanted}
 
     def prepare(name):
         out.unlink(missing_ok=True)
@@ -179,11 +190,12 @@ def main() -> None:
                                 verify=lambda t: verify((op, t)))
         result["ops"][op] = {
             "cases": {tool: {**common.summarize(c, size), **c} for tool, c in raw.items()},
-            "ratios": {label: common.paired_ratio(raw[a], raw[b]) for label, (a, b) in RATIOS.items()},
+            "ratios": {label: common.paired_ratio(raw[a], raw[b]) for label, (a, b) in RATIOS.items()
+                       if a in raw and b in raw},
         }
     for path in (plain, sealed, out, check):
         path.unlink(missing_ok=True)
-    common.save("files", result)
+    common.save("files_cases" if args.cases else "files", result)
 
 
 if __name__ == "__main__":

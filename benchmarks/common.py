@@ -35,14 +35,17 @@ LOAD_AT_START = os.getloadavg()
 KEYGEN = "/usr/bin/age-keygen"
 
 
-def arguments(doc: str, reps: int, options=()) -> argparse.Namespace:
-    """Parse --reps, --dir and a script's own integer `options` ((flag, default, help), ...).
+def arguments(doc: str, reps: int, options=(), text_options=()) -> argparse.Namespace:
+    """Parse --reps, --dir and a script's own integer `options` and string
+    `text_options` ((flag, default, help), ...).
 
     Makes the working directory, where every benchmark keeps its files.
     """
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     for flag, default, text in options:
         ap.add_argument(flag, type=int, default=default, help=f"{text} (default {default})")
+    for flag, default, text in text_options:
+        ap.add_argument(flag, default=default, help=text)
     ap.add_argument("--reps", type=int, default=reps, help=f"rounds of every case (default {reps})")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench"), help="working directory")
     args = ap.parse_args()
