@@ -22,34 +22,40 @@ NONCE_SIZE = 16
 BATCH_CHUNKS = 16
 
 
-# Each write hands the destination at most this much. On Linux a write(2)
-# into the page cache gets folios as large as the write and its alignment in
-# the file allow, and on the project's VM folios larger than 32 KiB (order 3,
-# the largest the page allocator keeps per-CPU lists of) often come from
-# memory the host has taken back and must fault in again: the command on a
-# 1 GiB file took a median 2.13 / 1.98 s (decrypt / encrypt) writing 128 KiB
-# at a time, 1.86 / 1.89 s writing 64 KiB and 0.59 / 0.53 s writing 32 KiB,
-# interleaved (Go age 1.35 / 1.09 s; its decryption writes 32 KiB too).
-# Where nothing is allocated, 32 KiB writes cost 0.06 s a GiB more than
-# 128 KiB ones. Pieces that start off a boundary get runs of smaller folios,
-# so where the file offset is known the first piece ends on one
-# (benchmarks/HISTORY.md, "Write size, again").
-WRITE_SIZE = 32 << 10
+# Each write(2) of a file at a known offset hands it at most FILE_WRITE_SIZE
+# bytes, cut at the file's FILE_WRITE_SIZE boundaries. On Linux a write into
+# the page cache gets folios as large as the write and its alignment in the
+# file allow, and on the project's VM, once the host has taken back memory
+# the guest freed, folios larger than 32 KiB (order 3, the largest the page
+# allocator keeps per-CPU lists of) come from memory the host must fault in
+# again. The command decrypting 1 GiB into a new file wrote 128 KiB pieces
+# at 3.2-3.9 GB/s until 0.7-0.9 GiB in, then at 0.3-0.5 GB/s; 32 KiB pieces
+# went at a steady 2.2-2.9 GB/s. Over whole commands on 1 GiB, interleaved,
+# 32 KiB pieces were the faster in 22 of 24 pairs (median 0.59 / 0.53 s
+# decrypting / encrypting, against 2.13 / 1.98 s; Go age, whose decryption
+# writes 32 KiB too, 1.35 / 1.09 s); on 256 MiB, before any slowdown, they
+# cost 0.02 s (0.186 s against 0.163 s). Pieces that start off a boundary
+# get runs of smaller folios, so each ends on one (benchmarks/HISTORY.md,
+# "Write size, again" and after). Other destinations (pipes, wrappers such
+# as the armor writer, memory) get WRITE_SIZE pieces: fewer calls.
+WRITE_SIZE = 128 << 10
+FILE_WRITE_SIZE = 32 << 10
 
 
 def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
-    """Write all of `data`, WRITE_SIZE bytes at most per call, also to raw
-    writers that accept only part of it. `at`, where known, is the file
-    offset data lands at: pieces are then cut at WRITE_SIZE boundaries of the
-    file."""
+    """Write all of `data`, also to raw writers that accept only part of it.
+    `at`, where known, is the file offset data lands at: pieces are then at
+    most FILE_WRITE_SIZE, cut at the file's FILE_WRITE_SIZE boundaries; else
+    at most WRITE_SIZE."""
     mv = memoryview(data).cast("B")
-    piece = WRITE_SIZE if at is None else WRITE_SIZE - at % WRITE_SIZE
+    size = WRITE_SIZE if at is None else FILE_WRITE_SIZE
+    piece = size if at is None else size - at % size
     while mv:
         n = dst.write(mv[:piece])
         if n is None:
             raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
         mv = mv[n:]
-        piece = WRITE_SIZE if n == piece else piece - n
+        piece = size if n == piece else piece - n
 
 
 def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,

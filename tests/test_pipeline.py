@@ -171,9 +171,9 @@ def test_a_file_that_misreports_its_position_still_round_trips(tmp_path):
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
 def test_files_written_from_an_offset(tmp_path, prefix):
     # Outputs are placed by the destination's offset too, and cut at the
-    # file's WRITE_SIZE boundaries (agefast.stream.WRITE_SIZE says why), not
-    # each batch's; a file already holding data keeps it.
-    from agefast.stream import WRITE_SIZE
+    # file's FILE_WRITE_SIZE boundaries (agefast.stream says why), not each
+    # batch's; a file already holding data keeps it.
+    from agefast.stream import FILE_WRITE_SIZE
 
     data = random.Random(prefix).randbytes(3 * BATCH + 4321)
     (tmp_path / "plain").write_bytes(data)
@@ -185,9 +185,9 @@ def test_files_written_from_an_offset(tmp_path, prefix):
             run(src, dst)
         # What reached the file: no write crosses a boundary, and there are
         # no more writes than whole pieces, the header and two per batch.
-        assert raw.writes and crossing(raw.writes, WRITE_SIZE) == []
+        assert raw.writes and crossing(raw.writes, FILE_WRITE_SIZE) == []
         size = sum(n for _, n in raw.writes)
-        assert len(raw.writes) <= size // WRITE_SIZE + 2 * (size // BATCH + 2)
+        assert len(raw.writes) <= size // FILE_WRITE_SIZE + 2 * (size // BATCH + 2)
         return (tmp_path / target).read_bytes()
 
     sealed = written("plain", "sealed", b"x", lambda s, d: agefast.encrypt_io(s, d, [RECIPIENT]))

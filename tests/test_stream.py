@@ -9,7 +9,7 @@ import random
 import pytest
 
 import agefast
-from agefast.stream import WRITE_SIZE, write_all
+from agefast.stream import FILE_WRITE_SIZE, WRITE_SIZE, write_all
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
 CHUNK = 64 * 1024
@@ -228,22 +228,29 @@ class Partial(io.RawIOBase):
         return n
 
 
-@pytest.mark.parametrize("at", [0, 1, 200, WRITE_SIZE - 1, WRITE_SIZE, 4 * WRITE_SIZE + 1])
+@pytest.mark.parametrize("at", [0, 1, 200, FILE_WRITE_SIZE - 1, FILE_WRITE_SIZE, 4 * FILE_WRITE_SIZE + 1])
 def test_write_all_cuts_pieces_at_the_files_write_size_boundaries(at):
-
     data = plaintext(3 * WRITE_SIZE + 5)
     whole = Partial(len(data))
     write_all(whole, data, at)
-    first = WRITE_SIZE - at % WRITE_SIZE
+    first = FILE_WRITE_SIZE - at % FILE_WRITE_SIZE
     rest = len(data) - first
-    expected = [first] + [WRITE_SIZE] * (rest // WRITE_SIZE) + ([rest % WRITE_SIZE] if rest % WRITE_SIZE else [])
-    assert [len(w) for w in whole.writes] == expected
+    tail = [rest % FILE_WRITE_SIZE] if rest % FILE_WRITE_SIZE else []
+    assert [len(w) for w in whole.writes] == [first] + [FILE_WRITE_SIZE] * (rest // FILE_WRITE_SIZE) + tail
     # A writer that takes part of each piece: the rest of the piece still ends on the boundary.
     partial = Partial(1000)
     write_all(partial, data, at)
     assert b"".join(partial.writes) == data
     lengths = [len(w) for w in partial.writes]
-    assert crossing(list(zip(itertools.accumulate(lengths, initial=at), lengths)), WRITE_SIZE) == []
+    assert crossing(list(zip(itertools.accumulate(lengths, initial=at), lengths)), FILE_WRITE_SIZE) == []
+
+
+def test_write_all_without_an_offset_writes_larger_pieces():
+    # Not a file at a known offset (a pipe, the armor writer, memory): fewer, larger calls.
+    data = plaintext(3 * WRITE_SIZE + 5)
+    whole = Partial(len(data))
+    write_all(whole, data)
+    assert [len(w) for w in whole.writes] == [WRITE_SIZE] * 3 + [5]
 
 
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
@@ -255,5 +262,5 @@ def test_an_encryptor_onto_a_file_keeps_to_write_size_boundaries(tmp_path, prefi
         with agefast.encryptor(dst, [RECIPIENT]) as w:
             for at in range(0, len(data), 3 << 20):     # batches whole and in part
                 w.write(data[at:at + (3 << 20)])
-    assert dst.writes and crossing(dst.writes, WRITE_SIZE) == []
+    assert dst.writes and crossing(dst.writes, FILE_WRITE_SIZE) == []
     assert agefast.decrypt((tmp_path / "sealed").read_bytes()[prefix:], [IDENTITY]) == data
