@@ -1,14 +1,13 @@
 """Making and opening age headers: wrapping the file key for recipients,
 unwrapping it with identities, and the header MAC."""
 
-import hmac
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import EncryptError, HeaderError, HeaderMACError, NoIdentityMatchError
 from .format import Stanza, encode_header_without_mac, encode_mac_line, parse_header
-from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256
+from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256, hmac_sha256_matches
 from .stream import NONCE_SIZE
 
 if TYPE_CHECKING:
@@ -16,8 +15,8 @@ if TYPE_CHECKING:
     from ._typing import Identity, Recipient
 
 
-def _mac(file_key: bytes, mac_input: bytes) -> bytes:
-    return hmac_sha256(hkdf(file_key, b"", b"header"), mac_input)
+def _mac_key(file_key: bytes) -> bytes:
+    return hkdf(file_key, b"", b"header")
 
 
 def payload_key(file_key: bytes, nonce: bytes) -> bytes:
@@ -38,7 +37,7 @@ def make_header(recipients: "list[Recipient]") -> tuple[bytes, bytes]:
         if other != labels[0]:
             raise _incompatible(labels[0], other)
     without_mac = encode_header_without_mac(stanzas)
-    return without_mac + encode_mac_line(_mac(file_key, without_mac)), file_key
+    return without_mac + encode_mac_line(hmac_sha256(_mac_key(file_key), without_mac)), file_key
 
 
 def _incompatible(a: frozenset[str], b: frozenset[str]) -> EncryptError:
@@ -76,7 +75,7 @@ def open_header(source: "Source", identities: "Iterable[Identity]") -> bytes:
         raise _no_match([s.type for s in header.stanzas])
     if len(file_key) != FILE_KEY_SIZE:
         raise HeaderError("unwrapped file key has the wrong length")
-    if not hmac.compare_digest(_mac(file_key, header.mac_input), header.mac):
+    if not hmac_sha256_matches(_mac_key(file_key), header.mac_input, header.mac):
         raise HeaderMACError("header MAC does not match: the header was modified, or the key is wrong")
     nonce = bytearray(NONCE_SIZE)
     if source.readinto(nonce) != NONCE_SIZE:
