@@ -27,7 +27,9 @@ def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
 
 
 # HMAC from cryptography, not the standard library's hmac: that one loads
-# its own OpenSSL binding (_hashlib), 3.4 ms of every command's start-up.
+# its own OpenSSL binding (_hashlib), about 3 ms of every command's start-up
+# (a process importing cryptography's primitives and making one HMAC: 51.2 ms
+# with hmac, 48.3 ms with this).
 def hmac_sha256(key: bytes, data: bytes) -> bytes:
     mac = HMAC(key, hashes.SHA256())
     mac.update(data)

@@ -22,7 +22,7 @@ def test_small_jobs_do_not_import_numba(tmp_path):
 
 def test_an_x25519_command_imports_no_other_recipient_type(tmp_path):
     # The other recipient types cost start-up; they load when a key of theirs is met.
-    # So does the standard library's OpenSSL binding (_hashlib, 3.4 ms with hmac):
+    # So does the standard library's OpenSSL binding (_hashlib, about 3 ms):
     # the header's HMAC comes from cryptography.
     key = tmp_path / "key.txt"
     subprocess.run([sys.executable, "-m", "agefast.keygen", "-o", str(key)], check=True, capture_output=True)
