@@ -21,10 +21,12 @@ class Trickle(io.RawIOBase):
 
 
 class ShortWriter(io.RawIOBase):
-    """A raw writer that accepts at most `step` bytes per call."""
+    """A raw writer that accepts at most `step` bytes per call; `lengths`
+    records how much each call took."""
 
     def __init__(self, step: int):
         self.out = bytearray()
+        self.lengths = []
         self._step = step
 
     def writable(self):
@@ -33,6 +35,7 @@ class ShortWriter(io.RawIOBase):
     def write(self, b):
         n = min(len(b), self._step)
         self.out += memoryview(b)[:n]
+        self.lengths.append(n)
         return n
 
 

@@ -212,45 +212,29 @@ def test_no_write_exceeds_write_size(tmp_path):
     assert 0 < max(sealed.largest, opened.largest, streamed.largest) <= WRITE_SIZE
 
 
-class Partial(io.RawIOBase):
-    """A raw writer that takes at most `most` bytes per call, recording each write."""
-
-    def __init__(self, most):
-        self.most = most
-        self.writes = []
-
-    def writable(self):
-        return True
-
-    def write(self, b):
-        n = min(len(b), self.most)
-        self.writes.append(bytes(b[:n]))
-        return n
-
-
 @pytest.mark.parametrize("at", [0, 1, 200, FILE_WRITE_SIZE - 1, FILE_WRITE_SIZE, 4 * FILE_WRITE_SIZE + 1])
 def test_write_all_cuts_pieces_at_the_files_write_size_boundaries(at):
     data = plaintext(3 * WRITE_SIZE + 5)
-    whole = Partial(len(data))
+    whole = ShortWriter(len(data))
     write_all(whole, data, at)
     first = FILE_WRITE_SIZE - at % FILE_WRITE_SIZE
     rest = len(data) - first
     tail = [rest % FILE_WRITE_SIZE] if rest % FILE_WRITE_SIZE else []
-    assert [len(w) for w in whole.writes] == [first] + [FILE_WRITE_SIZE] * (rest // FILE_WRITE_SIZE) + tail
+    assert whole.lengths == [first] + [FILE_WRITE_SIZE] * (rest // FILE_WRITE_SIZE) + tail
     # A writer that takes part of each piece: the rest of the piece still ends on the boundary.
-    partial = Partial(1000)
+    partial = ShortWriter(1000)
     write_all(partial, data, at)
-    assert b"".join(partial.writes) == data
-    lengths = [len(w) for w in partial.writes]
+    assert partial.out == data
+    lengths = partial.lengths
     assert crossing(list(zip(itertools.accumulate(lengths, initial=at), lengths)), FILE_WRITE_SIZE) == []
 
 
 def test_write_all_without_an_offset_writes_larger_pieces():
     # Not a file at a known offset (a pipe, the armor writer, memory): fewer, larger calls.
     data = plaintext(3 * WRITE_SIZE + 5)
-    whole = Partial(len(data))
+    whole = ShortWriter(len(data))
     write_all(whole, data)
-    assert [len(w) for w in whole.writes] == [WRITE_SIZE] * 3 + [5]
+    assert whole.lengths == [WRITE_SIZE] * 3 + [5]
 
 
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
