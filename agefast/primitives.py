@@ -30,18 +30,20 @@ def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
 # its own OpenSSL binding (_hashlib), about 3 ms of every command's start-up
 # (a process importing cryptography's primitives and making one HMAC: 51.2 ms
 # with hmac, 48.3 ms with this).
-def hmac_sha256(key: bytes, data: bytes) -> bytes:
+def _hmac_sha256(key: bytes, data: bytes) -> HMAC:
     mac = HMAC(key, hashes.SHA256())
     mac.update(data)
-    return mac.finalize()
+    return mac
+
+
+def hmac_sha256(key: bytes, data: bytes) -> bytes:
+    return _hmac_sha256(key, data).finalize()
 
 
 def hmac_sha256_matches(key: bytes, data: bytes, expected: bytes) -> bool:
     """Whether `expected` is the HMAC-SHA-256 of `data`, compared in constant time."""
-    mac = HMAC(key, hashes.SHA256())
-    mac.update(data)
     try:
-        mac.verify(expected)
+        _hmac_sha256(key, data).verify(expected)
     except InvalidSignature:
         return False
     return True
