@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from . import _arguments, armor, chunks
+from . import _arguments, _reserve, armor, chunks
 from ._buffers import Fill, new_bytes, ready_now
 from ._replace import replacing
 from ._source import MemoryReader, Source, file_position
@@ -401,11 +401,17 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     _arguments.distinct_files(reader, writer)
     out, key = _begin_file(writer, recipients, armored)
     position = file_position(reader)
+    write_at = _write_position(out)
+    reserved = None
     if position is not None:
         chunks.expect(position[1] - position[0])
-    seal_stream(Source(reader).readinto, out, key, threads, read_at=None if position is None else position[0],
-                write_at=_write_position(out))
-    _finish_file(out, writer)
+        reserved = _reserve.reserve(out, write_at, chunks.sealed_size(position[1] - position[0]))
+    try:
+        seal_stream(Source(reader).readinto, out, key, threads, read_at=None if position is None else position[0],
+                    write_at=write_at)
+        _finish_file(out, writer)
+    finally:
+        _reserve.release(out, reserved)
 
 
 def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *,
@@ -421,11 +427,17 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     position = file_position(reader)
     source, key, armored = _open_file(reader, identities, armored)
     offset = None
+    write_at = _write_position(writer)
+    reserved = None
     if position is not None and not armored:
         offset = position[0] + source.consumed
         chunks.expect(position[1] - offset)
-    open_stream(source.readinto, writer, key, threads, read_at=offset, write_at=_write_position(writer))
-    _flush(writer)
+        reserved = _reserve.reserve(writer, write_at, chunks.opened_size(position[1] - offset))
+    try:
+        open_stream(source.readinto, writer, key, threads, read_at=offset, write_at=write_at)
+        _flush(writer)
+    finally:
+        _reserve.release(writer, reserved)
 
 
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:

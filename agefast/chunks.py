@@ -142,6 +142,11 @@ def sealed_size(plaintext_size: int) -> int:
     return plaintext_size + chunks * TAG_SIZE
 
 
+def opened_size(sealed_size: int) -> int:
+    """Plaintext bytes in a final batch of `sealed_size` ciphertext bytes, if it is valid."""
+    return max(0, sealed_size - -(-sealed_size // SEALED_CHUNK_SIZE) * TAG_SIZE)
+
+
 def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
                 threads: int | None = None, split: bool = True) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`.

@@ -1,0 +1,80 @@
+"""Reserving the blocks of an output file before writing it.
+
+Where the size of an output is known up front (a file encrypted or decrypted
+onto a regular file), the range it will fill is allocated with one
+fallocate(2) call, FALLOC_FL_KEEP_SIZE, before the first batch is written.
+On ext4 a write into a range with no blocks reserves them block by block as
+it goes (delayed allocation); into an allocated range it only copies. On the
+project's VM (AMD EPYC, ext4, benchmarks/HISTORY.md "Reserving the output"):
+a new 1 GiB file in 32 KiB writes took 0.21-0.27 s reserved (once 0.43 s),
+0.28-0.32 s not (once 1.19 s), faster in 6 of 6 rounds; the command
+decrypting 1 GiB 0.52 s against 0.77 s (medians of 14 interleaved rounds,
+faster in 11), encrypting 0.59 s against 0.65 s (faster in 8).
+
+KEEP_SIZE leaves the file as it was: its size grows only as data is
+written, so a reader, a failure half way, or a writer placed before data of
+its own sees what it would have without the reservation. Blocks reserved
+past where the output ended (an input that shrank, a payload that failed)
+are given back by release(). Reservation is a hint: where it fails (no
+fallocate in the file system, no space, not Linux) nothing is reserved and
+the writes go on as they would have.
+"""
+
+import os
+import stat
+import sys
+from typing import Any
+
+# Smaller outputs are not reserved: the saving (about a quarter of the time
+# of writing them) is less than loading ctypes, ~2 ms, which the engine
+# loads anyway for streams from this size on (chunks.ENGINE_AFTER).
+RESERVE_FROM = 32 << 20
+_FALLOC_FL_KEEP_SIZE = 1
+
+_fallocate: Any = None
+
+
+def _libc_fallocate() -> Any:
+    global _fallocate
+    if _fallocate is None:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+        function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        function.restype = ctypes.c_int
+        _fallocate = function
+    return _fallocate
+
+
+def _regular_fd(writer: Any) -> int | None:
+    try:
+        fd = writer.fileno()
+        return fd if type(fd) is int and stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
+        return None
+
+
+def reserve(writer: Any, at: int | None, size: int) -> int | None:
+    """Reserve `size` bytes of `writer`'s file from offset `at`; returns the
+    end of the range reserved, for release(), or None if nothing was."""
+    # Only 64-bit Linux: the offsets are passed as 64-bit integers.
+    if at is None or size < RESERVE_FROM or sys.platform != "linux" or sys.maxsize < 1 << 62:
+        return None
+    fd = _regular_fd(writer)
+    if fd is None or _libc_fallocate()(fd, _FALLOC_FL_KEEP_SIZE, at, size) != 0:
+        return None
+    return at + size
+
+
+def release(writer: Any, end: int | None) -> None:
+    """Give back the blocks reserve() reserved past the file's end, where
+    the output stopped short of `end`. Truncating the file to its own size
+    changes none of its bytes."""
+    if end is None:
+        return
+    fd = _regular_fd(writer)
+    if fd is None:
+        return
+    size = os.fstat(fd).st_size
+    if size < end:
+        os.ftruncate(fd, size)
