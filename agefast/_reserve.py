@@ -20,6 +20,7 @@ fallocate in the file system, no space, not Linux) nothing is reserved and
 the writes go on as they would have.
 """
 
+import fcntl
 import os
 import stat
 import sys
@@ -47,9 +48,15 @@ def _libc_fallocate() -> Any:
 
 
 def _regular_fd(writer: Any) -> int | None:
+    """The descriptor of a regular file not opened for appending, else None.
+
+    A file opened to append to may have other writers (a log): release()
+    must not truncate under them."""
     try:
         fd = writer.fileno()
-        return fd if type(fd) is int and stat.S_ISREG(os.fstat(fd).st_mode) else None
+        if type(fd) is not int or not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return None if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else fd
     except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
         return None
 

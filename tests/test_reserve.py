@@ -78,6 +78,8 @@ def test_only_regular_files_at_a_known_offset_are_reserved(writer, tmp_path, sma
     with open(tmp_path / "f", "wb") as f:
         assert _reserve.reserve(f, None, 4 * MiB) is None
         assert _reserve.reserve(f, 0, MiB - 1) is None
+    with open(tmp_path / "f", "ab") as f:   # a file others may append to too
+        assert _reserve.reserve(f, 0, 4 * MiB) is None
     _reserve.release(io.BytesIO(), 10)   # nothing to give back from a non-file
 
 
