@@ -32,7 +32,7 @@ from typing import Any
 RESERVE_FROM = 32 << 20
 _FALLOC_FL_KEEP_SIZE = 1
 
-_fallocate: Any = None
+_fallocate: Any = None     # libc's fallocate once looked up; False where it has none
 
 
 def _libc_fallocate() -> Any:
@@ -40,11 +40,15 @@ def _libc_fallocate() -> Any:
     if _fallocate is None:
         import ctypes
 
-        function = ctypes.CDLL(None, use_errno=True).fallocate
+        try:
+            function = ctypes.CDLL(None, use_errno=True).fallocate
+        except (AttributeError, OSError):
+            _fallocate = False
+            return None
         function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
         function.restype = ctypes.c_int
         _fallocate = function
-    return _fallocate
+    return _fallocate or None
 
 
 def _regular_fd(writer: Any) -> int | None:
@@ -68,7 +72,8 @@ def reserve(writer: Any, at: int | None, size: int) -> int | None:
     if at is None or size < RESERVE_FROM or sys.platform != "linux" or sys.maxsize < 1 << 62:
         return None
     fd = _regular_fd(writer)
-    if fd is None or _libc_fallocate()(fd, _FALLOC_FL_KEEP_SIZE, at, size) != 0:
+    fallocate = None if fd is None else _libc_fallocate()
+    if fallocate is None or fallocate(fd, _FALLOC_FL_KEEP_SIZE, at, size) != 0:
         return None
     return at + size
 
@@ -82,6 +87,11 @@ def release(writer: Any, end: int | None) -> None:
     fd = _regular_fd(writer)
     if fd is None:
         return
-    size = os.fstat(fd).st_size
-    if size < end:
-        os.ftruncate(fd, size)
+    try:
+        size = os.fstat(fd).st_size
+        if size < end:
+            os.ftruncate(fd, size)
+    except OSError:
+        # The blocks then stay allocated past the end: the file's bytes are
+        # right either way, so this never fails the stream (or hides its error).
+        pass

@@ -125,3 +125,23 @@ def test_file_outputs_reserve_exactly_what_they_will_fill(tmp_path, small_reserv
     [(at, size), opened] = calls
     assert at + size == sealed_size and 0 < at < 400   # from the end of the header and nonce
     assert opened == (0, len(data))
+
+
+def test_a_libc_without_fallocate_reserves_nothing(tmp_path, small_reserve, monkeypatch):
+    monkeypatch.setattr(_reserve, "_fallocate", False)   # as found where libc has none
+    with open(tmp_path / "f", "wb") as f:
+        assert _reserve.reserve(f, 0, 4 * MiB) is None
+
+
+def test_a_failed_release_fails_nothing(reservable, monkeypatch):
+    # The blocks stay allocated then, but the stream's outcome is its own.
+    def refuse(fd, size):
+        raise PermissionError(1, "Operation not permitted")
+
+    with open(reservable / "f", "wb") as f:
+        end = _reserve.reserve(f, 0, 4 * MiB)
+        f.write(b"q" * 1000)
+        f.flush()
+        monkeypatch.setattr(_reserve.os, "ftruncate", refuse)
+        _reserve.release(f, end)
+    assert (reservable / "f").read_bytes() == b"q" * 1000
