@@ -301,7 +301,7 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
             if problem is not None:
                 raise PayloadError(problem)
 
-    return full * chunks.CHUNK_SIZE + max(0, rest - chunks.TAG_SIZE), fill
+    return chunks.plaintext_size(len(payload)), fill
 
 
 def _writable(buf: Buffer) -> memoryview:
@@ -432,7 +432,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     if position is not None and not armored:
         offset = position[0] + source.consumed
         chunks.expect(position[1] - offset)
-        reserved = _reserve.reserve(writer, write_at, chunks.opened_size(position[1] - offset))
+        reserved = _reserve.reserve(writer, write_at, chunks.plaintext_size(position[1] - offset))
     try:
         open_stream(source.readinto, writer, key, threads, read_at=offset, write_at=write_at)
         _flush(writer)

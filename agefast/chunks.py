@@ -142,9 +142,11 @@ def sealed_size(plaintext_size: int) -> int:
     return plaintext_size + chunks * TAG_SIZE
 
 
-def opened_size(sealed_size: int) -> int:
-    """Plaintext bytes in a final batch of `sealed_size` ciphertext bytes, if it is valid."""
-    return max(0, sealed_size - -(-sealed_size // SEALED_CHUNK_SIZE) * TAG_SIZE)
+def plaintext_size(payload_size: int) -> int:
+    """The plaintext size a payload of `payload_size` bytes holds if it is valid:
+    every chunk is 64 KiB of plaintext and a 16-byte tag, the last one shorter."""
+    full, rest = divmod(payload_size, SEALED_CHUNK_SIZE)
+    return full * CHUNK_SIZE + max(0, rest - TAG_SIZE)
 
 
 def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,

@@ -32,7 +32,7 @@ from . import api, keys
 from ._buffers import new_bytes
 from ._source import Source
 from ._typing import Buffer
-from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
+from .chunks import CHUNK_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, PayloadError, RecipientError
 from .format import parse_header
 from .stream import NONCE_SIZE
@@ -76,13 +76,6 @@ def _portable(key: Any) -> Any:
 def _read_key_file(path: str | os.PathLike[str]) -> bytes:
     with open(os.path.expanduser(os.fspath(path)), "rb") as f:
         return f.read()
-
-
-def plaintext_size(payload_size: int) -> int:
-    """The plaintext size a payload of `payload_size` bytes holds if it is valid:
-    every chunk is 64 KiB of plaintext and a 16-byte tag, the last one shorter."""
-    full, rest = divmod(payload_size, SEALED_CHUNK_SIZE)
-    return full * CHUNK_SIZE + max(0, rest - TAG_SIZE)
 
 
 class _HeadReader:
