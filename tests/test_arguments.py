@@ -100,6 +100,34 @@ def test_output_keeps_an_existing_files_mode(files, tmp_path):
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".partial")]
 
 
+def test_the_temporary_output_never_opens_a_file_already_there(files, tmp_path, monkeypatch):
+    # Its name is taken by a symlink to another file (a clash, or a planted
+    # link): a new name is drawn, and the other file is left as it was.
+    from agefast import _replace
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    draws = iter([b"\x00" * 6, b"\x01" * 6])
+    monkeypatch.setattr(_replace.os, "urandom", lambda n: next(draws))
+    (tmp_path / ".out.000000000000.partial").symlink_to(victim)
+    fd, tmp = _replace._create_partial(str(tmp_path), "out")
+    os.close(fd)
+    assert tmp == str(tmp_path / ".out.010101010101.partial")
+    assert os.stat(tmp).st_mode & 0o777 == 0o600
+    assert victim.read_bytes() == b"keep me"
+
+
+def test_no_free_temporary_name_is_an_error_naming_the_directory(tmp_path, monkeypatch):
+    from agefast import _replace
+
+    monkeypatch.setattr(_replace.os, "urandom", lambda n: b"\x00" * n)
+    (tmp_path / ".out.000000000000.partial").write_bytes(b"")
+    with pytest.raises(FileExistsError) as raised:
+        _replace._create_partial(str(tmp_path), "out")
+    assert raised.value.filename == str(tmp_path)
+    assert (tmp_path / ".out.000000000000.partial").read_bytes() == b""
+
+
 def test_output_to_a_fifo_writes_into_it(files, tmp_path):
     # A FIFO (or a device) cannot be replaced by renaming a temporary file
     # over it; doing so would swap the node for a regular file.
