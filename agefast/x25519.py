@@ -1,6 +1,7 @@
 """The native X25519 recipient type (age-encryption.org/v1, "X25519")."""
 
 import os
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
@@ -15,9 +16,58 @@ STANZA_TYPE = "X25519"
 _INFO = b"age-encryption.org/v1/X25519"
 
 
+def _native_functions() -> Any:
+    """cryptography's own X25519 constructors, or None where they are not there.
+
+    X25519PrivateKey.generate / from_private_bytes and
+    X25519PublicKey.from_public_bytes import cryptography's whole OpenSSL
+    backend (its RSA, EC and padding modules: 7-8 ms in a fresh process, more
+    than the rest of a small file's encryption) only to ask whether FIPS mode
+    is on, where X25519 is refused, and then call these functions. agefast
+    asks that question itself (_native) and calls them directly; a
+    cryptography without them gets the public constructors.
+    """
+    try:
+        from cryptography.hazmat.bindings._rust import openssl
+
+        functions = openssl.x25519
+        for name in ("generate_key", "from_private_bytes", "from_public_bytes"):
+            getattr(functions, name)
+        openssl.is_fips_enabled
+    except (ImportError, AttributeError):
+        return None
+    return openssl
+
+
+_NATIVE = _native_functions()
+
+
+def _native() -> Any:
+    """The X25519 functions to call, or None for the public constructors
+    (which then raise UnsupportedAlgorithm in FIPS mode)."""
+    if _NATIVE is None or _NATIVE.is_fips_enabled():
+        return None
+    return _NATIVE.x25519
+
+
+def _generate() -> X25519PrivateKey:
+    native = _native()
+    return X25519PrivateKey.generate() if native is None else native.generate_key()
+
+
+def _private_key(raw: bytes) -> X25519PrivateKey:
+    native = _native()
+    return X25519PrivateKey.from_private_bytes(raw) if native is None else native.from_private_bytes(raw)
+
+
+def _public_key(raw: bytes) -> X25519PublicKey:
+    native = _native()
+    return X25519PublicKey.from_public_bytes(raw) if native is None else native.from_public_bytes(raw)
+
+
 def _shared_secret(private: X25519PrivateKey, public: bytes, error: type[Exception]) -> bytes:
     try:
-        return private.exchange(X25519PublicKey.from_public_bytes(public))
+        return private.exchange(_public_key(public))
     except ValueError:
         # OpenSSL refuses an all-zero shared secret, which is what a
         # low-order point yields; age requires aborting in that case.
@@ -42,7 +92,7 @@ class Recipient(Bech32Key):
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One X25519 stanza: the file key wrapped for this key, through a fresh ephemeral share."""
-        ephemeral = X25519PrivateKey.generate()
+        ephemeral = _generate()
         share = ephemeral.public_key().public_bytes_raw()
         secret = _shared_secret(ephemeral, self._raw, EncryptError)
         wrap_key = hkdf(secret, share + self._raw, _INFO)
@@ -59,7 +109,7 @@ class Identity(Bech32Key):
     def __init__(self, private_key: bytes):
         if len(private_key) != 32:
             raise IdentityError("malformed X25519 secret key: not 32 bytes")
-        self._key = X25519PrivateKey.from_private_bytes(private_key)
+        self._key = _private_key(private_key)
         self._raw = bytes(private_key)
         self._public = self._key.public_key().public_bytes_raw()
 
