@@ -15,12 +15,9 @@ one line at a time, so both paths accept the same files and fail at the same
 line.
 """
 
-import base64
 import binascii
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
-
-import pybase64
 
 from .errors import ArmorError
 from ._typing import Buffer
@@ -122,10 +119,10 @@ class ArmorReader:
         if not line or len(line) > COLUMNS:
             self._fail("empty line or line longer than 64 columns")
         try:
-            data = base64.b64decode(line, validate=True)
+            data = binascii.a2b_base64(line, strict_mode=True)
         except binascii.Error:
             self._fail("malformed base64")
-        if base64.b64encode(data) != line:
+        if binascii.b2a_base64(data, newline=False) != line:
             self._fail("non-canonical base64")
         if len(line) < COLUMNS or line.endswith(b"="):
             # A short (or padded) line must be the last one.
@@ -160,6 +157,8 @@ class ArmorReader:
             return 0
         body = text[:good * width]
         body = body.replace(b"\n", b"") if width == COLUMNS + 1 else body.translate(None, b"\r\n")
+        import pybase64     # here: a command with no armor saves importing it (~0.7 ms)
+
         try:
             data = pybase64.b64decode(body, validate=True)
         except binascii.Error:
@@ -231,6 +230,8 @@ class ArmorWriter:
 
     def _write_lines(self, data: bytearray | memoryview) -> None:
         """Write whole lines of data (a multiple of 48 bytes)."""
+        import pybase64
+
         text = pybase64.b64encode(data)
         fast = self._written >= NUMPY_AFTER or "numpy" in sys.modules
         write_all(self._dst, _layout_lines(text) if fast else _join_lines(text))
@@ -255,6 +256,8 @@ class ArmorWriter:
         return size
 
     def close(self) -> None:
+        import pybase64
+
         tail = pybase64.b64encode(self._buf) + b"\n" if self._buf else b""
         write_all(self._dst, tail + END + b"\n")
         self._buf.clear()

@@ -5,7 +5,6 @@ bytes that were read are exactly the bytes a re-encoding would produce, and the
 header MAC can be checked over the bytes as read.
 """
 
-import base64
 import binascii
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -59,7 +58,7 @@ class Stanza:
 
 
 def b64encode(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii").rstrip("=")
+    return binascii.b2a_base64(data, newline=False).decode("ascii").rstrip("=")
 
 
 def b64decode(text: str | bytes) -> bytes:
@@ -68,7 +67,7 @@ def b64decode(text: str | bytes) -> bytes:
     if not _B64_ALPHABET.issuperset(raw) or len(raw) % 4 == 1:
         raise ValueError("not unpadded base64")
     try:
-        data = base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)
+        data = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4), strict_mode=True)
     except binascii.Error as e:
         raise ValueError(str(e)) from None
     if b64encode(data).encode("ascii") != raw:
