@@ -16,8 +16,9 @@ STANZA_TYPE = "X25519"
 _INFO = b"age-encryption.org/v1/X25519"
 
 
-def _native_functions() -> Any:
-    """cryptography's own X25519 constructors, or None where they are not there.
+def _native_binding() -> Any:
+    """cryptography's Rust OpenSSL binding, where it has the X25519 functions
+    and the FIPS question used below, else None.
 
     X25519PrivateKey.generate / from_private_bytes and
     X25519PublicKey.from_public_bytes import cryptography's whole OpenSSL
@@ -30,16 +31,15 @@ def _native_functions() -> Any:
     try:
         from cryptography.hazmat.bindings._rust import openssl
 
-        functions = openssl.x25519
         for name in ("generate_key", "from_private_bytes", "from_public_bytes"):
-            getattr(functions, name)
-        openssl.is_fips_enabled
+            getattr(openssl.x25519, name)
+        getattr(openssl, "is_fips_enabled")
     except (ImportError, AttributeError):
         return None
     return openssl
 
 
-_NATIVE = _native_functions()
+_NATIVE = _native_binding()
 
 
 def _native() -> Any:
