@@ -35,6 +35,16 @@ def _create_partial(directory: str, name: str) -> tuple[int, str]:
             return os.open(tmp, _EXCLUSIVE, 0o600), tmp
         except FileExistsError:
             continue
+        except OSError:
+            raise    # nothing was created
+        except BaseException:
+            # A signal's exception (Ctrl-C, the command's SIGTERM / SIGHUP) is
+            # raised as soon as open() returns, before its descriptor reaches
+            # the caller's cleanup: the file may exist, and is ours (its name
+            # was free), so it goes. The descriptor closes as the process ends.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
     raise FileExistsError(errno.EEXIST, "no unused name for a temporary file", directory)
 
 

@@ -128,6 +128,24 @@ def test_no_free_temporary_name_is_an_error_naming_the_directory(tmp_path, monke
     assert (tmp_path / ".out.000000000000.partial").read_bytes() == b""
 
 
+def test_a_signal_just_after_the_temporary_output_is_created_leaves_no_file(files, tmp_path, monkeypatch):
+    # A signal's exception lands as soon as open() returns, before the
+    # descriptor reaches the output's cleanup.
+    from agefast import _replace
+
+    plain, _, _ = files
+    real_open = os.open
+
+    def open_then_interrupted(path, flags, mode=0o777):
+        os.close(real_open(path, flags, mode))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_replace.os, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        agefast.encrypt_file(plain, tmp_path / "out.age", [RECIPIENT])
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".out.age")]
+
+
 def test_output_to_a_fifo_writes_into_it(files, tmp_path):
     # A FIFO (or a device) cannot be replaced by renaming a temporary file
     # over it; doing so would swap the node for a regular file.
