@@ -144,8 +144,11 @@ def test_signal_during_output_leaves_no_file(signum, tmp_path, key):
     _, _, recipient = key
     out_dir = tmp_path / "out"
     out_dir.mkdir()
+    # The command's default disposition, even where the tests run under nohup
+    # (an ignored SIGHUP is inherited, and the command keeps it ignored).
     proc = subprocess.Popen([*AGEFAST, "-r", recipient, "-o", out_dir / "file.age"],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
     try:
         proc.stdin.write(b"x" * 100_000)  # more than a chunk: the output is being written
         proc.stdin.flush()
