@@ -27,7 +27,7 @@ _ATTEMPTS = 100
 _EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
-def _create_partial(directory: str, name: str) -> tuple[int, str]:
+def create_partial(directory: str, name: str) -> tuple[int, str]:
     """A new file `.NAME.RANDOM.partial` in `directory`, open for writing."""
     for _ in range(_ATTEMPTS):
         tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.partial")
@@ -77,7 +77,7 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
         return
     directory, name = os.path.split(target)
     try:
-        fd, tmp = _create_partial(directory, name)
+        fd, tmp = create_partial(directory, name)
     except OSError as e:
         # Name the file the caller asked for, not the temporary one.
         raise type(e)(e.errno, e.strerror, path) from None

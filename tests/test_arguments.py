@@ -110,7 +110,7 @@ def test_the_temporary_output_never_opens_a_file_already_there(files, tmp_path, 
     draws = iter([b"\x00" * 6, b"\x01" * 6])
     monkeypatch.setattr(_replace.os, "urandom", lambda n: next(draws))
     (tmp_path / ".out.000000000000.partial").symlink_to(victim)
-    fd, tmp = _replace._create_partial(str(tmp_path), "out")
+    fd, tmp = _replace.create_partial(str(tmp_path), "out")
     os.close(fd)
     assert tmp == str(tmp_path / ".out.010101010101.partial")
     assert os.stat(tmp).st_mode & 0o777 == 0o600
@@ -123,7 +123,7 @@ def test_no_free_temporary_name_is_an_error_naming_the_directory(tmp_path, monke
     monkeypatch.setattr(_replace.os, "urandom", lambda n: b"\x00" * n)
     (tmp_path / ".out.000000000000.partial").write_bytes(b"")
     with pytest.raises(FileExistsError) as raised:
-        _replace._create_partial(str(tmp_path), "out")
+        _replace.create_partial(str(tmp_path), "out")
     assert raised.value.filename == str(tmp_path)
     assert (tmp_path / ".out.000000000000.partial").read_bytes() == b""
 

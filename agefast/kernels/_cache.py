@@ -126,9 +126,11 @@ def lookup(entry_key: str) -> tuple[str, str, bytes, dict[str, str]] | None:
 
 
 def _write_atomically(path: str, data: bytes) -> None:
-    import tempfile
+    # As outputs are written (a signal just after the temporary file is
+    # created does not leave it behind), and without importing tempfile.
+    from agefast._replace import create_partial
 
-    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    fd, temporary = create_partial(*os.path.split(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

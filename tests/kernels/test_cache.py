@@ -127,7 +127,7 @@ def test_two_processes_filling_an_empty_cache_at_once(tmp_path):
     procs = [start(tmp_path), start(tmp_path)]
     assert all(finish(p)["numba"] for p in procs)
     assert len(entries(tmp_path)) == 1
-    assert not list((tmp_path / "agefast-kernels").glob(".tmp-*"))
+    assert not list((tmp_path / "agefast-kernels").glob(".*.partial"))
     assert not probe(tmp_path)["numba"]
 
 
@@ -172,3 +172,15 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     monkeypatch.undo()
     assert len(set(keys)) == len(keys)
     assert fresh_key() == keys[0]
+
+
+def test_a_store_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cache.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
+    assert os.listdir(tmp_path / "agefast-kernels") == []
