@@ -20,10 +20,12 @@ fallocate in the file system, no space, not Linux) nothing is reserved and
 the writes go on as they would have.
 """
 
+import contextlib
 import fcntl
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 # Smaller outputs are not reserved: the saving (about a quarter of the time
@@ -95,3 +97,14 @@ def release(writer: Any, end: int | None) -> None:
         # The blocks then stay allocated past the end: the file's bytes are
         # right either way, so this never fails the stream (or hides its error).
         pass
+
+
+@contextlib.contextmanager
+def reserving(writer: Any, at: int | None, size: int | None) -> Iterator[None]:
+    """reserve() before the block writes `size` bytes from `at` (None: a
+    size not known, nothing reserved), release() after it, whatever its end."""
+    end = None if size is None else reserve(writer, at, size)
+    try:
+        yield
+    finally:
+        release(writer, end)

@@ -402,16 +402,14 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     out, key = _begin_file(writer, recipients, armored)
     position = file_position(reader)
     write_at = _write_position(out)
-    reserved = None
+    size = None
     if position is not None:
         chunks.expect(position[1] - position[0])
-        reserved = _reserve.reserve(out, write_at, chunks.sealed_size(position[1] - position[0]))
-    try:
+        size = chunks.sealed_size(position[1] - position[0])
+    with _reserve.reserving(out, write_at, size):
         seal_stream(Source(reader).readinto, out, key, threads, read_at=None if position is None else position[0],
                     write_at=write_at)
         _finish_file(out, writer)
-    finally:
-        _reserve.release(out, reserved)
 
 
 def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *,
@@ -428,16 +426,14 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     source, key, armored = _open_file(reader, identities, armored)
     offset = None
     write_at = _write_position(writer)
-    reserved = None
+    size = None
     if position is not None and not armored:
         offset = position[0] + source.consumed
         chunks.expect(position[1] - offset)
-        reserved = _reserve.reserve(writer, write_at, chunks.plaintext_size(position[1] - offset))
-    try:
+        size = chunks.plaintext_size(position[1] - offset)
+    with _reserve.reserving(writer, write_at, size):
         open_stream(source.readinto, writer, key, threads, read_at=offset, write_at=write_at)
         _flush(writer)
-    finally:
-        _reserve.release(writer, reserved)
 
 
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:
