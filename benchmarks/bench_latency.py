@@ -80,6 +80,7 @@ def main() -> None:
     # first on PATH, so the shim a user's shell finds is looked up directly
     # (where there is one: not from a venv, nor where pyenv has no agefast).
     shim = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser() / "shims" / "agefast"
+    with_shim = sys.prefix == sys.base_prefix and shim.exists()
     cases = {
         ("encrypt", "agefast-cli"): [AGEFAST, "-r", recipient, "-o", o, p],
         ("encrypt", "agefast-shim"): [str(shim), "-r", recipient, "-o", o, p],
@@ -88,7 +89,7 @@ def main() -> None:
         ("decrypt", "agefast-shim"): [str(shim), "-d", "-i", k, "-o", o, s],
         ("decrypt", "age-cli"): [AGE, "-d", "-i", k, "-o", o, s],
     }
-    if sys.prefix != sys.base_prefix or not shim.exists():
+    if not with_shim:
         cases = {name: argv for name, argv in cases.items() if name[1] != "agefast-shim"}
 
     def verify(op, tool):
@@ -99,7 +100,7 @@ def main() -> None:
         if not ok:
             raise SystemExit(f"{op} with {tool}: the output does not round-trip")
 
-    result = {"size": SIZE, "shim": str(shim) if ("encrypt", "agefast-shim") in cases else None, "ops": {}}
+    result = {"size": SIZE, "shim": str(shim) if with_shim else None, "ops": {}}
     for op in ("encrypt", "decrypt"):
         chosen = {tool: (lambda argv=argv: common.run(argv)) for (o_, tool), argv in cases.items() if o_ == op}
         chosen["python-floor"] = lambda: common.run([sys.executable, "-c", "pass"])
