@@ -1,5 +1,8 @@
 """Numba ChaCha20-Poly1305 engine for batches of age STREAM chunks.
 
+`seal_file` seals whole batches of one file into another with pread and
+pwrite, on worker threads that need no GIL until they end.
+
 `seal_chunks` and `open_chunks` have exactly the semantics of
 agefast.chunks.seal_chunks / open_chunks (same nonces, same return values, a
 chunk's plaintext reaches `dst` only after its tag verified, so `dst` only
@@ -15,6 +18,7 @@ to fill the cache. NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead
 (with numpy), for tests.
 """
 
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -36,11 +40,12 @@ os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 CHUNK_SIZE = _abi.CHUNK
 TAG_SIZE = _abi.TAG
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+FILE_BATCH = _abi.FILE_BATCH     # chunks in a batch of seal_file
 _U64 = (1 << 64) - 1
 
-__all__ = ["seal_chunks", "open_chunks", "isa", "warm_up", "is_warm", "cached"]
+__all__ = ["seal_chunks", "open_chunks", "seal_file", "isa", "warm_up", "is_warm", "cached"]
 
-_batch: _native.Batch | None = None     # the loaded C function (_abi), once warm_up ran
+_functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
 _load_lock = threading.Lock()
 # A task: (function, its argument, the results list, the index of its result, the lock released when done).
@@ -126,27 +131,39 @@ def _jit_disabled() -> bool:
     return os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0")
 
 
-def _reference() -> tuple[_native.Batch, str]:
-    """NUMBA_DISABLE_JIT=1: the kernels' own Python (slow), called as the compiled function is."""
+def _reference() -> tuple[_native.Functions, str]:
+    """NUMBA_DISABLE_JIT=1: the kernels' own Python (slow), called as the compiled functions are."""
     import numpy as np
 
     from . import _engine
 
+    def array(address: int, size: int, dtype: Any = np.uint8) -> Any:
+        if not size:
+            return np.zeros(0, dtype)
+        return np.ctypeslib.as_array(_native.at(address, size)).view(dtype)
+
+    # _engine is exempt from type checking (pyproject.toml): its kernels are Numba's.
     def batch(key: Any, counter: int, src: int, n: int, dst: int, m: int, final: bool, mode: int,
               scratch: object) -> int:
-        def array(address: int, size: int) -> Any:
-            return np.ctypeslib.as_array(_native.at(address, size)) if size else np.zeros(0, np.uint8)
         k = np.frombuffer(bytearray(key.raw), np.uint8)
-        # _engine is exempt from type checking (pyproject.toml): its kernels are Numba's.
         result: int = _engine._batch(  # type: ignore[no-untyped-call]
             k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
             _engine._scratch())  # type: ignore[no-untyped-call]
         return result
 
-    return batch, _isa_of(",".join("+" + f for f in _engine.FEATURES))
+    def seal_file(key: Any, src_fd: int, src_at: int, dst_fd: int, dst_at: int, first: int, stride: int,
+                  batches: int, src: int, dst: int, scratch: object, stop: int, lock: int) -> int:
+        k = np.frombuffer(bytearray(key.raw), np.uint8)
+        arrays = _engine._scratch()  # type: ignore[no-untyped-call]
+        result: int = _engine._seal_file(  # type: ignore[no-untyped-call]
+            k, src_fd, src_at, dst_fd, dst_at, first, stride, batches, array(src, _abi.SRC_BUFFER_SIZE),
+            array(dst, _abi.DST_BUFFER_SIZE), arrays, array(stop, 8, np.int64), lock)
+        return result
+
+    return _native.Functions(batch, seal_file), _isa_of(",".join("+" + f for f in _engine.FEATURES))
 
 
-def _compile(key: str) -> tuple[_native.Batch, str]:
+def _compile(key: str) -> tuple[_native.Functions, str]:
     """Numba's cold compile (seconds); stores the result in the cache where it can."""
     import tempfile
 
@@ -167,11 +184,11 @@ def _compile(key: str) -> tuple[_native.Batch, str]:
         except OSError:
             pass    # an unwritable cache: this process runs what it compiled, the next compiles again
         # kind "so": shared is the library's path
-        function = _native.load_library(shared) if kind == "so" else _native.load_object(data)  # type: ignore[arg-type]
-    return function, _isa_of(features)
+        functions = _native.load_library(shared) if kind == "so" else _native.load_object(data)  # type: ignore[arg-type]
+    return functions, _isa_of(features)
 
 
-def _load() -> tuple[_native.Batch, str]:
+def _load() -> tuple[_native.Functions, str]:
     if _jit_disabled():
         return _reference()
     key = _cache.key()
@@ -179,28 +196,28 @@ def _load() -> tuple[_native.Batch, str]:
     if entry is None:
         return _compile(key)
     kind, path, data, meta = entry
-    function = _native.load_library(path) if kind == "so" else _native.load_object(data)
-    return function, _isa_of(meta["features"])
+    functions = _native.load_library(path) if kind == "so" else _native.load_object(data)
+    return functions, _isa_of(meta["features"])
 
 
 def warm_up() -> None:
     """Load the compiled kernels (from the cache: milliseconds; the first time on a machine, compile: seconds)."""
-    global _batch, _isa
-    if _batch is None:
+    global _functions, _isa
+    if _functions is None:
         with _load_lock:
-            if _batch is None:
-                function, _isa = _load()
-                _batch = function
+            if _functions is None:
+                functions, _isa = _load()
+                _functions = functions
 
 
 def is_warm() -> bool:
     """Whether the kernels are loaded in this process, so calls cost no compile or load."""
-    return _batch is not None
+    return _functions is not None
 
 
 def cached() -> bool:
     """Whether warm_up would load the kernels from the cache (milliseconds) rather than compile them."""
-    return _batch is not None or _jit_disabled() or _cache.lookup(_cache.key()) is not None
+    return _functions is not None or _jit_disabled() or _cache.lookup(_cache.key()) is not None
 
 
 def isa() -> str:
@@ -274,7 +291,7 @@ def _run(mode: int, k: "ctypes.Array[ctypes.c_char]", counter: int, s: _native.L
     """Run the batch over `chunks` chunks of s into d, split into per-thread ranges; the per-range results."""
     parts = _threads(threads, chunks)
     warm_up()
-    batch: _native.Batch = _batch  # type: ignore[assignment]  # set by warm_up
+    batch = _functions.batch  # type: ignore[union-attr]  # set by warm_up
 
     def run(span: tuple[int, int]) -> int:
         a, b = span
@@ -342,3 +359,76 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
         s.release()
     spans = list(_ranges(chunks, len(reached)))
     return next((a + r for r, (a, b) in zip(reached, spans) if a + r < b), chunks)
+
+
+class FileSealing:
+    """Whole batches of one file being sealed into another on worker threads (seal_file)."""
+
+    def __init__(self, key: "ctypes.Array[ctypes.c_char]", src_fd: int, src_at: int, dst_fd: int, dst_at: int,
+                 batches: int, workers: int) -> None:
+        self._stop = _native.Flag()
+        self._lock = _native.Mutex()
+        self._results: list[tuple[int, int]] = [(_abi.FILE_DONE, 0)] * workers
+        self._threads = [threading.Thread(target=self._work, name="agefast-seal-file", daemon=True,
+                                          args=(i, key, src_fd, src_at, dst_fd, dst_at, i, workers, batches))
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self, i: int, *args: Any) -> None:
+        src, dst = _native.page_aligned(_abi.SRC_BUFFER_SIZE), _native.page_aligned(_abi.DST_BUFFER_SIZE)
+        try:
+            _native.clear_errno()
+            seal_file = _functions.seal_file  # type: ignore[union-attr]  # loaded before the threads start
+            result = seal_file(*args, src.address, dst.address, _native.scratch(), self._stop.address,
+                               self._lock.address)
+            self._results[i] = (result, _native.last_errno())
+        finally:
+            src.release()
+            dst.release()
+
+    def stop(self) -> None:
+        """End the work after the batches under way; returns once no worker reads or writes."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+    def wait(self) -> None:
+        """Return once every batch is sealed and written; raise what stopped a worker.
+
+        OSError for a failed read or write, EOFError where the input ended
+        before its last batch (the file shrank while it was read).
+        """
+        for thread in self._threads:
+            thread.join()
+        for result, code in self._results:
+            if result in (_abi.READ_FAILED, _abi.WRITE_FAILED):
+                code = code or errno.EIO   # a write that moved nothing set no errno
+                raise OSError(code, os.strerror(code))
+            if result == _abi.INPUT_ENDED:
+                raise EOFError("the input ended before its last batch")
+            if result != _abi.FILE_DONE:
+                raise RuntimeError("the file kernel failed" if result < 0 else "the file sealing was stopped")
+
+
+def seal_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
+              threads: int | None = None) -> FileSealing:
+    """Start sealing `batches` batches of FILE_BATCH full chunks, none final, counters from 0.
+
+    Batch b is read from `src_fd` at src_at + b * FILE_BATCH * CHUNK_SIZE and
+    written to `dst_fd` at dst_at + b * FILE_BATCH * SEALED_CHUNK_SIZE, with
+    pread and pwrite from compiled code on `threads` worker threads (None:
+    every CPU), none of which needs the GIL until it ends: the caller's
+    thread runs on meanwhile. Returns at once; the caller must wait() or
+    stop() before it closes either file.
+    """
+    k = _key(key)
+    for name, value in (("src_fd", src_fd), ("src_at", src_at), ("dst_fd", dst_fd), ("dst_at", dst_at),
+                        ("batches", batches)):
+        if type(value) is not int:
+            raise TypeError(f"{name} must be an int")
+        if value < 0:
+            raise ValueError(f"{name} must not be negative")
+    workers = _threads(threads, max(1, batches))
+    warm_up()
+    return FileSealing(k, src_fd, src_at, dst_fd, dst_at, batches, workers)

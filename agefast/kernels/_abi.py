@@ -1,8 +1,11 @@
-"""The compiled batch function's C interface, shared by the code that builds it and the code that calls it.
+"""The compiled functions' C interface, shared by the code that builds them and the code that calls them.
 
 No numba here: a process that loads the kernels from the cache reads this
 module and never imports numba.
 """
+
+CHUNK = 65536          # age STREAM chunk plaintext
+TAG = 16
 
 # int64 batch(key*, counter, src*, n, dst*, m, final, mode, scratch*), as ctypes
 # and numba type names (_build turns them into a numba signature).
@@ -10,8 +13,30 @@ BATCH_ARGS = ("voidptr", "uint64", "voidptr", "int64", "voidptr", "int64", "int6
 BATCH_RESULT = "int64"
 
 SEAL, OPEN = 0, 1
-CHUNK = 65536          # age STREAM chunk plaintext
-TAG = 16
+
+# int64 seal_file(key*, src_fd, src_at, dst_fd, dst_at, first, stride, batches,
+# src_buffer*, dst_buffer*, scratch*, stop*, lock*): seal whole batches of one
+# file into another with pread and pwrite, no Python and no GIL in between.
+# Batch b is the FILE_BATCH chunks of plaintext from src_at + b * FILE_BATCH *
+# CHUNK, none of them final, sealed with counters from b * FILE_BATCH and
+# written from dst_at + b * FILE_BATCH * (CHUNK + TAG). A worker does batches
+# first, first + stride, ... below `batches`; it checks the int64 at `stop`
+# before each and ends early once another thread made it non-zero. The
+# workers of one file share `lock`, a pthread mutex held while a batch is
+# written: ext4 takes the file's lock for every write, and two threads
+# writing at once spin on it (256 MiB: 0.16 s of system time against 0.11 s).
+FILE_ARGS = ("voidptr", "int64", "int64", "int64", "int64", "int64", "int64", "int64", "voidptr", "voidptr",
+             "voidptr", "voidptr", "voidptr")
+FILE_RESULT = "int64"
+FILE_BATCH = 32
+PAGE = 4096            # a batch lies in its buffer at its file offset's place within a page
+SRC_BUFFER_SIZE = FILE_BATCH * CHUNK + PAGE
+DST_BUFFER_SIZE = FILE_BATCH * (CHUNK + TAG) + PAGE
+WRITE_PIECE = 32768    # writes are cut at the output file's multiples of this
+MUTEX_SIZE = 64        # room for a pthread_mutex_t (40 bytes on x86-64 glibc, 48 on arm64)
+# seal_file's results: every batch done, or why it ended (the C library's
+# errno tells why for READ_FAILED and WRITE_FAILED).
+FILE_DONE, FILE_STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED = 0, 1, -1, -2, -3
 
 # The caller's scratch for one batch call, zeroed: ChaCha20 state (16 uint32),
 # Poly1305 context (8 uint64), lane state (5 x 16 uint64), powers r^16 and
@@ -27,5 +52,6 @@ BYTES_AT = FINAL_POWERS_AT + 9 * 16 * 8
 BYTES_SIZE = 2080
 SCRATCH_SIZE = BYTES_AT + BYTES_SIZE
 
-# The one function the compiled object defines.
+# The functions the compiled object defines.
 SYMBOL = "agefast_batch"
+FILE_SYMBOL = "agefast_seal_file"

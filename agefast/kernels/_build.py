@@ -1,10 +1,10 @@
-"""Compile the batch kernel with Numba into native code that runs without Numba.
+"""Compile the kernels' C functions with Numba into native code that runs without Numba.
 
-Numba compiles _engine.batch_c as a C function (a cfunc over raw pointers,
-every buffer passed in by the caller, so it needs nothing of Numba's runtime);
-its final LLVM module becomes an object file for the CPU Numba compiles for,
-emitted by Numba's own target machine, and, where a C compiler driver can
-link it, a shared library. agefast.kernels keeps the result in its cache
+Numba compiles _engine.batch_c and _engine.seal_file_c as C functions (cfuncs
+over raw pointers, every buffer passed in by the caller, so they need nothing
+of Numba's runtime); their final LLVM modules, linked into one, become an
+object file for the CPU Numba compiles for, emitted by Numba's own target
+machine, and, where a C compiler driver can link it, a shared library. agefast.kernels keeps the result in its cache
 (_cache), and later processes load it without importing numba (_native).
 """
 
@@ -21,19 +21,17 @@ from . import _abi, _engine
 # The cfunc wrapper Numba generates reports a failed call through Numba's C
 # runtime and CPython (numba_gil_ensure, numba_do_raise, PyErr_*), which a
 # process without numba does not have. The kernels raise nothing (there is no
-# raise in _engine's batch call graph; Numba's status checks after each call
-# are generic), so that wrapper is dropped and this one takes its place: the
+# raise in _engine's call graphs; Numba's status checks after each call are
+# generic), so that wrapper is dropped and this one takes its place: the
 # same C signature, -1 for a failed status. Numba's array decref, which stays,
 # calls NRT_MemInfo_call_dtor when a reference count reaches zero; every array
 # here is a carray view without a memory owner, so that never happens.
 _WRAPPER = """
-declare i32 @{inner}(ptr, ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, ptr)
-define i64 @{symbol}(ptr %key, i64 %counter, ptr %src, i64 %n, ptr %dst, i64 %m, i64 %final, i64 %mode,
-                     ptr %scratch) {{
+declare i32 @{inner}(ptr, ptr, {types})
+define i64 @{symbol}({params}) {{
   %result = alloca i64
   %error = alloca ptr
-  %status = call i32 @{inner}(ptr %result, ptr %error, ptr %key, i64 %counter, ptr %src, i64 %n, ptr %dst,
-                              i64 %m, i64 %final, i64 %mode, ptr %scratch)
+  %status = call i32 @{inner}(ptr %result, ptr %error, {args})
   %ok = icmp eq i32 %status, 0
   %value = load i64, ptr %result
   %out = select i1 %ok, i64 %value, i64 -1
@@ -43,31 +41,48 @@ define void @NRT_MemInfo_call_dtor(ptr %meminfo) {{
   ret void
 }}
 """
-# What the object may leave to the process: the C library's memory functions.
-_EXTERNAL = ("memcpy", "memset", "memmove")
+_LLVM_TYPES = {"voidptr": "ptr", "uint64": "i64", "int64": "i64"}
+# What the object may leave to the process: the C library's memory functions,
+# and seal_file's file I/O and mutex.
+_EXTERNAL = ("memcpy", "memset", "memmove", "pread", "pwrite", "pthread_mutex_lock", "pthread_mutex_unlock")
+# Each C function: (symbol, its Python in _engine, argument and result type names).
+_FUNCTIONS = ((_abi.SYMBOL, _engine.batch_c, _abi.BATCH_ARGS, _abi.BATCH_RESULT),
+              (_abi.FILE_SYMBOL, _engine.seal_file_c, _abi.FILE_ARGS, _abi.FILE_RESULT))
 
 
-def _signature():
-    return getattr(types, _abi.BATCH_RESULT)(*(getattr(types, name) for name in _abi.BATCH_ARGS))
+def _signature(args, result):
+    return getattr(types, result)(*(getattr(types, name) for name in args))
+
+
+def _module(symbol, python, args, result):
+    """The LLVM module of one C function, everything in it but `symbol` private; and Numba's codegen."""
+    compiled = cfunc(_signature(args, result), error_model="numpy", boundscheck=False)(python)
+    library = compiled._library
+    module = ll.parse_assembly(library.get_llvm_str())
+    llvm = [_LLVM_TYPES[name] for name in args]
+    module.link_in(ll.parse_assembly(_WRAPPER.format(
+        inner=compiled.native_name.removeprefix("cfunc."), symbol=symbol, types=", ".join(llvm),
+        params=", ".join(f"{t} %a{i}" for i, t in enumerate(llvm)),
+        args=", ".join(f"{t} %a{i}" for i, t in enumerate(llvm)))))
+    # everything but our wrapper becomes private to the object, so the pass
+    # in compile_object drops Numba's wrapper and whatever only it used, and
+    # the modules of the two functions link without clashing names
+    for value in (*module.functions, *module.global_variables):
+        if not value.is_declaration and value.name != symbol:
+            value.linkage = "internal"
+    return module, library.codegen
 
 
 def compile_object():
-    """(object file bytes, CPU name, CPU features) of the batch kernel: Numba's cold compile (seconds).
+    """(object file bytes, CPU name, CPU features) of the kernels' C functions: Numba's cold compile (seconds).
 
-    The object defines one function, _abi.SYMBOL, and needs nothing but the C library.
+    The object defines _abi.SYMBOL and _abi.FILE_SYMBOL and needs nothing but the C library.
     """
-    compiled = cfunc(_signature(), error_model="numpy", boundscheck=False)(_engine.batch_c)
-    library = compiled._library
-    codegen = library.codegen
+    modules = [_module(*function) for function in _FUNCTIONS]
+    module, codegen = modules[0]
+    for other, _ in modules[1:]:
+        module.link_in(other)
     machine = codegen._tm
-    module = ll.parse_assembly(library.get_llvm_str())
-    inner = compiled.native_name.removeprefix("cfunc.")
-    module.link_in(ll.parse_assembly(_WRAPPER.format(inner=inner, symbol=_abi.SYMBOL)))
-    # everything but our wrapper becomes private to the object, so the pass
-    # below drops Numba's wrapper and whatever only it used
-    for value in (*module.functions, *module.global_variables):
-        if not value.is_declaration and value.name != _abi.SYMBOL:
-            value.linkage = "internal"
     passes = ll.create_new_module_pass_manager()
     passes.add_global_dead_code_eliminate_pass()
     passes.run(module, ll.create_pass_builder(machine, ll.create_pipeline_tuning_options()))

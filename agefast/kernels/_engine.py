@@ -22,6 +22,9 @@ Kernels take contiguous typed arrays and never raise on user input; the
 public wrappers in agefast.kernels validate.
 """
 
+import ctypes
+import os
+
 import numpy as np
 from llvmlite import ir
 from numba import carray, config, njit, types
@@ -901,22 +904,165 @@ def _at(typingctx, ptr, offset):
     return sig, codegen
 
 
+@_inner
+def _carve(scratch):
+    """The caller's scratch (_abi.SCRATCH_SIZE bytes) as the arrays _scratch() makes."""
+    return (carray(_at(scratch, _abi.STATE_AT), 16, np.uint32),
+            carray(_at(scratch, _abi.CTX_AT), 8, np.uint64),
+            carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
+            carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
+            carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),
+            carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
+
+
 def batch_c(key, counter, src, n, dst, m, final, mode, scratch):
-    """The batch kernel over raw pointers, compiled by _build as a C function (_abi.BATCH_SIGNATURE).
+    """The batch kernel over raw pointers, compiled by _build as a C function (_abi.BATCH_ARGS).
 
     key: 32 bytes; src: n bytes; dst: m bytes; scratch: _abi.SCRATCH_SIZE
     zeroed bytes, 8-byte aligned, owned by this call. Every buffer comes
     from the caller, so the compiled code allocates nothing and needs nothing
     of Numba's runtime.
     """
-    scr = (carray(_at(scratch, _abi.STATE_AT), 16, np.uint32),
-           carray(_at(scratch, _abi.CTX_AT), 8, np.uint64),
-           carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
-           carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
-           carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),
-           carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
     return _batch(carray(key, 32, np.uint8), counter, carray(src, n, np.uint8), carray(dst, m, np.uint8),
-                  final != 0, mode, scr)
+                  final != 0, mode, _carve(scratch))
+
+
+# ------------------------------------------------ files (pread / pwrite)
+
+
+def _libc_io(name):
+    """An intrinsic calling the C library's `name` (pread or pwrite) on buf[off:off+count] at file position pos.
+
+    Returns what the C function returns: bytes moved, or -1 with errno set.
+    The compiled object leaves the symbol to the process (_build._EXTERNAL).
+    """
+    def call(typingctx, fd, buf, off, count, pos):
+        sig = types.int64(types.int64, buf, types.int64, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            ptr = _data_ptr(context, builder, signature.args[1], args[1], args[2])
+            fnty = ir.FunctionType(_I64, [_I32, ptr.type, _I64, _I64])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+            return builder.call(fn, [builder.trunc(args[0], _I32), ptr, args[3], args[4]])
+
+        return sig, codegen
+
+    call.__name__ = f"_{name}"
+    return intrinsic(call)
+
+
+_pread = _libc_io("pread")
+_pwrite = _libc_io("pwrite")
+
+
+def _libc_mutex(name):
+    """An intrinsic calling the C library's `name` (pthread_mutex_lock or _unlock) on the mutex at `mutex`."""
+    def call(typingctx, mutex):
+        sig = types.int32(types.voidptr)
+
+        def codegen(context, builder, signature, args):
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [args[0].type]), name)
+            return builder.call(fn, [args[0]])
+
+        return sig, codegen
+
+    call.__name__ = f"_{name}"
+    return intrinsic(call)
+
+
+_lock = _libc_mutex("pthread_mutex_lock")
+_unlock = _libc_mutex("pthread_mutex_unlock")
+
+
+def _py_pread(fd, buf, off, count, pos):
+    try:
+        data = os.pread(fd, count, pos)
+    except OSError as e:
+        ctypes.set_errno(e.errno)     # where the compiled function's caller finds it (use_errno)
+        return -1
+    buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
+    return len(data)
+
+
+def _py_pwrite(fd, buf, off, count, pos):
+    try:
+        return os.pwrite(fd, buf[off:off + count], pos)
+    except OSError as e:
+        ctypes.set_errno(e.errno)
+        return -1
+
+
+def _py_mutex(name):
+    function = getattr(ctypes.CDLL(None), name)
+    function.argtypes = (ctypes.c_void_p,)
+    return function
+
+
+if config.DISABLE_JIT:
+    _pread = _py_pread
+    _pwrite = _py_pwrite
+    _lock = _py_mutex("pthread_mutex_lock")
+    _unlock = _py_mutex("pthread_mutex_unlock")
+
+
+@_inner
+def _write_batch(dst_fd, dst, place, size, at):
+    """pwrite dst[place:place+size] at `at` in pieces that end at the file's
+    multiples of WRITE_PIECE (stream.write_all says why); whether all of it was written."""
+    done = 0
+    while done < size:
+        piece = min(_abi.WRITE_PIECE - (at + done) % _abi.WRITE_PIECE, size - done)
+        n = _pwrite(dst_fd, dst, place + done, piece, at + done)
+        if n <= 0:
+            return False
+        done += n
+    return True
+
+
+@_inner
+def _seal_file(key, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src, dst, scr, stop, lock):
+    """Seal batches first, first + stride, ... below `batches` of a file into another (_abi.FILE_ARGS)."""
+    plain = _abi.FILE_BATCH * CHUNK
+    sealed = _abi.FILE_BATCH * (CHUNK + TAG)
+    b = first
+    while b < batches:
+        if stop[0] != 0:
+            return _abi.FILE_STOPPED
+        at = src_at + b * plain
+        place = at % _abi.PAGE
+        got = 0
+        while got < plain:
+            n = _pread(src_fd, src, place + got, plain - got, at + got)
+            if n < 0:
+                return _abi.READ_FAILED
+            if n == 0:
+                return _abi.INPUT_ENDED
+            got += n
+        out_at = dst_at + b * sealed
+        out_place = out_at % _abi.PAGE
+        _seal_batch(key, np.uint64(b * _abi.FILE_BATCH), src[place:place + plain],
+                    dst[out_place:out_place + sealed], False, scr)
+        _lock(lock)
+        written = _write_batch(dst_fd, dst, out_place, sealed, out_at)
+        _unlock(lock)
+        if not written:
+            return _abi.WRITE_FAILED
+        b += stride
+    return _abi.FILE_DONE
+
+
+def seal_file_c(key, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src_buffer, dst_buffer, scratch,
+                stop, lock):
+    """_seal_file over raw pointers, compiled by _build as a C function (_abi.FILE_ARGS).
+
+    key: 32 bytes; buffers: _abi.SRC_BUFFER_SIZE and DST_BUFFER_SIZE bytes;
+    scratch as for batch_c, owned by this call; stop: one int64; lock: an
+    initialised pthread mutex.
+    """
+    return _seal_file(carray(key, 32, np.uint8), src_fd, src_at, dst_fd, dst_at, first, stride, batches,
+                      carray(src_buffer, _abi.SRC_BUFFER_SIZE, np.uint8),
+                      carray(dst_buffer, _abi.DST_BUFFER_SIZE, np.uint8), _carve(scratch), carray(stop, 1, np.int64),
+                      lock)
 
 
 # ------------------------------------------------ single messages (tests)

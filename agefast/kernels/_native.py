@@ -1,4 +1,4 @@
-"""The one place agefast.kernels reaches into C: loading the compiled kernel and lending it buffers.
+"""The one place agefast.kernels reaches into C: loading the compiled functions and lending them buffers.
 
 Why ctypes: a process that finds the kernel in the cache runs it without
 importing numba (0.3-0.4 s and ~100 MiB of start-up) or numpy (~90 ms). The
@@ -11,33 +11,48 @@ keeps each one exported (not resizable) until released.
 
 import ctypes
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _abi
 
-_C_TYPES = {"voidptr": ctypes.c_void_p, "uint64": ctypes.c_uint64, "int64": ctypes.c_int64}
-_ARGS: tuple[Any, ...] = tuple(_C_TYPES[name] for name in _abi.BATCH_ARGS)
-_RESULT = _C_TYPES[_abi.BATCH_RESULT]
+_C_TYPES: dict[str, Any] = {"voidptr": ctypes.c_void_p, "uint64": ctypes.c_uint64, "int64": ctypes.c_int64}
 _keep: list[object] = []      # what must live as long as the process may call the kernel (llvmlite's engine)
 
-# The kernel's batch function: integer arguments (addresses, sizes), an integer result.
-Batch = Callable[..., int]
+# A compiled function: integer arguments (addresses, sizes, descriptors), an integer result.
+Function = Callable[..., int]
 
 
-def load_library(path: str) -> Batch:
-    """The batch function of a shared library the cache verified."""
-    function = ctypes.CDLL(path)[_abi.SYMBOL]
-    function.restype = _RESULT
-    function.argtypes = _ARGS
-    return function
+class Functions(NamedTuple):
+    """The compiled C functions (_abi), callable through ctypes, which releases the GIL for each call."""
+
+    batch: Function
+    seal_file: Function
 
 
-def load_object(data: bytes) -> Batch:
-    """The batch function of an object file, linked in memory by LLVM's MCJIT (llvmlite, ~45 ms and ~45 MiB).
+# Each function's symbol and C types. errno is kept for seal_file: it reads and
+# writes files, and ctypes.get_errno() then tells the caller why one failed.
+_SIGNATURES = ((_abi.SYMBOL, _abi.BATCH_RESULT, _abi.BATCH_ARGS),
+               (_abi.FILE_SYMBOL, _abi.FILE_RESULT, _abi.FILE_ARGS))
+
+
+def load_library(path: str) -> Functions:
+    """The functions of a shared library the cache verified."""
+    library = ctypes.CDLL(path, use_errno=True)
+    functions = []
+    for symbol, result, args in _SIGNATURES:
+        function = library[symbol]
+        function.restype = _C_TYPES[result]
+        function.argtypes = tuple(_C_TYPES[name] for name in args)
+        functions.append(function)
+    return Functions(*functions)
+
+
+def load_object(data: bytes) -> Functions:
+    """The functions of an object file, linked in memory by LLVM's MCJIT (llvmlite, ~45 ms and ~45 MiB).
 
     Only for caches filled where no C compiler driver was found to link a
-    shared library. The object needs nothing but the C library's memset,
-    which MCJIT finds in the process.
+    shared library. The object needs nothing but the C library's memory and
+    file functions, which MCJIT finds in the process.
     """
     import llvmlite.binding as ll
 
@@ -48,7 +63,8 @@ def load_object(data: bytes) -> Batch:
     engine.add_object_file(ll.ObjectFileRef.from_data(data))
     engine.finalize_object()
     _keep.append(engine)
-    return ctypes.CFUNCTYPE(_RESULT, *_ARGS)(engine.get_function_address(_abi.SYMBOL))
+    return Functions(*(ctypes.CFUNCTYPE(_C_TYPES[result], *(_C_TYPES[name] for name in args), use_errno=True)(
+        engine.get_function_address(symbol)) for symbol, result, args in _SIGNATURES))
 
 
 class _PyBuffer(ctypes.Structure):
@@ -83,6 +99,49 @@ class Lent:
         if self._view is not None:
             _release_buffer(ctypes.byref(self._view))
             self._view = None
+
+
+class Flag:
+    """An int64 in memory that compiled code reads: 0 until set()."""
+
+    __slots__ = ("_value", "address")
+
+    def __init__(self) -> None:
+        self._value = ctypes.c_int64(0)
+        self.address = ctypes.addressof(self._value)
+
+    def set(self) -> None:
+        self._value.value = 1
+
+
+class Mutex:
+    """A pthread mutex in memory that compiled code locks (seal_file's lock); lives as long as this object."""
+
+    __slots__ = ("_memory", "address")
+
+    def __init__(self) -> None:
+        self._memory = ctypes.create_string_buffer(_abi.MUTEX_SIZE)
+        self.address = ctypes.addressof(self._memory)
+        init = ctypes.CDLL(None).pthread_mutex_init
+        init.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+        if init(self.address, None) != 0:
+            raise OSError("pthread_mutex_init failed")
+
+
+def page_aligned(size: int) -> Lent:
+    """`size` writable bytes at a page boundary (anonymous memory), held until release()."""
+    import mmap
+
+    return Lent(mmap.mmap(-1, size, mmap.MAP_PRIVATE), writable=True)
+
+
+def clear_errno() -> None:
+    ctypes.set_errno(0)
+
+
+def last_errno() -> int:
+    """The C library's errno after this thread's last call of a compiled function."""
+    return ctypes.get_errno()
 
 
 def scratch() -> ctypes.Array[ctypes.c_char]:

@@ -11,9 +11,9 @@ HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+
            "+movbe,+pclmul,+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
 
 
-def run(args, **env):
+def run(args, cwd=ROOT, **env):
     full = dict(os.environ, **env)
-    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -26,7 +26,7 @@ def test_kernels_without_jit():
     assert "5 passed" in out
 
 
-def test_batches_without_jit():
+def test_batches_without_jit(tmp_path):
     # NUMBA_DISABLE_JIT=1: agefast.kernels runs the kernels' own Python (the
     # reference route), not the compiled library.
     script = textwrap.dedent("""
@@ -43,9 +43,24 @@ def test_batches_without_jit():
             assert kernels.seal_chunks(key, 2, src, got, True, threads=1) == w and got == ref
             back = bytearray(n)
             assert kernels.open_chunks(key, 2, bytes(ref), back, True, threads=1) == 1 and back == src
-        print("reference ok", kernels._batch.__module__)
+        # seal_file's reference: its I/O through os.pread / os.pwrite, its lock through ctypes
+        plain = bytes(range(256)) * (kernels.FILE_BATCH * 256)
+        ref = bytearray(kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE)
+        chunks.seal_chunks(key, 0, plain, ref, False)
+        with open("in", "wb") as f:
+            f.write(b"x" * 10 + plain)
+        src, dst = os.open("in", os.O_RDONLY), os.open("out", os.O_RDWR | os.O_CREAT, 0o600)
+        kernels.seal_file(key, src, 10, dst, 3, 1, threads=1).wait()
+        assert os.pread(dst, len(ref) + 1, 3) == ref
+        try:
+            kernels.seal_file(key, src, 10, dst, 3, 2, threads=1).wait()
+        except EOFError:
+            pass
+        else:
+            raise AssertionError("no EOFError")
+        print("reference ok", kernels._functions.batch.__module__)
     """)
-    out = run(["-c", script], NUMBA_DISABLE_JIT="1")
+    out = run(["-c", script], NUMBA_DISABLE_JIT="1", cwd=tmp_path)
     assert out == "reference ok agefast.kernels\n"
 
 

@@ -1,0 +1,106 @@
+"""seal_file: whole batches of one file sealed into another by the compiled file kernel,
+checked against agefast.chunks' cryptography path; its failures and its stop."""
+
+import os
+import random
+
+import pytest
+
+from agefast import chunks
+from agefast import kernels
+
+BATCH = kernels.FILE_BATCH * kernels.CHUNK_SIZE
+SEALED_BATCH = kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE
+KEY = bytes(range(7, 39))
+
+
+@pytest.fixture(autouse=True)
+def cryptography_reference(monkeypatch):
+    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+
+
+def reference(plain: bytes) -> bytes:
+    sealed = bytearray(len(plain) // kernels.CHUNK_SIZE * kernels.SEALED_CHUNK_SIZE)
+    chunks.seal_chunks(KEY, 0, plain, sealed, False)
+    return bytes(sealed)
+
+
+def files(tmp_path, data: bytes, write: bool = True) -> tuple[int, int]:
+    (tmp_path / "in").write_bytes(data)
+    src = os.open(tmp_path / "in", os.O_RDONLY)
+    dst = os.open(tmp_path / "out", (os.O_RDWR if write else os.O_RDONLY) | os.O_CREAT, 0o600)
+    return src, dst
+
+
+# Offsets inside a page and across the file's 32 KiB write boundaries; a batch count below and above the threads.
+@pytest.mark.parametrize("threads,batches,src_at,dst_at", [(1, 3, 0, 0), (2, 3, 100, 777), (2, 1, 4095, 32767),
+                                                           (3, 4, 5000, 200)])
+def test_batches_match_cryptography(tmp_path, threads, batches, src_at, dst_at):
+    plain = random.Random(batches).randbytes(batches * BATCH + 9)
+    src, dst = files(tmp_path, b"h" * src_at + plain)
+    try:
+        kernels.seal_file(KEY, src, src_at, dst, dst_at, batches, threads).wait()
+        written = os.pread(dst, batches * SEALED_BATCH + 1, dst_at)
+    finally:
+        os.close(src)
+        os.close(dst)
+    # every batch sealed, in place, nothing after the last one (the tail is the caller's)
+    assert written == reference(plain[:batches * BATCH])
+    assert os.path.getsize(tmp_path / "out") == dst_at + batches * SEALED_BATCH
+
+
+def test_an_input_shorter_than_its_batches_is_an_eof_error(tmp_path):
+    src, dst = files(tmp_path, bytes(2 * BATCH - 1))
+    try:
+        with pytest.raises(EOFError):
+            kernels.seal_file(KEY, src, 0, dst, 0, 2, 2).wait()
+    finally:
+        os.close(src)
+        os.close(dst)
+
+
+# A failed write: the output opened read-only, both workers failing at their
+# first write (neither waits for the lock the other held); a failed read: the
+# input a directory.
+@pytest.mark.parametrize("failing,errno", [("write", 9), ("read", 21)])
+def test_a_failed_read_or_write_is_the_oserror_of_its_errno(tmp_path, failing, errno):
+    if failing == "write":
+        src, dst = files(tmp_path, bytes(3 * BATCH), write=False)
+    else:
+        os.mkdir(tmp_path / "dir")
+        src, dst = os.open(tmp_path / "dir", os.O_RDONLY), os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(OSError) as failed:
+            kernels.seal_file(KEY, src, 0, dst, 0, 3, 2).wait()
+    finally:
+        os.close(src)
+        os.close(dst)
+    assert failed.value.errno == errno     # EBADF, EISDIR
+
+
+def test_stop_ends_the_workers_before_it_returns(tmp_path):
+    batches = 64
+    src, dst = files(tmp_path, bytes(batches * BATCH))
+    try:
+        job = kernels.seal_file(KEY, src, 0, dst, 0, batches, 2)
+        job.stop()
+        size = os.fstat(dst).st_size
+        assert not any(thread.is_alive() for thread in job._threads)
+        assert os.fstat(dst).st_size == size    # nothing is written after stop() returned
+        with pytest.raises(RuntimeError, match="stopped"):
+            job.wait()
+    finally:
+        os.close(src)
+        os.close(dst)
+    assert size < batches * SEALED_BATCH
+
+
+def test_validation(tmp_path):
+    with pytest.raises(ValueError, match="32 bytes"):
+        kernels.seal_file(KEY[:31], 0, 0, 1, 0, 1)
+    with pytest.raises(TypeError, match="src_fd"):
+        kernels.seal_file(KEY, 0.0, 0, 1, 0, 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dst_at"):
+        kernels.seal_file(KEY, 0, 0, 1, -1, 1)
+    with pytest.raises(ValueError, match="threads"):
+        kernels.seal_file(KEY, 0, 0, 1, 0, 1, threads=0)
