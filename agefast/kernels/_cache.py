@@ -21,15 +21,16 @@ else the user-wide cache ($XDG_CACHE_HOME or ~/.cache), never the package.
 """
 
 import functools
+import hashlib
 import importlib.util
 import os
 import sys
 
-# SHA-256 from cryptography, which every command has loaded already, not
-# hashlib: that one loads its own OpenSSL binding (_hashlib), ~3 ms of the
-# start-up of every command that runs the engine (a fresh process hashing
-# once: 3.1-5.7 ms with hashlib, 0.8-1.2 ms this way, nearly all of it import).
-from cryptography.hazmat.primitives.hashes import SHA256, Hash
+# SHA-256 from hashlib, not from cryptography: the command starts sealing a
+# large file before it imports cryptography (agefast._early_payload), and
+# cryptography's hashes module costs a fresh process 11-17 ms, hashlib 3-5 ms
+# (its OpenSSL binding, _hashlib), which that start needs anyway for the
+# payload key.
 
 _FORMAT = 1
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,14 +82,12 @@ def _release(package: str) -> bytes:
 
 
 def _sha256(data: bytes) -> bytes:
-    h = Hash(SHA256())
-    h.update(data)
-    return h.finalize()
+    return hashlib.sha256(data).digest()
 
 
 @functools.cache     # what it reads does not change while a process runs
 def key() -> str:
-    h = Hash(SHA256())
+    h = hashlib.sha256()
     h.update(b"agefast-kernels %d\n" % _FORMAT)
     for name in _SOURCES:
         with open(os.path.join(_HERE, name), "rb") as f:
@@ -99,7 +98,7 @@ def key() -> str:
     h.update(_sha256(_release("numba")))
     h.update(_sha256(_release("llvmlite")))
     h.update(f"{sys.version}\n{sys.implementation.cache_tag}\n".encode())
-    return h.finalize().hex()
+    return h.hexdigest()
 
 
 # An entry's record: one "name value" line per field (json costs a process 2-4 ms to import).
