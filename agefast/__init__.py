@@ -6,31 +6,28 @@ for code that reads (uploaders).
 """
 
 import importlib
-from types import ModuleType
-from typing import TYPE_CHECKING
-
-from . import x25519
-from .api import (
-    Decryptor,
-    Encryptor,
-    decrypt,
-    decrypt_file,
-    decrypt_into,
-    decrypt_io,
-    decryptor,
-    encrypt,
-    encrypt_file,
-    encrypt_into,
-    encrypt_io,
-    encryptor,
-)
-from .encrypting_reader import EncryptingReader, encrypting_reader
-from .errors import DecryptError, EncryptError, IdentityError, RecipientError
-from .keys import load_identities, parse_identities, parse_recipients
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    # Type checkers see the lazily imported modules as the modules they are.
-    from . import passphrase, plugin, pq, ssh, tag, tagpq
+    # Type checkers see the lazily imported names as what they are.
+    from . import passphrase, plugin, pq, ssh, tag, tagpq, x25519
+    from .api import (
+        Decryptor,
+        Encryptor,
+        decrypt,
+        decrypt_file,
+        decrypt_into,
+        decrypt_io,
+        decryptor,
+        encrypt,
+        encrypt_file,
+        encrypt_into,
+        encrypt_io,
+        encryptor,
+    )
+    from .encrypting_reader import EncryptingReader, encrypting_reader
+    from .errors import DecryptError, EncryptError, IdentityError, RecipientError
+    from .keys import load_identities, parse_identities, parse_recipients
 
 __all__ = [
     "Decryptor",
@@ -63,17 +60,31 @@ __all__ = [
     "x25519",
 ]
 
-# The other recipient types are imported on first use (agefast.ssh, or
-# `from agefast import ssh`): together they cost every command ~25 ms of
-# start-up, and most files only need X25519.
-_LAZY = frozenset({"passphrase", "plugin", "pq", "ssh", "tag", "tagpq"})
+# Everything is imported on first use (agefast.encrypt, `from agefast import
+# ssh`): the recipient types together cost a process ~25 ms, and
+# cryptography, which all but the errors need, ~25 ms more; the command
+# starts sealing a large file before it needs cryptography
+# (agefast._early_payload), and most files need no recipient type but X25519.
+_MODULES = frozenset({"passphrase", "plugin", "pq", "ssh", "tag", "tagpq", "x25519"})
+_HOMES = {
+    **dict.fromkeys(("Decryptor", "Encryptor", "decrypt", "decrypt_file", "decrypt_into", "decrypt_io", "decryptor",
+                     "encrypt", "encrypt_file", "encrypt_into", "encrypt_io", "encryptor"), "api"),
+    **dict.fromkeys(("EncryptingReader", "encrypting_reader"), "encrypting_reader"),
+    **dict.fromkeys(("DecryptError", "EncryptError", "IdentityError", "RecipientError"), "errors"),
+    **dict.fromkeys(("load_identities", "parse_identities", "parse_recipients"), "keys"),
+}
 
 
-def __getattr__(name: str) -> ModuleType:
-    if name in _LAZY:
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
         return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value     # found directly from now on
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(__all__))

@@ -19,10 +19,11 @@ import threading
 import warnings
 from types import ModuleType
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-
 from ._typing import Buffer
+
+# cryptography's AEAD is imported where a batch first needs it, not with
+# this module: the command seals a large file on the kernels before it
+# imports cryptography (agefast._early_payload), and computes sizes here.
 
 CHUNK_SIZE = 64 * 1024
 TAG_SIZE = 16
@@ -168,6 +169,8 @@ def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
     if kernels is not None:
         sealed: int = kernels.seal_chunks(key, counter, src, dst, final, threads if split else 1)
         return sealed
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     written = 0
@@ -204,6 +207,9 @@ def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
     if kernels is not None:
         opened: int = kernels.open_chunks(key, counter, src, dst, final, threads if split else 1)
         return opened
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     pos = 0
