@@ -15,16 +15,22 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import agefast
-from agefast import _batchpass, _goflag, _malloc, _output, _pipes, errors, keys
+from agefast import _batchpass, _early_payload, _goflag, _malloc, _output, _pipes, errors
 from agefast._output import OutputRefused, go_quote
 from agefast._typing import Identity, Recipient
 from agefast.format import Stanza
 from agefast._progress import with_progress
 from agefast._terminal import (PluginPrompts, TerminalError, is_terminal, print_to_terminal, read_passphrase,
                                read_terminal_input)
+
+if TYPE_CHECKING:
+    # At run time agefast.keys (and cryptography with it) is imported where
+    # recipients or identities are loaded: a large file's payload is started
+    # before that (_encrypt).
+    from agefast import keys
 
 USAGE = """\
 Usage:
@@ -242,7 +248,7 @@ def _ssh_public_key(path: str) -> "agefast.ssh.Recipient | None":
         raise agefast.IdentityError(f"{public_path}: {e}") from None
 
 
-def _load_identity_file(path: str) -> list[keys.LoadedIdentity]:
+def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
     """Every identity in the file at `path`, in any of the forms age accepts.
 
     Native identity files, SSH private keys, and identity files encrypted
@@ -284,17 +290,21 @@ def _public_keys(identity: "keys.LoadedIdentity | _batchpass.Identity") -> Seque
     """The recipients -e -i (or -e -j) encrypts to for one identity."""
     if isinstance(identity, _batchpass.Identity):
         return [_batchpass.recipient()]
+    from agefast import keys
+
     # An encrypted identity file stands for all the identities inside it.
     if isinstance(identity, keys.EncryptedIdentityFile):
         return identity.recipients()
     return [identity.to_public()]
 
 
-def _parse_recipient(text: str) -> keys.ParsedRecipient:
+def _parse_recipient(text: str) -> "keys.ParsedRecipient":
     if text.startswith("github:"):
         user = text.removeprefix("github:")
         raise UsageError('"github:" recipients were removed from the design', "instead, use recipient files like",
                          f"    curl -O https://github.com/{user}.keys", f"    agefast -R {user}.keys")
+    from agefast import keys
+
     try:
         return keys.parse_recipient(text, _PLUGIN_PROMPTS)
     except agefast.RecipientError as e:
@@ -372,13 +382,34 @@ def _stdin_is_input(args: Arguments) -> bool:
     return (args.input is None or args.input == "-") and is_terminal(sys.stdin)
 
 
+def _seals_early(args: Arguments) -> bool:
+    """Whether a large input's payload may be started before the recipients
+    are loaded (agefast._early_payload): files named for input and output, no
+    armor, no progress bar, and only -r recipients, every one an X25519 key."""
+    return (args.input not in (None, "-") and args.output not in (None, "-") and not args.armor
+            and not args.passphrase and not args.recipients_files and not args.identity_flags
+            and bool(args.recipients) and all(map(_early_payload.is_x25519, args.recipients))
+            and not is_terminal(sys.stderr))
+
+
 def _encrypt(args: Arguments) -> None:
-    recipients = _load_recipients(args)
+    early = _seals_early(args)
+    # Loading X25519 keys cannot fail, so loading them later, once the files
+    # are open, changes no outcome; any other key is loaded first, as age does.
+    recipients = [] if early else _load_recipients(args)
     tty_in = _stdin_is_input(args)
     with _open_input(args.input) as src:
         source = _terminal_input(src, False) if tty_in else src
-        with _output.open_output(args.output, False, tty_in) as dst, _progress(source) as reader:
-            agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
+        with _output.open_output(args.output, False, tty_in) as dst:
+            if early:
+                with _early_payload.started(source, dst, len(args.recipients), args.threads) as payload:
+                    # cryptography is imported here, while the payload is sealed
+                    recipients = _load_recipients(args)
+                    if payload is not None:
+                        payload.finish(recipients)
+                        return
+            with _progress(source) as reader:
+                agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
 
 
 class _PassphrasePrompt:

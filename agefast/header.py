@@ -23,10 +23,14 @@ def payload_key(file_key: bytes, nonce: bytes) -> bytes:
     return hkdf(file_key, nonce, b"payload")
 
 
-def make_header(recipients: "list[Recipient]") -> tuple[bytes, bytes]:
+def make_header(recipients: "list[Recipient]", file_key: bytes | None = None) -> tuple[bytes, bytes]:
     """Return (header bytes ending in newline, file key) for `recipients`,
-    a non-empty list of recipient objects (agefast._arguments checks it)."""
-    file_key = os.urandom(FILE_KEY_SIZE)
+    a non-empty list of recipient objects (agefast._arguments checks it).
+
+    The file key is a new random one unless given (by a payload sealed
+    before its header: agefast._early_payload)."""
+    if file_key is None:
+        file_key = os.urandom(FILE_KEY_SIZE)
     stanzas: list[Stanza] = []
     for r in recipients:
         stanzas.extend(r.wrap(file_key))

@@ -205,14 +205,16 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
 
 
 def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None, *,
-                read_at: int | None = None, write_at: int | None = None) -> None:
-    """Encrypt everything `read_full` yields as the STREAM payload onto `dst`.
+                read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
+    """Encrypt everything `read_full` yields as the STREAM payload onto `dst`,
+    its first chunk with the nonce counter `counter` (the rest of a payload
+    whose first chunks were sealed elsewhere: agefast._early_payload).
 
     `read_at` and `write_at` are the file offsets the input is read from and
     the output written to, where known: hints for placing buffers."""
 
-    def seal(counter: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, str | None]:
-        return chunks.seal_chunks(key, counter, plain, sealed, final, threads=threads, split=False), None
+    def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, str | None]:
+        return chunks.seal_chunks(key, counter + index, plain, sealed, final, threads=threads, split=False), None
 
     _run(read_full, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, threads)
 

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import command_imports
+
 
 def test_warm_up_reports_the_engine():
     done = subprocess.run([sys.executable, "-m", "agefast", "--warm-up"], capture_output=True, text=True)
@@ -31,16 +33,10 @@ def test_an_x25519_command_imports_no_other_recipient_type(tmp_path):
     (tmp_path / "small").write_bytes(b"x" * 1024)
     # Only what the command itself imports counts: a site hook may have loaded
     # some of these before it (this sandbox's certifi hook loads tempfile).
-    probe = ("import runpy, sys\n"
-             "before = set(sys.modules)\n"
-             "sys.argv = ['agefast', *sys.argv[1:]]\n"
-             "try:\n"
-             "    runpy.run_module('agefast', run_name='__main__')\n"
-             "finally:\n"
-             "    lazy = ('passphrase', 'plugin', 'pq', 'ssh', 'tag', 'tagpq', 'numba', 'dataclasses', '_hashlib',\n"
-             "            'tempfile', 'cryptography.hazmat.backends.openssl.backend', 'pybase64')\n"
-             "    print(sorted(m for m in lazy if {m, 'agefast.' + m} & (set(sys.modules) - before)),\n"
-             "          file=sys.stderr)\n")
+    probe = command_imports.probe(
+        "print(sorted(m for m in ('passphrase', 'plugin', 'pq', 'ssh', 'tag', 'tagpq', 'numba', 'dataclasses', "
+        "'_hashlib', 'tempfile', 'cryptography.hazmat.backends.openssl.backend', 'pybase64') "
+        "if {m, 'agefast.' + m} & set(imported)), file=sys.stderr)")
     sealed, opened = tmp_path / "small.age", tmp_path / "small.out"
     for argv in (["-e", "-i", key, "-o", sealed, tmp_path / "small"], ["-d", "-i", key, "-o", opened, sealed]):
         done = subprocess.run([sys.executable, "-c", probe, *map(str, argv)], capture_output=True, text=True)
