@@ -1,7 +1,8 @@
 """Numba ChaCha20-Poly1305 engine for batches of age STREAM chunks.
 
-`seal_file` seals whole batches of one file into another with pread and
-pwrite, on worker threads that need no GIL until they end.
+`seal_file` and `open_file` seal or open whole batches of one file into
+another with pread and pwrite, on worker threads that need no GIL until
+they end.
 
 `seal_chunks` and `open_chunks` have exactly the semantics of
 agefast.chunks.seal_chunks / open_chunks (same nonces, same return values, a
@@ -40,10 +41,10 @@ os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 CHUNK_SIZE = _abi.CHUNK
 TAG_SIZE = _abi.TAG
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
-FILE_BATCH = _abi.FILE_BATCH     # chunks in a batch of seal_file
+FILE_BATCH = _abi.FILE_BATCH     # chunks in a batch of seal_file and open_file
 _U64 = (1 << 64) - 1
 
-__all__ = ["seal_chunks", "open_chunks", "seal_file", "isa", "warm_up", "is_warm", "cached"]
+__all__ = ["seal_chunks", "open_chunks", "seal_file", "open_file", "isa", "warm_up", "is_warm", "cached"]
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -151,16 +152,16 @@ def _reference() -> tuple[_native.Functions, str]:
             _engine._scratch())  # type: ignore[no-untyped-call]
         return result
 
-    def seal_file(key: Any, src_fd: int, src_at: int, dst_fd: int, dst_at: int, first: int, stride: int,
-                  batches: int, src: int, dst: int, scratch: object, stop: int, lock: int) -> int:
+    def file_batches(key: Any, mode: int, src_fd: int, src_at: int, dst_fd: int, dst_at: int, first: int,
+                     stride: int, batches: int, src: int, dst: int, scratch: object, stop: int, lock: int) -> int:
         k = np.frombuffer(bytearray(key.raw), np.uint8)
         arrays = _engine._scratch()  # type: ignore[no-untyped-call]
-        result: int = _engine._seal_file(  # type: ignore[no-untyped-call]
-            k, src_fd, src_at, dst_fd, dst_at, first, stride, batches, array(src, _abi.SRC_BUFFER_SIZE),
-            array(dst, _abi.DST_BUFFER_SIZE), arrays, array(stop, 8, np.int64), lock)
+        result: int = _engine._file_batches(  # type: ignore[no-untyped-call]
+            k, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batches, array(src, _abi.FILE_BUFFER_SIZE),
+            array(dst, _abi.FILE_BUFFER_SIZE), arrays, array(stop, 8, np.int64), lock)
         return result
 
-    return _native.Functions(batch, seal_file), _isa_of(",".join("+" + f for f in _engine.FEATURES))
+    return _native.Functions(batch, file_batches), _isa_of(",".join("+" + f for f in _engine.FEATURES))
 
 
 def _compile(key: str) -> tuple[_native.Functions, str]:
@@ -361,27 +362,27 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     return next((a + r for r, (a, b) in zip(reached, spans) if a + r < b), chunks)
 
 
-class FileSealing:
-    """Whole batches of one file being sealed into another on worker threads (seal_file)."""
+class FileBatches:
+    """Whole batches of one file being sealed or opened into another on worker threads (seal_file, open_file)."""
 
-    def __init__(self, key: "ctypes.Array[ctypes.c_char]", src_fd: int, src_at: int, dst_fd: int, dst_at: int,
-                 batches: int, workers: int) -> None:
+    def __init__(self, mode: int, key: "ctypes.Array[ctypes.c_char]", src_fd: int, src_at: int, dst_fd: int,
+                 dst_at: int, batches: int, workers: int) -> None:
         self._stop = _native.Flag()
         self._lock = _native.Mutex()
         self._results: list[tuple[int, int]] = [(_abi.FILE_DONE, 0)] * workers
-        self._threads = [threading.Thread(target=self._work, name="agefast-seal-file", daemon=True,
-                                          args=(i, key, src_fd, src_at, dst_fd, dst_at, i, workers, batches))
+        self._threads = [threading.Thread(target=self._work, name="agefast-file-batches", daemon=True,
+                                          args=(i, key, mode, src_fd, src_at, dst_fd, dst_at, i, workers, batches))
                          for i in range(workers)]
         for thread in self._threads:
             thread.start()
 
     def _work(self, i: int, *args: Any) -> None:
-        src, dst = _native.page_aligned(_abi.SRC_BUFFER_SIZE), _native.page_aligned(_abi.DST_BUFFER_SIZE)
+        src, dst = _native.page_aligned(_abi.FILE_BUFFER_SIZE), _native.page_aligned(_abi.FILE_BUFFER_SIZE)
         try:
             _native.clear_errno()
-            seal_file = _functions.seal_file  # type: ignore[union-attr]  # loaded before the threads start
-            result = seal_file(*args, src.address, dst.address, _native.scratch(), self._stop.address,
-                               self._lock.address)
+            file_batches = _functions.file_batches  # type: ignore[union-attr]  # loaded before the threads start
+            result = file_batches(*args, src.address, dst.address, _native.scratch(), self._stop.address,
+                                  self._lock.address)
             self._results[i] = (result, _native.last_errno())
         finally:
             src.release()
@@ -393,35 +394,34 @@ class FileSealing:
         for thread in self._threads:
             thread.join()
 
-    def wait(self) -> None:
-        """Return once every batch is sealed and written; raise what stopped a worker.
+    def wait(self) -> int | None:
+        """Return once every batch is done: None, or the first batch that did not
+        verify (open_file; every batch before it was opened and written).
 
-        OSError for a failed read or write, EOFError where the input ended
-        before its last batch (the file shrank while it was read).
+        Raises OSError for a failed read or write, EOFError where the input
+        ended before its last batch (the file shrank while it was read).
         """
         for thread in self._threads:
             thread.join()
+        failed = None
         for result, code in self._results:
             if result in (_abi.READ_FAILED, _abi.WRITE_FAILED):
                 code = code or errno.EIO   # a write that moved nothing set no errno
                 raise OSError(code, os.strerror(code))
             if result == _abi.INPUT_ENDED:
                 raise EOFError("the input ended before its last batch")
-            if result != _abi.FILE_DONE:
-                raise RuntimeError("the file kernel failed" if result < 0 else "the file sealing was stopped")
+            if result >= _abi.FAILED_AT:
+                # Each worker went through its batches in order up to its
+                # first failure, so every batch below the least one verified.
+                batch = result - _abi.FAILED_AT
+                failed = batch if failed is None else min(failed, batch)
+            elif result != _abi.FILE_DONE:
+                raise RuntimeError("the file kernel failed" if result < 0 else "the file batches were stopped")
+        return failed
 
 
-def seal_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
-              threads: int | None = None) -> FileSealing:
-    """Start sealing `batches` batches of FILE_BATCH full chunks, none final, counters from 0.
-
-    Batch b is read from `src_fd` at src_at + b * FILE_BATCH * CHUNK_SIZE and
-    written to `dst_fd` at dst_at + b * FILE_BATCH * SEALED_CHUNK_SIZE, with
-    pread and pwrite from compiled code on `threads` worker threads (None:
-    every CPU), none of which needs the GIL until it ends: the caller's
-    thread runs on meanwhile. Returns at once; the caller must wait() or
-    stop() before it closes either file.
-    """
+def _file_batches(mode: int, key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
+                  threads: int | None) -> FileBatches:
     k = _key(key)
     for name, value in (("src_fd", src_fd), ("src_at", src_at), ("dst_fd", dst_fd), ("dst_at", dst_at),
                         ("batches", batches)):
@@ -431,4 +431,32 @@ def seal_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, ba
             raise ValueError(f"{name} must not be negative")
     workers = _threads(threads, max(1, batches))
     warm_up()
-    return FileSealing(k, src_fd, src_at, dst_fd, dst_at, batches, workers)
+    return FileBatches(mode, k, src_fd, src_at, dst_fd, dst_at, batches, workers)
+
+
+def seal_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
+              threads: int | None = None) -> FileBatches:
+    """Start sealing `batches` batches of FILE_BATCH full chunks, none final, counters from 0.
+
+    Batch b is read from `src_fd` at src_at + b * FILE_BATCH * CHUNK_SIZE and
+    written to `dst_fd` at dst_at + b * FILE_BATCH * SEALED_CHUNK_SIZE, with
+    pread and pwrite from compiled code on `threads` worker threads (None:
+    every CPU), none of which needs the GIL until it ends: the caller's
+    thread runs on meanwhile. Returns at once; the caller must wait() or
+    stop() before it closes either file.
+    """
+    return _file_batches(_abi.SEAL, key, src_fd, src_at, dst_fd, dst_at, batches, threads)
+
+
+def open_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
+              threads: int | None = None) -> FileBatches:
+    """Start opening `batches` batches of FILE_BATCH sealed chunks, none final, counters from 0.
+
+    As seal_file, the other way: batch b is read at src_at + b * FILE_BATCH *
+    SEALED_CHUNK_SIZE and written at dst_at + b * FILE_BATCH * CHUNK_SIZE,
+    only once every chunk of it verified. A worker ends at its first batch
+    that does not verify; wait() returns the least such batch. Batches after
+    it (other workers') may have been written: verified plaintext, but not to
+    be released.
+    """
+    return _file_batches(_abi.OPEN, key, src_fd, src_at, dst_fd, dst_at, batches, threads)

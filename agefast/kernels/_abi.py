@@ -14,29 +14,31 @@ BATCH_RESULT = "int64"
 
 SEAL, OPEN = 0, 1
 
-# int64 seal_file(key*, src_fd, src_at, dst_fd, dst_at, first, stride, batches,
-# src_buffer*, dst_buffer*, scratch*, stop*, lock*): seal whole batches of one
-# file into another with pread and pwrite, no Python and no GIL in between.
-# Batch b is the FILE_BATCH chunks of plaintext from src_at + b * FILE_BATCH *
-# CHUNK, none of them final, sealed with counters from b * FILE_BATCH and
-# written from dst_at + b * FILE_BATCH * (CHUNK + TAG). A worker does batches
-# first, first + stride, ... below `batches`; it checks the int64 at `stop`
-# before each and ends early once another thread made it non-zero. The
-# workers of one file share `lock`, a pthread mutex held while a batch is
-# written: ext4 takes the file's lock for every write, and two threads
-# writing at once spin on it (256 MiB: 0.16 s of system time against 0.11 s).
-FILE_ARGS = ("voidptr", "int64", "int64", "int64", "int64", "int64", "int64", "int64", "voidptr", "voidptr",
-             "voidptr", "voidptr", "voidptr")
+# int64 file_batches(key*, mode, src_fd, src_at, dst_fd, dst_at, first, stride,
+# batches, src_buffer*, dst_buffer*, scratch*, stop*, lock*): seal (mode SEAL)
+# or open (OPEN) whole batches of one file into another with pread and pwrite,
+# no Python and no GIL in between. A batch is FILE_BATCH chunks, none of them
+# final: batch b is read from src_at + b * (its size in the input) and written
+# to dst_at + b * (its size in the output), its chunks' counters from b *
+# FILE_BATCH. A worker does batches first, first + stride, ... below
+# `batches`; it checks the int64 at `stop` before each and ends early once
+# another thread made it non-zero. The workers of one file share `lock`, a
+# pthread mutex held while a batch is written: ext4 takes the file's lock for
+# every write, and two threads writing at once spin on it (256 MiB: 0.16 s of
+# system time against 0.11 s). An opened batch is written only if every chunk
+# of it verified; a worker ends at the first batch that did not.
+FILE_ARGS = ("voidptr", "int64", "int64", "int64", "int64", "int64", "int64", "int64", "int64", "voidptr",
+             "voidptr", "voidptr", "voidptr", "voidptr")
 FILE_RESULT = "int64"
 FILE_BATCH = 32
 PAGE = 4096            # a batch lies in its buffer at its file offset's place within a page
-SRC_BUFFER_SIZE = FILE_BATCH * CHUNK + PAGE
-DST_BUFFER_SIZE = FILE_BATCH * (CHUNK + TAG) + PAGE
+FILE_BUFFER_SIZE = FILE_BATCH * (CHUNK + TAG) + PAGE     # each of the two buffers
 WRITE_PIECE = 32768    # writes are cut at the output file's multiples of this
 MUTEX_SIZE = 64        # room for a pthread_mutex_t (40 bytes on x86-64 glibc, 48 on arm64)
-# seal_file's results: every batch done, or why it ended (the C library's
-# errno tells why for READ_FAILED and WRITE_FAILED).
-FILE_DONE, FILE_STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED = 0, 1, -1, -2, -3
+# file_batches' results: every batch done, or why it ended (the C library's
+# errno tells why for READ_FAILED and WRITE_FAILED); FAILED_AT + b: batch b
+# did not verify.
+FILE_DONE, FILE_STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED, FAILED_AT = 0, 1, -1, -2, -3, 2
 
 # The caller's scratch for one batch call, zeroed: ChaCha20 state (16 uint32),
 # Poly1305 context (8 uint64), lane state (5 x 16 uint64), powers r^16 and
@@ -54,4 +56,4 @@ SCRATCH_SIZE = BYTES_AT + BYTES_SIZE
 
 # The functions the compiled object defines.
 SYMBOL = "agefast_batch"
-FILE_SYMBOL = "agefast_seal_file"
+FILE_SYMBOL = "agefast_file_batches"

@@ -1,6 +1,6 @@
 """Compile the kernels' C functions with Numba into native code that runs without Numba.
 
-Numba compiles _engine.batch_c and _engine.seal_file_c as C functions (cfuncs
+Numba compiles _engine.batch_c and _engine.file_batches_c as C functions (cfuncs
 over raw pointers, every buffer passed in by the caller, so they need nothing
 of Numba's runtime); their final LLVM modules, linked into one, become an
 object file for the CPU Numba compiles for, emitted by Numba's own target
@@ -43,11 +43,11 @@ define void @NRT_MemInfo_call_dtor(ptr %meminfo) {{
 """
 _LLVM_TYPES = {"voidptr": "ptr", "uint64": "i64", "int64": "i64"}
 # What the object may leave to the process: the C library's memory functions,
-# and seal_file's file I/O and mutex.
+# and file_batches' file I/O and mutex.
 _EXTERNAL = ("memcpy", "memset", "memmove", "pread", "pwrite", "pthread_mutex_lock", "pthread_mutex_unlock")
 # Each C function: (symbol, its Python in _engine, argument and result type names).
 _FUNCTIONS = ((_abi.SYMBOL, _engine.batch_c, _abi.BATCH_ARGS, _abi.BATCH_RESULT),
-              (_abi.FILE_SYMBOL, _engine.seal_file_c, _abi.FILE_ARGS, _abi.FILE_RESULT))
+              (_abi.FILE_SYMBOL, _engine.file_batches_c, _abi.FILE_ARGS, _abi.FILE_RESULT))
 
 
 def _signature(args, result):

@@ -32,7 +32,7 @@ from numba.core import caching, cgutils
 from numba.extending import intrinsic, register_jitable
 
 from . import _abi
-from ._abi import OPEN, SEAL  # noqa: F401  (the modes of _batch)
+from ._abi import OPEN, SEAL
 
 
 class _OutOfTreeCache(caching.FunctionCache):
@@ -1020,30 +1020,34 @@ def _write_batch(dst_fd, dst, place, size, at):
 
 
 @_inner
-def _seal_file(key, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src, dst, scr, stop, lock):
-    """Seal batches first, first + stride, ... below `batches` of a file into another (_abi.FILE_ARGS)."""
+def _file_batches(key, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src, dst, scr, stop, lock):
+    """Seal or open batches first, first + stride, ... below `batches` of a file into another (_abi.FILE_ARGS)."""
     plain = _abi.FILE_BATCH * CHUNK
     sealed = _abi.FILE_BATCH * (CHUNK + TAG)
+    size_in = plain if mode == SEAL else sealed
+    size_out = sealed if mode == SEAL else plain
     b = first
     while b < batches:
         if stop[0] != 0:
             return _abi.FILE_STOPPED
-        at = src_at + b * plain
+        at = src_at + b * size_in
         place = at % _abi.PAGE
         got = 0
-        while got < plain:
-            n = _pread(src_fd, src, place + got, plain - got, at + got)
+        while got < size_in:
+            n = _pread(src_fd, src, place + got, size_in - got, at + got)
             if n < 0:
                 return _abi.READ_FAILED
             if n == 0:
                 return _abi.INPUT_ENDED
             got += n
-        out_at = dst_at + b * sealed
+        out_at = dst_at + b * size_out
         out_place = out_at % _abi.PAGE
-        _seal_batch(key, np.uint64(b * _abi.FILE_BATCH), src[place:place + plain],
-                    dst[out_place:out_place + sealed], False, scr)
+        done = _batch(key, np.uint64(b * _abi.FILE_BATCH), src[place:place + size_in],
+                      dst[out_place:out_place + size_out], False, mode, scr)
+        if mode == OPEN and done != _abi.FILE_BATCH:
+            return _abi.FAILED_AT + b
         _lock(lock)
-        written = _write_batch(dst_fd, dst, out_place, sealed, out_at)
+        written = _write_batch(dst_fd, dst, out_place, size_out, out_at)
         _unlock(lock)
         if not written:
             return _abi.WRITE_FAILED
@@ -1051,18 +1055,18 @@ def _seal_file(key, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src,
     return _abi.FILE_DONE
 
 
-def seal_file_c(key, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src_buffer, dst_buffer, scratch,
-                stop, lock):
-    """_seal_file over raw pointers, compiled by _build as a C function (_abi.FILE_ARGS).
+def file_batches_c(key, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batches, src_buffer, dst_buffer,
+                   scratch, stop, lock):
+    """_file_batches over raw pointers, compiled by _build as a C function (_abi.FILE_ARGS).
 
-    key: 32 bytes; buffers: _abi.SRC_BUFFER_SIZE and DST_BUFFER_SIZE bytes;
-    scratch as for batch_c, owned by this call; stop: one int64; lock: an
-    initialised pthread mutex.
+    key: 32 bytes; buffers: _abi.FILE_BUFFER_SIZE bytes each; scratch as for
+    batch_c, owned by this call; stop: one int64; lock: an initialised
+    pthread mutex.
     """
-    return _seal_file(carray(key, 32, np.uint8), src_fd, src_at, dst_fd, dst_at, first, stride, batches,
-                      carray(src_buffer, _abi.SRC_BUFFER_SIZE, np.uint8),
-                      carray(dst_buffer, _abi.DST_BUFFER_SIZE, np.uint8), _carve(scratch), carray(stop, 1, np.int64),
-                      lock)
+    return _file_batches(carray(key, 32, np.uint8), mode, src_fd, src_at, dst_fd, dst_at, first, stride, batches,
+                         carray(src_buffer, _abi.FILE_BUFFER_SIZE, np.uint8),
+                         carray(dst_buffer, _abi.FILE_BUFFER_SIZE, np.uint8), _carve(scratch),
+                         carray(stop, 1, np.int64), lock)
 
 
 # ------------------------------------------------ single messages (tests)

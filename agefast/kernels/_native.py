@@ -26,10 +26,10 @@ class Functions(NamedTuple):
     """The compiled C functions (_abi), callable through ctypes, which releases the GIL for each call."""
 
     batch: Function
-    seal_file: Function
+    file_batches: Function
 
 
-# Each function's symbol and C types. errno is kept for seal_file: it reads and
+# Each function's symbol and C types. errno is kept for file_batches: it reads and
 # writes files, and ctypes.get_errno() then tells the caller why one failed.
 _SIGNATURES = ((_abi.SYMBOL, _abi.BATCH_RESULT, _abi.BATCH_ARGS),
                (_abi.FILE_SYMBOL, _abi.FILE_RESULT, _abi.FILE_ARGS))
@@ -115,7 +115,7 @@ class Flag:
 
 
 class Mutex:
-    """A pthread mutex in memory that compiled code locks (seal_file's lock); lives as long as this object."""
+    """A pthread mutex in memory that compiled code locks (file_batches' lock); lives as long as this object."""
 
     __slots__ = ("_memory", "address")
 
