@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from . import _arguments, _reserve, armor, chunks
+from . import _arguments, _file_batches, _reserve, armor, chunks
 from ._buffers import Fill, new_bytes, ready_now
 from ._replace import replacing
 from ._source import MemoryReader, Source, file_position
@@ -402,13 +402,20 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     out, key = _begin_file(writer, recipients, armored)
     position = file_position(reader)
     write_at = _write_position(out)
-    size = None
+    read_at = size = None
+    plain = 0
     if position is not None:
-        chunks.expect(position[1] - position[0])
-        size = chunks.sealed_size(position[1] - position[0])
+        read_at, plain = position[0], position[1] - position[0]
+        chunks.expect(plain)
+        size = chunks.sealed_size(plain)
     with _reserve.reserving(out, write_at, size):
-        seal_stream(Source(reader).readinto, out, key, threads, read_at=None if position is None else position[0],
-                    write_at=write_at)
+        with _file_batches.started(_file_batches.SEAL, reader, out, key, read_at, write_at, plain,
+                                   threads) as batches:
+            counter = 0
+            if batches is not None:
+                read_at, write_at, counter = batches.finish()
+            seal_stream(Source(reader).readinto, out, key, threads, read_at=read_at, write_at=write_at,
+                        counter=counter)
         _finish_file(out, writer)
 
 
@@ -427,12 +434,20 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     offset = None
     write_at = _write_position(writer)
     size = None
+    payload = 0
     if position is not None and not armored:
         offset = position[0] + source.consumed
-        chunks.expect(position[1] - offset)
-        size = chunks.plaintext_size(position[1] - offset)
+        payload = position[1] - offset
+        chunks.expect(payload)
+        size = chunks.plaintext_size(payload)
     with _reserve.reserving(writer, write_at, size):
-        open_stream(source.readinto, writer, key, threads, read_at=offset, write_at=write_at)
+        with _file_batches.started(_file_batches.OPEN, reader, writer, key, offset, write_at, payload,
+                                   threads) as batches:
+            read_full, counter = source.readinto, 0
+            if batches is not None:
+                offset, write_at, counter = batches.finish()
+                read_full = Source(reader).readinto   # from the rest: source read ahead of the batches
+            open_stream(read_full, writer, key, threads, read_at=offset, write_at=write_at, counter=counter)
         _flush(writer)
 
 

@@ -137,6 +137,13 @@ def expect(size: int) -> None:
             _moved = max(_moved, ENGINE_AFTER)
 
 
+def kernels_for_file(size: int, threads: int | None) -> ModuleType | None:
+    """The kernels module, loaded, where a file of `size` bytes is to run on
+    them by the rules above (with AGEFAST_ENGINE); None for cryptography."""
+    expect(size)
+    return _kernels_for(KERNEL_MIN_BATCH, threads)
+
+
 def sealed_size(plaintext_size: int) -> int:
     """Ciphertext bytes for a final batch of `plaintext_size` plaintext bytes."""
     chunks = max(1, -(-plaintext_size // CHUNK_SIZE))

@@ -208,7 +208,7 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None =
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
     """Encrypt everything `read_full` yields as the STREAM payload onto `dst`,
     its first chunk with the nonce counter `counter` (the rest of a payload
-    whose first chunks were sealed elsewhere: agefast._early_payload).
+    whose first chunks were sealed elsewhere: agefast._file_batches).
 
     `read_at` and `write_at` are the file offsets the input is read from and
     the output written to, where known: hints for placing buffers."""
@@ -220,17 +220,17 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None =
 
 
 def open_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None, *,
-                read_at: int | None = None, write_at: int | None = None) -> None:
-    """Decrypt the STREAM payload `read_full` yields onto `dst` (`read_at`
-    and `write_at` as for seal_stream).
+                read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
+    """Decrypt the STREAM payload `read_full` yields onto `dst` (`read_at`,
+    `write_at` and `counter` as for seal_stream).
 
     Verified plaintext is written as it is opened; a PayloadError is raised
     after the last verified chunk, so a caller writing to a file must discard
     it on error (decrypt_file and the CLI do).
     """
 
-    def open_(counter: int, sealed: memoryview, plain: memoryview, final: bool) -> tuple[int, str | None]:
-        _, size, problem = open_batch(key, counter, sealed, plain, final, threads, split=False)
+    def open_(index: int, sealed: memoryview, plain: memoryview, final: bool) -> tuple[int, str | None]:
+        _, size, problem = open_batch(key, counter + index, sealed, plain, final, threads, split=False)
         return size, problem
 
     problem = _run(read_full, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, threads)

@@ -8,7 +8,7 @@ import command_imports
 import pytest
 
 import agefast
-from agefast import _early_payload, bech32, header, kernels
+from agefast import _early_payload, _file_batches, bech32, header, kernels
 from agefast.errors import EncryptError
 
 MiB = 1 << 20
@@ -57,7 +57,7 @@ def seal(tmp_path, plain: bytes, recipients, threads=None, before_finish=None) -
 
 # Sizes: the smallest that applies, a whole number of batches (the pipeline's
 # tail is then a whole batch), a batch and a chunk over, and a short last chunk.
-@pytest.mark.parametrize("size,threads", [(_early_payload.MIN_SIZE, None), (20 * BATCH, 1),
+@pytest.mark.parametrize("size,threads", [(_file_batches.MIN_SIZE, None), (20 * BATCH, 1),
                                           (17 * BATCH + kernels.CHUNK_SIZE, 2), (21 * BATCH + 1000, 3)])
 def test_files_decrypt_with_every_identity(tmp_path, make_plaintext, size, threads):
     plain = make_plaintext(size)
@@ -80,13 +80,13 @@ def test_an_input_that_grew_is_sealed_whole(tmp_path, make_plaintext):
 
 
 def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch):
-    real = kernels.FileSealing.wait
+    real = kernels.FileBatches.wait
 
     def shrank(self):
         real(self)
         raise EOFError("the input ended before its last batch")
 
-    monkeypatch.setattr(kernels.FileSealing, "wait", shrank)
+    monkeypatch.setattr(kernels.FileBatches, "wait", shrank)
     with pytest.raises(EncryptError, match="shrank"):
         seal(tmp_path, bytes(33 * MiB), RECIPIENTS[:1])
 
@@ -97,11 +97,19 @@ def test_a_header_of_another_size_is_refused(tmp_path):
         seal(tmp_path, bytes(33 * MiB), [agefast.passphrase.Recipient("a passphrase")])
 
 
-@pytest.mark.parametrize("size,output", [(_early_payload.MIN_SIZE - 1, b""), (_early_payload.MIN_SIZE, b"x")])
+@pytest.mark.parametrize("size,output", [(_file_batches.MIN_SIZE - 1, b""), (_file_batches.MIN_SIZE, b"x")])
 def test_it_does_not_apply_to_a_small_input_or_an_output_with_data(tmp_path, size, output):
     (tmp_path / "in").write_bytes(bytes(size))
     (tmp_path / "out").write_bytes(output)
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "r+b") as dst, \
+            _early_payload.started(src, dst, 1, None) as payload:
+        assert payload is None
+
+
+def test_it_does_not_apply_where_the_file_stays_on_cryptography(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+    (tmp_path / "in").write_bytes(bytes(_file_batches.MIN_SIZE))
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
             _early_payload.started(src, dst, 1, None) as payload:
         assert payload is None
 
@@ -138,7 +146,7 @@ def test_go_age_decrypts_what_the_command_sealed_early(tmp_path, make_plaintext,
     key, recipient = age_key
     plain = make_plaintext(34 * MiB + 3)
     (tmp_path / "in").write_bytes(plain)
-    done = run_command(["--threads", "1", "-r", recipient, "-o", tmp_path / "out", tmp_path / "in"])
+    done = run_command(["--threads", "2", "-r", recipient, "-o", tmp_path / "out", tmp_path / "in"])
     assert done.returncode == 0, done.stderr
     opened = subprocess.run(["age", "-d", "-i", key, tmp_path / "out"], capture_output=True, timeout=300)
     assert opened.returncode == 0 and opened.stdout == plain

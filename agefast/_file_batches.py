@@ -1,0 +1,133 @@
+"""A file-to-file payload's whole batches on the compiled file kernel; the rest through the pipeline.
+
+Where a payload goes from a regular file to a regular file (encrypt_io and
+decrypt_io, and so the `*_file` functions and the command), every whole batch
+of 32 chunks but the last is sealed or opened by agefast.kernels.seal_file /
+open_file: one worker per core that reads, seals or opens and writes batch
+after batch in compiled code, with no Python and no GIL in between. The last
+batch, which holds the final chunk, goes through agefast.pipeline, which knows
+how a payload ends, and so does whatever the input grew by meanwhile; an
+input that shrank under the workers is an error.
+
+In one process, 256 MiB page-cached file to file on the 2-core VM (AMD EPYC
+Zen 5, 2026-12-02, medians of 6-7): sealing 96-115 ms against 111-134 ms
+through the pipeline alone, opening 104 ms against 138 ms.
+"""
+
+import contextlib
+import fcntl
+import io
+import os
+import stat
+from collections.abc import Iterator
+from typing import Any
+
+from . import chunks
+from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
+from .errors import EncryptError, PayloadError
+
+SEAL, OPEN = "seal", "open"
+# Below this the pipeline stays on cryptography by default (chunks.ENGINE_AFTER),
+# and loading the kernels and starting workers would not pay back.
+MIN_SIZE = chunks.ENGINE_AFTER
+
+
+# The file kernel reads and writes at the offsets a file object reports, so
+# only the standard library's own file objects qualify, over a plain FileIO:
+# their tell() is the file's (a subclass's may not be, and what it does on
+# each write would be bypassed).
+_STANDARD = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
+
+
+def regular_fd(f: Any) -> int | None:
+    """The descriptor of `f` where it is a standard file object of a regular
+    file that the file kernel may read or write at any offset: not opened
+    for appending (others may be writing too) or with O_DIRECT (which takes
+    only aligned transfers)."""
+    if type(f) not in _STANDARD or type(getattr(f, "raw", f)) is not io.FileIO:
+        return None
+    try:
+        fd = f.fileno()
+        if type(fd) is not int or not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & (os.O_APPEND | getattr(os, "O_DIRECT", 0)):
+            return None
+        return fd
+    except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
+        return None
+
+
+class Batches:
+    """Whole batches of a payload under way on the file kernel."""
+
+    def __init__(self, direction: str, job: Any, key: bytes, batches: int, batch_chunks: int, reader: Any,
+                 src_fd: int, read_at: int, writer: Any, write_at: int) -> None:
+        self._direction, self._job, self._key = direction, job, key
+        self._batches, self._batch_chunks = batches, batch_chunks
+        self._reader, self._src_fd, self._read_at = reader, src_fd, read_at
+        self._writer, self._write_at = writer, write_at
+        self._in, self._out = (CHUNK_SIZE, SEALED_CHUNK_SIZE) if direction == SEAL else (SEALED_CHUNK_SIZE,
+                                                                                          CHUNK_SIZE)
+
+    def finish(self) -> tuple[int, int, int]:
+        """Wait for the batches; move the reader and the writer to where the rest
+        of the payload is read and written, and return (read_at, write_at, the
+        counter of its first chunk), for agefast.pipeline."""
+        try:
+            failed = self._job.wait()
+        except EOFError:
+            if self._direction == SEAL:
+                raise EncryptError("the input file shrank while it was encrypted") from None
+            raise PayloadError("the file shrank while it was decrypted") from None
+        if failed is not None:
+            raise PayloadError(self._problem(failed))
+        counter = self._batches * self._batch_chunks
+        read_at = self._read_at + counter * self._in
+        write_at = self._write_at + counter * self._out
+        self._reader.seek(read_at)
+        self._writer.seek(write_at)
+        return read_at, write_at, counter
+
+    def _problem(self, batch: int) -> str:
+        """Why batch `batch` did not open, in the pipeline's words (agefast.stream.open_batch)."""
+        from .stream import open_batch
+
+        size = self._batch_chunks * SEALED_CHUNK_SIZE
+        sealed = os.pread(self._src_fd, size, self._read_at + batch * size)
+        _, _, problem = open_batch(self._key, batch * self._batch_chunks, sealed,
+                                   bytearray(self._batch_chunks * CHUNK_SIZE), False, threads=1, split=False)
+        return problem or "the payload changed while it was read"
+
+    def stop(self) -> None:
+        self._job.stop()
+
+
+@contextlib.contextmanager
+def started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int | None, write_at: int | None,
+            size: int, threads: int | None) -> Iterator[Batches | None]:
+    """The whole batches but the last of a payload of `size` bytes (the input's)
+    sealed or opened from `reader` at `read_at` into `writer` at `write_at`;
+    None where the file kernel does not apply (offsets not known, not regular
+    files, under MIN_SIZE, or left to cryptography by agefast.chunks' rules).
+
+    The workers are stopped before the block is left, however it is left: the
+    files are never closed under them.
+    """
+    batches = None
+    src_fd, dst_fd = regular_fd(reader), regular_fd(writer)
+    if read_at is not None and write_at is not None and src_fd is not None and dst_fd is not None \
+            and size >= MIN_SIZE:
+        kernels = chunks.kernels_for_file(size, threads)
+        if kernels is not None:
+            writer.flush()      # what a buffered writer holds lands before the workers' writes
+            batch = kernels.FILE_BATCH * (CHUNK_SIZE if direction == SEAL else SEALED_CHUNK_SIZE)
+            count = (size - 1) // batch
+            start = kernels.seal_file if direction == SEAL else kernels.open_file
+            job = start(key, src_fd, read_at, dst_fd, write_at, count, threads)
+            batches = Batches(direction, job, key, count, kernels.FILE_BATCH, reader, src_fd, read_at, writer,
+                              write_at)
+    try:
+        yield batches
+    finally:
+        if batches is not None:
+            batches.stop()

@@ -1,0 +1,131 @@
+"""File-to-file payloads whose whole batches go through the compiled file kernel (agefast._file_batches)."""
+
+import io
+import os
+import random
+
+import pytest
+
+import agefast
+from agefast import _file_batches, chunks, kernels
+from agefast.errors import PayloadError
+
+MiB = 1 << 20
+SIZE = _file_batches.MIN_SIZE + 3 * MiB + 17
+IDENTITY = agefast.x25519.Identity.generate()
+RECIPIENT = IDENTITY.to_public()
+KEY = bytes(range(32))
+SEALED_BATCH = kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """The batches each file-kernel job was started for, by direction."""
+    calls = {"seal": [], "open": []}
+    for direction in calls:
+        real = getattr(kernels, f"{direction}_file")
+
+        def spy(*args, real=real, direction=direction, **kwargs):
+            calls[direction].append(args[5])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(kernels, f"{direction}_file", spy)
+    return calls
+
+
+@pytest.mark.parametrize("prefix", [0, 4095])
+def test_files_round_trip_through_the_kernel_from_any_offset(tmp_path, kernel_calls, prefix):
+    data = random.Random(prefix).randbytes(SIZE)
+    (tmp_path / "plain").write_bytes(b"p" * prefix + data)
+    with open(tmp_path / "plain", "rb") as src, open(tmp_path / "sealed", "wb") as dst:
+        src.seek(prefix)
+        dst.write(b"s" * prefix)      # a writer that holds data of its own, not yet flushed
+        agefast.encrypt_io(src, dst, [RECIPIENT])
+    sealed = (tmp_path / "sealed").read_bytes()
+    assert sealed[:prefix] == b"s" * prefix and agefast.decrypt(sealed[prefix:], [IDENTITY]) == data
+    with open(tmp_path / "sealed", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        src.seek(prefix)
+        dst.write(b"o" * prefix)
+        agefast.decrypt_io(src, dst, [IDENTITY])
+    assert (tmp_path / "out").read_bytes() == b"o" * prefix + data
+    # every whole batch but the last went through the kernel, both ways
+    assert kernel_calls == {"seal": [(SIZE - 1) // (32 * 65536)],
+                            "open": [(chunks.sealed_size(SIZE) - 1) // SEALED_BATCH]}
+
+
+def test_they_do_not_apply_to_small_files_pipes_appends_or_other_file_objects(tmp_path, kernel_calls):
+    data = bytes(SIZE)
+    (tmp_path / "small").write_bytes(data[:_file_batches.MIN_SIZE - 1])
+    (tmp_path / "plain").write_bytes(data)
+
+    class Subclass(io.FileIO):
+        pass
+
+    for name, mode, opener in (("small", "wb", open), ("plain", "ab", open), ("plain", "wb", Subclass)):
+        with opener(tmp_path / name, "rb") as src, open(tmp_path / "out", mode) as dst:
+            agefast.encrypt_io(src, dst, [RECIPIENT])
+    read, write = os.pipe()
+    os.close(write)
+    with open(read, "rb") as src, open(tmp_path / "out", "wb") as dst:
+        agefast.encrypt_io(src, dst, [RECIPIENT])
+    assert kernel_calls == {"seal": [], "open": []}
+
+
+def corrupt(path, *chunks_):
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        payload_at = size - chunks.sealed_size(SIZE)
+        for chunk in chunks_:
+            f.seek(payload_at + chunk * kernels.SEALED_CHUNK_SIZE + 100)
+            f.write(b"\xff")
+
+
+@pytest.mark.parametrize("damaged", [(40,), (100, 70), (3, 300)])
+def test_a_damaged_chunk_fails_as_the_pipeline_fails(tmp_path, monkeypatch, kernel_calls, damaged):
+    # The first damaged chunk in the file is the one named, as the pipeline
+    # (on cryptography, which never uses the file kernel) names it, whichever
+    # worker met which damage first; no output is left.
+    data = random.Random(1).randbytes(SIZE)
+    (tmp_path / "plain").write_bytes(data)
+    agefast.encrypt_file(tmp_path / "plain", tmp_path / "sealed", [RECIPIENT])
+    corrupt(tmp_path / "sealed", *damaged)
+    with pytest.raises(PayloadError) as kernel:
+        agefast.decrypt_file(tmp_path / "sealed", tmp_path / "out", [IDENTITY])
+    assert kernel_calls["open"] and not (tmp_path / "out").exists()
+    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+    with pytest.raises(PayloadError) as pipeline:
+        agefast.decrypt_file(tmp_path / "sealed", tmp_path / "out", [IDENTITY])
+    assert str(kernel.value) == str(pipeline.value) == f"failed to authenticate payload chunk {min(damaged)}"
+
+
+def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path):
+    # Chunk 40 of 600 sealed as the final one: the payload goes on after it.
+    plain = random.Random(2).randbytes(600 * kernels.CHUNK_SIZE)
+    sealed = bytearray(600 * kernels.SEALED_CHUNK_SIZE)
+    chunks.seal_chunks(KEY, 0, plain[:40 * kernels.CHUNK_SIZE], sealed, False)
+    chunks.seal_chunks(KEY, 40, plain[40 * kernels.CHUNK_SIZE:41 * kernels.CHUNK_SIZE],
+                       memoryview(sealed)[40 * kernels.SEALED_CHUNK_SIZE:], True)
+    chunks.seal_chunks(KEY, 41, plain[41 * kernels.CHUNK_SIZE:], memoryview(sealed)[41 * kernels.SEALED_CHUNK_SIZE:],
+                       True)
+    (tmp_path / "payload").write_bytes(sealed)
+    with open(tmp_path / "payload", "rb") as src, open(tmp_path / "out", "wb") as dst, \
+            _file_batches.started(_file_batches.OPEN, src, dst, KEY, 0, 0, len(sealed), None) as batches:
+        assert batches is not None
+        with pytest.raises(PayloadError, match="trailing data after the final chunk"):
+            batches.finish()
+
+
+@pytest.mark.parametrize("direction,error", [("seal", agefast.EncryptError), ("open", PayloadError)])
+def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch, direction, error):
+    real = kernels.FileBatches.wait
+
+    def shrank(self):
+        real(self)
+        raise EOFError("the input ended before its last batch")
+
+    monkeypatch.setattr(kernels.FileBatches, "wait", shrank)
+    (tmp_path / "in").write_bytes(bytes(SIZE))
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
+            _file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, None) as batches:
+        with pytest.raises(error, match="shrank"):
+            batches.finish()
