@@ -89,6 +89,13 @@ def _loaded(kernels: ModuleType) -> ModuleType | None:
         return None
 
 
+def warm_kernels() -> ModuleType | None:
+    """The kernels module where this process has loaded the kernels, else None (loads nothing)."""
+    loaded = sys.modules.get("agefast.kernels")
+    # A module still being imported by another thread has no is_warm yet.
+    return loaded if loaded is not None and getattr(loaded, "is_warm", bool)() else None
+
+
 def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
     """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
     global _moved, _loader, _uncached
@@ -104,9 +111,8 @@ def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
             kernels.warm_up()       # forced: a failure to load is the caller's to see
             return kernels
         return _loaded(kernels)
-    loaded = sys.modules.get("agefast.kernels")
-    # A module still being imported by another thread has no is_warm yet.
-    if loaded is not None and getattr(loaded, "is_warm", bool)():
+    loaded = warm_kernels()
+    if loaded is not None:
         return loaded
     if threads == 1:
         return None

@@ -43,3 +43,20 @@ def test_a_failing_fill_stops_the_populating_thread():
     with pytest.raises(OSError):
         _buffers.new_bytes(_buffers._RAW_MIN * 4, fill)
     assert not [t for t in threading.enumerate() if t.name == "agefast-populate"]
+
+
+def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
+    # threads=None: once the kernels run, every core but one while a thread faults the result in; a number
+    # of threads asked for, a result with nothing populating it, or kernels not loaded stay as they were.
+    from agefast import _cpus, api, chunks, kernels
+
+    populating = lambda end: None  # noqa: E731
+    monkeypatch.setattr(chunks, "warm_kernels", lambda: None)
+    assert api._engine_threads(None, populating) is None
+    monkeypatch.setattr(chunks, "warm_kernels", lambda: kernels)
+    monkeypatch.setattr(_cpus, "count", lambda: 2)
+    assert api._engine_threads(None, populating) == 1
+    monkeypatch.setattr(_cpus, "count", lambda: 8)
+    assert api._engine_threads(None, populating) == 7
+    assert api._engine_threads(2, populating) == 2
+    assert api._engine_threads(None, _buffers.ready_now) is None
