@@ -369,7 +369,8 @@ class FileBatches:
                  dst_at: int, batches: int, workers: int) -> None:
         self._stop = _native.Flag()
         self._lock = _native.Mutex()
-        self._results: list[tuple[int, int]] = [(_abi.FILE_DONE, 0)] * workers
+        # Each worker's (result, errno), or what it raised instead: until it ends, an error.
+        self._results: list[tuple[int, int] | BaseException] = [RuntimeError("a file worker did not end")] * workers
         self._threads = [threading.Thread(target=self._work, name="agefast-file-batches", daemon=True,
                                           args=(i, key, mode, src_fd, src_at, dst_fd, dst_at, i, workers, batches))
                          for i in range(workers)]
@@ -377,16 +378,19 @@ class FileBatches:
             thread.start()
 
     def _work(self, i: int, *args: Any) -> None:
-        src, dst = _native.page_aligned(_abi.FILE_BUFFER_SIZE), _native.page_aligned(_abi.FILE_BUFFER_SIZE)
         try:
-            _native.clear_errno()
-            file_batches = _functions.file_batches  # type: ignore[union-attr]  # loaded before the threads start
-            result = file_batches(*args, src.address, dst.address, _native.scratch(), self._stop.address,
-                                  self._lock.address)
-            self._results[i] = (result, _native.last_errno())
-        finally:
-            src.release()
-            dst.release()
+            src, dst = _native.page_aligned(_abi.FILE_BUFFER_SIZE), _native.page_aligned(_abi.FILE_BUFFER_SIZE)
+            try:
+                _native.clear_errno()
+                file_batches = _functions.file_batches  # type: ignore[union-attr]  # loaded before the threads start
+                result = file_batches(*args, src.address, dst.address, _native.scratch(), self._stop.address,
+                                      self._lock.address)
+                self._results[i] = (result, _native.last_errno())
+            finally:
+                src.release()
+                dst.release()
+        except BaseException as e:     # raised by wait(), in the caller's thread
+            self._results[i] = e
 
     def stop(self) -> None:
         """End the work after the batches under way; returns once no worker reads or writes."""
@@ -404,7 +408,10 @@ class FileBatches:
         for thread in self._threads:
             thread.join()
         failed = None
-        for result, code in self._results:
+        for outcome in self._results:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            result, code = outcome
             if result in (_abi.READ_FAILED, _abi.WRITE_FAILED):
                 code = code or errno.EIO   # a write that moved nothing set no errno
                 raise OSError(code, os.strerror(code))

@@ -78,6 +78,23 @@ def test_a_failed_read_or_write_is_the_oserror_of_its_errno(tmp_path, failing, e
     assert failed.value.errno == errno     # EBADF, EISDIR
 
 
+def test_a_worker_that_raised_fails_the_job(tmp_path, monkeypatch):
+    # Its batches were never written: the job must not look done.
+    from agefast.kernels import _native
+
+    def no_memory(size):
+        raise MemoryError
+
+    monkeypatch.setattr(_native, "page_aligned", no_memory)
+    src, dst = files(tmp_path, bytes(2 * BATCH))
+    try:
+        with pytest.raises(MemoryError):
+            kernels.seal_file(KEY, src, 0, dst, 0, 2, 2).wait()
+    finally:
+        os.close(src)
+        os.close(dst)
+
+
 def test_stop_ends_the_workers_before_it_returns(tmp_path):
     batches = 64
     src, dst = files(tmp_path, bytes(batches * BATCH))
