@@ -1,8 +1,10 @@
 """seal_file: whole batches of one file sealed into another by the compiled file kernel,
 checked against agefast.chunks' cryptography path; its failures and its stop."""
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,11 +27,23 @@ def reference(plain: bytes) -> bytes:
     return bytes(sealed)
 
 
-def files(tmp_path, data: bytes, write: bool = True) -> tuple[int, int]:
+@contextlib.contextmanager
+def opened(src_path, dst_path, write: bool = True) -> Iterator[tuple[int, int]]:
+    """Descriptors of the input and of the output (created), closed on leaving."""
+    src = os.open(src_path, os.O_RDONLY)
+    try:
+        dst = os.open(dst_path, (os.O_RDWR if write else os.O_RDONLY) | os.O_CREAT, 0o600)
+        try:
+            yield src, dst
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def files(tmp_path, data: bytes, write: bool = True):
     (tmp_path / "in").write_bytes(data)
-    src = os.open(tmp_path / "in", os.O_RDONLY)
-    dst = os.open(tmp_path / "out", (os.O_RDWR if write else os.O_RDONLY) | os.O_CREAT, 0o600)
-    return src, dst
+    return opened(tmp_path / "in", tmp_path / "out", write)
 
 
 # Offsets inside a page and across the file's 32 KiB write boundaries; a batch count below and above the threads.
@@ -37,26 +51,17 @@ def files(tmp_path, data: bytes, write: bool = True) -> tuple[int, int]:
                                                            (3, 4, 5000, 200)])
 def test_batches_match_cryptography(tmp_path, threads, batches, src_at, dst_at):
     plain = random.Random(batches).randbytes(batches * BATCH + 9)
-    src, dst = files(tmp_path, b"h" * src_at + plain)
-    try:
+    with files(tmp_path, b"h" * src_at + plain) as (src, dst):
         kernels.seal_file(KEY, src, src_at, dst, dst_at, batches, threads).wait()
         written = os.pread(dst, batches * SEALED_BATCH + 1, dst_at)
-    finally:
-        os.close(src)
-        os.close(dst)
     # every batch sealed, in place, nothing after the last one (the tail is the caller's)
     assert written == reference(plain[:batches * BATCH])
     assert os.path.getsize(tmp_path / "out") == dst_at + batches * SEALED_BATCH
 
 
 def test_an_input_shorter_than_its_batches_is_an_eof_error(tmp_path):
-    src, dst = files(tmp_path, bytes(2 * BATCH - 1))
-    try:
-        with pytest.raises(EOFError):
-            kernels.seal_file(KEY, src, 0, dst, 0, 2, 2).wait()
-    finally:
-        os.close(src)
-        os.close(dst)
+    with files(tmp_path, bytes(2 * BATCH - 1)) as (src, dst), pytest.raises(EOFError):
+        kernels.seal_file(KEY, src, 0, dst, 0, 2, 2).wait()
 
 
 # A failed write: the output opened read-only, both workers failing at their
@@ -65,16 +70,12 @@ def test_an_input_shorter_than_its_batches_is_an_eof_error(tmp_path):
 @pytest.mark.parametrize("failing,errno", [("write", 9), ("read", 21)])
 def test_a_failed_read_or_write_is_the_oserror_of_its_errno(tmp_path, failing, errno):
     if failing == "write":
-        src, dst = files(tmp_path, bytes(3 * BATCH), write=False)
+        job = files(tmp_path, bytes(3 * BATCH), write=False)
     else:
         os.mkdir(tmp_path / "dir")
-        src, dst = os.open(tmp_path / "dir", os.O_RDONLY), os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        with pytest.raises(OSError) as failed:
-            kernels.seal_file(KEY, src, 0, dst, 0, 3, 2).wait()
-    finally:
-        os.close(src)
-        os.close(dst)
+        job = opened(tmp_path / "dir", tmp_path / "out")
+    with job as (src, dst), pytest.raises(OSError) as failed:
+        kernels.seal_file(KEY, src, 0, dst, 0, 3, 2).wait()
     assert failed.value.errno == errno     # EBADF, EISDIR
 
 
@@ -86,19 +87,13 @@ def test_a_worker_that_raised_fails_the_job(tmp_path, monkeypatch):
         raise MemoryError
 
     monkeypatch.setattr(_native, "page_aligned", no_memory)
-    src, dst = files(tmp_path, bytes(2 * BATCH))
-    try:
-        with pytest.raises(MemoryError):
-            kernels.seal_file(KEY, src, 0, dst, 0, 2, 2).wait()
-    finally:
-        os.close(src)
-        os.close(dst)
+    with files(tmp_path, bytes(2 * BATCH)) as (src, dst), pytest.raises(MemoryError):
+        kernels.seal_file(KEY, src, 0, dst, 0, 2, 2).wait()
 
 
 def test_stop_ends_the_workers_before_it_returns(tmp_path):
     batches = 64
-    src, dst = files(tmp_path, bytes(batches * BATCH))
-    try:
+    with files(tmp_path, bytes(batches * BATCH)) as (src, dst):
         job = kernels.seal_file(KEY, src, 0, dst, 0, batches, 2)
         job.stop()
         size = os.fstat(dst).st_size
@@ -106,9 +101,6 @@ def test_stop_ends_the_workers_before_it_returns(tmp_path):
         assert os.fstat(dst).st_size == size    # nothing is written after stop() returned
         with pytest.raises(RuntimeError, match="stopped"):
             job.wait()
-    finally:
-        os.close(src)
-        os.close(dst)
     assert size < batches * SEALED_BATCH
 
 
