@@ -18,11 +18,10 @@ import contextlib
 import fcntl
 import io
 import os
-import stat
 from collections.abc import Iterator
 from typing import Any
 
-from . import chunks
+from . import _reserve, chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .errors import EncryptError, PayloadError
 
@@ -42,19 +41,14 @@ _STANDARD = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
 def regular_fd(f: Any) -> int | None:
     """The descriptor of `f` where it is a standard file object of a regular
     file that the file kernel may read or write at any offset: not opened
-    for appending (others may be writing too) or with O_DIRECT (which takes
-    only aligned transfers)."""
+    for appending (agefast._reserve.regular_fd: others may be writing too)
+    or with O_DIRECT (which takes only aligned transfers)."""
     if type(f) not in _STANDARD or type(getattr(f, "raw", f)) is not io.FileIO:
         return None
-    try:
-        fd = f.fileno()
-        if type(fd) is not int or not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & (os.O_APPEND | getattr(os, "O_DIRECT", 0)):
-            return None
-        return fd
-    except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
+    fd = _reserve.regular_fd(f)
+    if fd is None or fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
         return None
+    return fd
 
 
 class Batches:

@@ -53,7 +53,7 @@ def _libc_fallocate() -> Any:
     return _fallocate or None
 
 
-def _regular_fd(writer: Any) -> int | None:
+def regular_fd(writer: Any) -> int | None:
     """The descriptor of a regular file not opened for appending, else None.
 
     A file opened to append to may have other writers (a log): release()
@@ -73,7 +73,7 @@ def reserve(writer: Any, at: int | None, size: int) -> int | None:
     # Only 64-bit Linux: the offsets are passed as 64-bit integers.
     if at is None or size < RESERVE_FROM or sys.platform != "linux" or sys.maxsize < 1 << 62:
         return None
-    fd = _regular_fd(writer)
+    fd = regular_fd(writer)
     fallocate = None if fd is None else _libc_fallocate()
     if fallocate is None or fallocate(fd, _FALLOC_FL_KEEP_SIZE, at, size) != 0:
         return None
@@ -86,7 +86,7 @@ def release(writer: Any, end: int | None) -> None:
     changes none of its bytes."""
     if end is None:
         return
-    fd = _regular_fd(writer)
+    fd = regular_fd(writer)
     if fd is None:
         return
     try:

@@ -4,8 +4,9 @@ Numba compiles _engine.batch_c and _engine.file_batches_c as C functions (cfuncs
 over raw pointers, every buffer passed in by the caller, so they need nothing
 of Numba's runtime); their final LLVM modules, linked into one, become an
 object file for the CPU Numba compiles for, emitted by Numba's own target
-machine, and, where a C compiler driver can link it, a shared library. agefast.kernels keeps the result in its cache
-(_cache), and later processes load it without importing numba (_native).
+machine, and, where a C compiler driver can link it, a shared library.
+agefast.kernels keeps the result in its cache (_cache), and later processes
+load it without importing numba (_native).
 """
 
 import os
@@ -31,7 +32,7 @@ declare i32 @{inner}(ptr, ptr, {types})
 define i64 @{symbol}({params}) {{
   %result = alloca i64
   %error = alloca ptr
-  %status = call i32 @{inner}(ptr %result, ptr %error, {args})
+  %status = call i32 @{inner}(ptr %result, ptr %error, {params})
   %ok = icmp eq i32 %status, 0
   %value = load i64, ptr %result
   %out = select i1 %ok, i64 %value, i64 -1
@@ -62,8 +63,7 @@ def _module(symbol, python, args, result):
     llvm = [_LLVM_TYPES[name] for name in args]
     module.link_in(ll.parse_assembly(_WRAPPER.format(
         inner=compiled.native_name.removeprefix("cfunc."), symbol=symbol, types=", ".join(llvm),
-        params=", ".join(f"{t} %a{i}" for i, t in enumerate(llvm)),
-        args=", ".join(f"{t} %a{i}" for i, t in enumerate(llvm)))))
+        params=", ".join(f"{t} %a{i}" for i, t in enumerate(llvm)))))
     # everything but our wrapper becomes private to the object, so the pass
     # in compile_object drops Numba's wrapper and whatever only it used, and
     # the modules of the two functions link without clashing names
