@@ -17,6 +17,13 @@ IDENTITIES = [agefast.x25519.Identity.generate() for _ in range(3)]
 RECIPIENTS = [i.to_public() for i in IDENTITIES]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def warm_cache():
+    # The file kernel applies only where the kernels are in the cache (agefast.chunks' rules),
+    # for this process and the commands it starts: fill it here if it is cold.
+    kernels.warm_up()
+
+
 def test_the_payload_key_is_agefasts():
     file_key, nonce = os.urandom(16), os.urandom(16)
     assert _early_payload.payload_key(file_key, nonce) == header.payload_key(file_key, nonce)

@@ -18,6 +18,13 @@ KEY = bytes(range(32))
 SEALED_BATCH = kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE
 
 
+@pytest.fixture(scope="module", autouse=True)
+def warm_cache():
+    # The file kernel applies only where the kernels are in the cache (agefast.chunks' rules),
+    # for this process and the commands it starts: fill it here if it is cold.
+    kernels.warm_up()
+
+
 @pytest.fixture
 def kernel_calls(monkeypatch):
     """The batches each file-kernel job was started for, by direction."""
