@@ -81,9 +81,15 @@ def test_bad_byte_marker_fails_the_test(pytester, arg):
 def test_perf_counters_fixture_gives_started_profilers(pytester):
     pytester.makepyfile(
         """
+        import mmap
+
         def test_uses_fixture(perf_counters):
             profiler = perf_counters(["task-clock", "page-faults"])
-            bytearray(8 << 20)[::4096]
+            # New anonymous pages, each written once: a bytearray could take heap
+            # pages the (inline) process had already faulted in, and fault none.
+            memory = mmap.mmap(-1, 8 << 20)
+            for at in range(0, len(memory), 4096):
+                memory[at] = 1
             reading = profiler.read()
             assert reading["task-clock"] > 0 and reading["page-faults"] > 0
             assert perf_counters().read()["task-clock"] is not None
