@@ -36,12 +36,13 @@ def test_the_header_size_is_that_of_a_header_for_as_many_x25519_keys(count):
 
 
 def test_is_x25519_takes_what_parse_recipient_reads_as_x25519():
-    assert _early_payload.is_x25519(str(RECIPIENTS[0]))
+    key = str(RECIPIENTS[0])
+    assert _early_payload.is_x25519(key)
     others = [str(agefast.pq.Identity.generate().to_public()),               # age1pq1...
               bech32.encode("age1tag", bytes(33)), bech32.encode("age1agefasttest", b"data"),   # tag, a plugin's
               "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHsKLqeplhpW+uObz5dvMgjz1OxfM/XXUB/VsRNCGoQj",
-              str(RECIPIENTS[0])[:-1] + "q",                                   # a bad checksum
-              bech32.encode("age", bytes(31)), str(RECIPIENTS[0]).upper()]
+              key[:-1] + ("p" if key.endswith("q") else "q"),                 # a bad checksum
+              bech32.encode("age", bytes(31)), key.upper()]
     for text in others:
         assert not _early_payload.is_x25519(text), text
         try:
