@@ -83,8 +83,12 @@ def corrupt(path, *chunks_):
         size = os.fstat(f.fileno()).st_size
         payload_at = size - chunks.sealed_size(SIZE)
         for chunk in chunks_:
-            f.seek(payload_at + chunk * kernels.SEALED_CHUNK_SIZE + 100)
-            f.write(b"\xff")
+            # every bit of one ciphertext byte flipped: always a change, whatever the byte was
+            at = payload_at + chunk * kernels.SEALED_CHUNK_SIZE + 100
+            f.seek(at)
+            byte = f.read(1)[0]
+            f.seek(at)
+            f.write(bytes([byte ^ 0xFF]))
 
 
 @pytest.mark.parametrize("damaged", [(40,), (100, 70), (3, 300)])
