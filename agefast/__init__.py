@@ -64,7 +64,7 @@ __all__ = [
 # ssh`): the recipient types together cost a process ~25 ms, and
 # cryptography, which all but the errors need, ~25 ms more; the command
 # starts sealing a large file before it needs cryptography
-# (agefast._early_payload), and most files need no recipient type but X25519.
+# (agefast.cli.early_payload), and most files need no recipient type but X25519.
 _MODULES = frozenset({"passphrase", "plugin", "pq", "ssh", "tag", "tagpq", "x25519"})
 _HOMES = {
     **dict.fromkeys(("Decryptor", "Encryptor", "decrypt", "decrypt_file", "decrypt_into", "decrypt_io", "decryptor",

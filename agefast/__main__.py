@@ -3,7 +3,7 @@
 import os
 import sys
 
-from agefast.cli import main
+from agefast.cli.age import main
 
 
 def run() -> None:

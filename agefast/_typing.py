@@ -9,7 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from .format import Stanza
+from .format.grammar import Stanza
 
 # A bytes-like object: anything memoryview() accepts (bytes, bytearray,
 # memoryview, array, mmap, a NumPy array). collections.abc.Buffer is 3.12's;

@@ -12,17 +12,20 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from . import _arguments, _cpus, _file_batches, _reserve, armor, chunks
-from ._buffers import Fill, new_bytes, ready_now
-from ._replace import replacing
-from ._source import MemoryReader, Source, file_position
-from .direct import DirectReader
+from . import _arguments
+from .io import cpus, reserve
+from .payload import chunks, file_batches
+from .format import armor
+from .io.buffers import Fill, new_bytes, ready_now
+from .io.replace import replacing
+from .io.source import MemoryReader, Source, file_position
+from .io.direct import DirectReader
 from .errors import EncryptError, PayloadError
 from .header import make_header, open_header, payload_key
-from .pipeline import open_stream, seal_stream
-from .seekable import SeekablePayload
+from .payload.pipeline import open_stream, seal_stream
+from .payload.seekable import SeekablePayload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
+from .payload.stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
 
 _READ_SIZE = 1 << 20
 
@@ -260,7 +263,7 @@ def _steps(count: int) -> Iterator[tuple[int, int]]:
 def _engine_threads(threads: int | None, ready: Callable[[int], None]) -> int | None:
     """The threads to seal or open the next step of a new result on.
 
-    While a thread of agefast._buffers faults the result's pages in ahead of
+    While a thread of agefast.io.buffers faults the result's pages in ahead of
     the engine (`ready` is not ready_now), threads=None leaves it a core of
     its own once the kernels run: on the 2-core VM (AMD EPYC Zen 5,
     2026-12-02) a fresh process encrypting 256 MiB took 104 ms with the
@@ -269,7 +272,7 @@ def _engine_threads(threads: int | None, ready: Callable[[int], None]) -> int | 
     """
     if threads is not None or ready is ready_now or chunks.warm_kernels() is None:
         return threads
-    return max(1, _cpus.count() - 1)
+    return max(1, cpus.count() - 1)
 
 
 def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | None) -> tuple[int, Fill]:
@@ -424,8 +427,8 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
         read_at, plain = position[0], position[1] - position[0]
         chunks.expect(plain)
         size = chunks.sealed_size(plain)
-    with _reserve.reserving(out, write_at, size):
-        with _file_batches.started(_file_batches.SEAL, reader, out, key, read_at, write_at, plain,
+    with reserve.reserving(out, write_at, size):
+        with file_batches.started(file_batches.SEAL, reader, out, key, read_at, write_at, plain,
                                    threads) as batches:
             counter = 0
             if batches is not None:
@@ -456,8 +459,8 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
         payload = position[1] - offset
         chunks.expect(payload)
         size = chunks.plaintext_size(payload)
-    with _reserve.reserving(writer, write_at, size):
-        with _file_batches.started(_file_batches.OPEN, reader, writer, key, offset, write_at, payload,
+    with reserve.reserving(writer, write_at, size):
+        with file_batches.started(file_batches.OPEN, reader, writer, key, offset, write_at, payload,
                                    threads) as batches:
             read_full, counter = source.readinto, 0
             if batches is not None:

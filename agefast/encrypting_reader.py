@@ -14,11 +14,11 @@ import io
 from collections.abc import Iterable
 
 from . import _arguments
-from ._source import Source
+from .io.source import Source
 from ._typing import Buffer, Reader, Recipient
 from .api import Encryptor, read_all
-from .chunks import CHUNK_SIZE
-from .stream import BATCH_CHUNKS
+from .payload.chunks import CHUNK_SIZE
+from .payload.stream import BATCH_CHUNKS
 
 _PULL = BATCH_CHUNKS * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
 

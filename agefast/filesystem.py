@@ -29,13 +29,13 @@ from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.spec import AbstractBufferedFile, make_instance
 
 from . import api, keys
-from ._buffers import new_bytes
-from ._source import Source
+from .io.buffers import new_bytes
+from .io.source import Source
 from ._typing import Buffer
-from .chunks import CHUNK_SIZE, plaintext_size
+from .payload.chunks import CHUNK_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, PayloadError, RecipientError
-from .format import parse_header
-from .stream import NONCE_SIZE
+from .format.grammar import parse_header
+from .payload.stream import NONCE_SIZE
 
 # Chunks whose plaintext an open file keeps, for reads that start or end
 # inside a chunk: the next read usually begins in the same chunk (a parquet

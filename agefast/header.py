@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import EncryptError, HeaderError, HeaderMACError, NoIdentityMatchError
-from .format import Stanza, encode_header_without_mac, encode_mac_line, parse_header
+from .format.grammar import Stanza, encode_header_without_mac, encode_mac_line, parse_header
 from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256, hmac_sha256_matches
-from .stream import NONCE_SIZE
+from .payload.stream import NONCE_SIZE
 
 if TYPE_CHECKING:
-    from ._source import Source
+    from .io.source import Source
     from ._typing import Identity, Recipient
 
 
@@ -28,7 +28,7 @@ def make_header(recipients: "list[Recipient]", file_key: bytes | None = None) ->
     a non-empty list of recipient objects (agefast._arguments checks it).
 
     The file key is a new random one unless given (by a payload sealed
-    before its header: agefast._early_payload)."""
+    before its header: agefast.cli.early_payload)."""
     if file_key is None:
         file_key = os.urandom(FILE_KEY_SIZE)
     stanzas: list[Stanza] = []

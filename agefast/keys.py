@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from . import api, x25519
+from . import api
+from .recipients import x25519
 from .errors import DecryptError, EncryptError, IdentityError, PassphraseNeededError, RecipientError, UnsupportedKeyError
-from .format import Stanza
+from .format.grammar import Stanza
 
 if TYPE_CHECKING:
-    from . import plugin, pq, ssh, tag, tagpq
+    from .recipients import plugin, pq, ssh, tag, tagpq
 
 # What the parsers return: the key types a key string can name.
 ParsedIdentity: TypeAlias = "x25519.Identity | pq.Identity | plugin.IdentityPluginV1"
@@ -35,7 +36,7 @@ _RECIPIENT_TYPES = (("age1pq1", "pq"), ("age1tagpq1", "tagpq"), ("age1tag1", "ta
 
 
 def _module(name: str) -> ModuleType:
-    return importlib.import_module(f".{name}", __package__)
+    return importlib.import_module(f".recipients.{name}", __package__)
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -150,7 +151,7 @@ class EncryptedIdentityFile:
                 raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
             secret = self._passphrase(f"Enter passphrase for identity file {self._name!r}: ")
             try:
-                text = api.decrypt(self._data, [_module("passphrase").Identity(secret)])
+                text = api.decrypt(self._data, [_module("scrypt").Identity(secret)])
             except DecryptError as e:
                 raise IdentityError(f"identity file {self._name}: cannot decrypt it: {e}") from None
             try:

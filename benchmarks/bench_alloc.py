@@ -8,7 +8,7 @@ about two seconds after it is freed (benchmarks/HISTORY.md, "Free page reporting
 
 - BytesIO: an io.BytesIO stretched to size (zero-filled by CPython), written
   through getbuffer() (api.py until 4925c3b);
-- new_bytes: agefast._buffers.new_bytes, uninitialised bytes written once;
+- new_bytes: agefast.io.buffers.new_bytes, uninitialised bytes written once;
 - huge pages: the same with madvise(MADV_HUGEPAGE) on its 2 MiB-aligned part
   (tried in 4925c3b and dropped);
 - reused: a bytearray faulted in before the timed copy (the floor).
@@ -25,7 +25,7 @@ import time
 
 PROBE = r"""
 import ctypes, io, os, sys, time
-from agefast import _buffers
+from agefast.io import buffers
 SIZE = 256 << 20
 src = memoryview(os.urandom(SIZE))
 
@@ -43,7 +43,7 @@ def bytesio():
 def huge_pages():
     madvise = ctypes.CDLL(None).madvise
     madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    result = _buffers._ctypes()[1](None, SIZE)
+    result = buffers._ctypes()[1](None, SIZE)
     address = ctypes.cast(ctypes.c_char_p(result), ctypes.c_void_p).value
     huge = 2 << 20
     start, end = -(-address // huge) * huge, (address + SIZE) // huge * huge
@@ -53,7 +53,7 @@ def huge_pages():
 
 reused = bytearray(SIZE)
 reused[:] = src
-case = {"BytesIO": bytesio, "new_bytes": lambda: _buffers.new_bytes(SIZE, fill),
+case = {"BytesIO": bytesio, "new_bytes": lambda: buffers.new_bytes(SIZE, fill),
         "huge pages": huge_pages, "reused": lambda: fill(memoryview(reused)) or reused}[sys.argv[1]]
 t0 = time.perf_counter()
 result = case()

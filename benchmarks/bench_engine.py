@@ -200,7 +200,8 @@ def one_shot(rounds: int) -> None:
 THRESHOLD = """
 import os, sys, time
 import agefast
-from agefast import chunks, x25519
+from agefast.payload import chunks
+from agefast import x25519
 size, engine, op = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 identity = x25519.Identity.generate()
 data = os.urandom(size)

@@ -38,7 +38,7 @@ def peak_kib():
             return int(line.split()[1])
 t0 = time.perf_counter()
 import agefast
-from agefast import chunks
+from agefast.payload import chunks
 t1 = time.perf_counter()
 rss_before = peak_kib()
 from agefast import kernels

@@ -1,5 +1,5 @@
 """The line-by-line armor codec agefast used before the block codec: the
-reference that tests/test_armor.py holds agefast.armor to.
+reference that tests/test_armor.py holds agefast.format.armor to.
 
 It parses and writes one 64-column line at a time with the exact rules, so
 what it accepts, what it rejects and at which read is plainly visible.

@@ -91,8 +91,8 @@ def run_agefast():
 
 @pytest.fixture
 def run_keygen():
-    """Run `python -m agefast.keygen ARGS`."""
-    return lambda *args, **kwargs: _run_module("agefast.keygen", args, **kwargs)
+    """Run `python -m agefast.cli.keygen ARGS`."""
+    return lambda *args, **kwargs: _run_module("agefast.cli.keygen", args, **kwargs)
 
 
 @pytest.fixture(scope="session")

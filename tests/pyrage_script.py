@@ -137,7 +137,7 @@ def tags():
     kem = mlkem.MLKEM768PrivateKey.from_seed_bytes(bytes(range(64))).public_key().public_bytes_raw()
     # Bech32 strings for those keys, made by agefast's encoder (the script's
     # input, the same for both runs).
-    from agefast import bech32
+    from agefast.format import bech32
 
     for module, text in (("tag", bech32.encode("age1tag", compressed)),
                          ("tagpq", bech32.encode("age1tagpq", kem + uncompressed))):

@@ -103,14 +103,14 @@ def test_output_keeps_an_existing_files_mode(files, tmp_path):
 def test_the_temporary_output_never_opens_a_file_already_there(files, tmp_path, monkeypatch):
     # Its name is taken by a symlink to another file (a clash, or a planted
     # link): a new name is drawn, and the other file is left as it was.
-    from agefast import _replace
+    from agefast.io import replace
 
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep me")
     draws = iter([b"\x00" * 6, b"\x01" * 6])
-    monkeypatch.setattr(_replace.os, "urandom", lambda n: next(draws))
+    monkeypatch.setattr(replace.os, "urandom", lambda n: next(draws))
     (tmp_path / ".out.000000000000.partial").symlink_to(victim)
-    fd, tmp = _replace.create_partial(str(tmp_path), "out")
+    fd, tmp = replace.create_partial(str(tmp_path), "out")
     os.close(fd)
     assert tmp == str(tmp_path / ".out.010101010101.partial")
     assert os.stat(tmp).st_mode & 0o777 == 0o600
@@ -118,12 +118,12 @@ def test_the_temporary_output_never_opens_a_file_already_there(files, tmp_path, 
 
 
 def test_no_free_temporary_name_is_an_error_naming_the_directory(tmp_path, monkeypatch):
-    from agefast import _replace
+    from agefast.io import replace
 
-    monkeypatch.setattr(_replace.os, "urandom", lambda n: b"\x00" * n)
+    monkeypatch.setattr(replace.os, "urandom", lambda n: b"\x00" * n)
     (tmp_path / ".out.000000000000.partial").write_bytes(b"")
     with pytest.raises(FileExistsError) as raised:
-        _replace.create_partial(str(tmp_path), "out")
+        replace.create_partial(str(tmp_path), "out")
     assert raised.value.filename == str(tmp_path)
     assert (tmp_path / ".out.000000000000.partial").read_bytes() == b""
 
@@ -131,7 +131,7 @@ def test_no_free_temporary_name_is_an_error_naming_the_directory(tmp_path, monke
 def test_a_signal_just_after_the_temporary_output_is_created_leaves_no_file(files, tmp_path, monkeypatch):
     # A signal's exception lands as soon as open() returns, before the
     # descriptor reaches the output's cleanup.
-    from agefast import _replace
+    from agefast.io import replace
 
     plain, _, _ = files
     real_open = os.open
@@ -140,7 +140,7 @@ def test_a_signal_just_after_the_temporary_output_is_created_leaves_no_file(file
         os.close(real_open(path, flags, mode))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_replace.os, "open", open_then_interrupted)
+    monkeypatch.setattr(replace.os, "open", open_then_interrupted)
     with pytest.raises(KeyboardInterrupt):
         agefast.encrypt_file(plain, tmp_path / "out.age", [RECIPIENT])
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".out.age")]

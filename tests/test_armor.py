@@ -1,6 +1,6 @@
 """The block armor codec against the line-by-line one it replaced.
 
-agefast.armor decodes runs of full lines as whole blocks and takes everything
+agefast.format.armor decodes runs of full lines as whole blocks and takes everything
 else line by line; tests/armor_naive.py is the old codec that took every line
 by the exact rules. Both read the same texts through the same read steps here,
 valid and broken ones, with blocks of a few lines so that every edge case
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import armor_naive
-from agefast import armor
-from agefast._source import Source
+from agefast.format import armor
+from agefast.io.source import Source
 from agefast.errors import ArmorError
 from streams import Trickle
 

@@ -1,12 +1,12 @@
-"""agefast._buffers.new_bytes: results written once, in place."""
+"""agefast.io.buffers.new_bytes: results written once, in place."""
 
 import threading
 
 import pytest
 
-from agefast import _buffers
+from agefast.io import buffers
 
-SIZES = [0, 1, _buffers._RAW_MIN - 1, _buffers._RAW_MIN, _buffers._RAW_MIN + 12345]
+SIZES = [0, 1, buffers._RAW_MIN - 1, buffers._RAW_MIN, buffers._RAW_MIN + 12345]
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -21,7 +21,7 @@ def test_the_result_is_what_fill_wrote(size):
             ready(min(start + (3 << 20), size))
             view[start:start + (3 << 20)] = pattern[start:start + (3 << 20)]
 
-    result = _buffers.new_bytes(size, fill)
+    result = buffers.new_bytes(size, fill)
     assert type(result) is bytes and result == pattern[:size]
     with pytest.raises(ValueError):  # no writable alias of the bytes survives
         views[0][:1]
@@ -33,7 +33,7 @@ def test_a_failing_fill_propagates():
         raise OSError("source gone")
 
     with pytest.raises(OSError, match="source gone"):
-        _buffers.new_bytes(_buffers._RAW_MIN * 2, fill)
+        buffers.new_bytes(buffers._RAW_MIN * 2, fill)
 
 
 def test_a_failing_fill_stops_the_populating_thread():
@@ -41,14 +41,16 @@ def test_a_failing_fill_stops_the_populating_thread():
         raise OSError("source gone")
 
     with pytest.raises(OSError):
-        _buffers.new_bytes(_buffers._RAW_MIN * 4, fill)
+        buffers.new_bytes(buffers._RAW_MIN * 4, fill)
     assert not [t for t in threading.enumerate() if t.name == "agefast-populate"]
 
 
 def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
     # threads=None: once the kernels run, every core but one while a thread faults the result in; a number
     # of threads asked for, a result with nothing populating it, or kernels not loaded stay as they were.
-    from agefast import _cpus, api, chunks, kernels
+    from agefast.io import cpus
+    from agefast import api, kernels
+    from agefast.payload import chunks
 
     populating = lambda end: None  # noqa: E731
     monkeypatch.setattr(chunks, "warm_kernels", lambda: None)
@@ -59,4 +61,4 @@ def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
     monkeypatch.setattr(_cpus, "count", lambda: 8)
     assert api._engine_threads(None, populating) == 7
     assert api._engine_threads(2, populating) == 2
-    assert api._engine_threads(None, _buffers.ready_now) is None
+    assert api._engine_threads(None, buffers.ready_now) is None

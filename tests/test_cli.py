@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import agefast
-from agefast import _wordlist
+from agefast.cli import wordlist
 
 CHUNK = 64 * 1024
 AGEFAST = [sys.executable, "-m", "agefast"]
@@ -425,7 +425,7 @@ def test_empty_passphrase_generates_one(tmp_path, tty_run):
     assert generated is not None, done.transcript
     assert b"Confirm passphrase" not in done.transcript
     passphrase = generated.group(1).decode()
-    assert all(word in _wordlist.words() for word in passphrase.split("-"))
+    assert all(word in wordlist.words() for word in passphrase.split("-"))
     assert agefast.decrypt(out.read_bytes(), [agefast.passphrase.Identity(passphrase)]) == b"hello"
 
 

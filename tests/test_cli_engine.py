@@ -26,17 +26,17 @@ def test_an_x25519_command_imports_no_other_recipient_type(tmp_path):
     # The other recipient types cost start-up; they load when a key of theirs is met.
     # So does the standard library's OpenSSL binding (_hashlib, about 3 ms):
     # the header's HMAC comes from cryptography. Nor do cryptography's OpenSSL
-    # backend (~7 ms, agefast.x25519._native), tempfile (~5 ms,
-    # agefast._replace) or, with no armor, pybase64.
+    # backend (~7 ms, agefast.recipients.x25519._native), tempfile (~5 ms,
+    # agefast.io.replace) or, with no armor, pybase64.
     key = tmp_path / "key.txt"
-    subprocess.run([sys.executable, "-m", "agefast.keygen", "-o", str(key)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "agefast.cli.keygen", "-o", str(key)], check=True, capture_output=True)
     (tmp_path / "small").write_bytes(b"x" * 1024)
     # Only what the command itself imports counts: a site hook may have loaded
     # some of these before it (this sandbox's certifi hook loads tempfile).
     probe = command_imports.probe(
-        "print(sorted(m for m in ('passphrase', 'plugin', 'pq', 'ssh', 'tag', 'tagpq', 'numba', 'dataclasses', "
+        "print(sorted(m for m in ('passphrase', 'scrypt', 'plugin', 'pq', 'ssh', 'tag', 'tagpq', 'numba', 'dataclasses', "
         "'_hashlib', 'tempfile', 'cryptography.hazmat.backends.openssl.backend', 'pybase64') "
-        "if {m, 'agefast.' + m} & set(imported)), file=sys.stderr)")
+        "if {m, 'agefast.' + m, 'agefast.recipients.' + m} & set(imported)), file=sys.stderr)")
     sealed, opened = tmp_path / "small.age", tmp_path / "small.out"
     for argv in (["-e", "-i", key, "-o", sealed, tmp_path / "small"], ["-d", "-i", key, "-o", opened, sealed]):
         done = subprocess.run([sys.executable, "-c", probe, *map(str, argv)], capture_output=True, text=True)

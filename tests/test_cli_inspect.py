@@ -8,10 +8,10 @@ import sys
 import pytest
 
 import agefast
-from agefast.chunks import CHUNK_SIZE
-from agefast.inspect import InspectError, stream_overhead
+from agefast.payload.chunks import CHUNK_SIZE
+from agefast.cli.inspect import InspectError, stream_overhead
 
-INSPECT = [sys.executable, "-m", "agefast.inspect"]
+INSPECT = [sys.executable, "-m", "agefast.cli.inspect"]
 
 
 def run_inspect(*args, **kwargs):

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from agefast._progress import MIN_SIZE
+from agefast.cli.progress import MIN_SIZE
 
 
 def _commands(tmp_path, age_key, size):

@@ -12,7 +12,7 @@ from ssh_keys import PASSPHRASE, public_line, ssh_keys  # noqa: F401 (a fixture)
 from test_plugin import on_path  # noqa: F401 (a fixture)
 
 import agefast
-from agefast import bech32
+from agefast.format import bech32
 
 AGEFAST = [sys.executable, "-m", "agefast"]
 

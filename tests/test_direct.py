@@ -5,7 +5,7 @@ import random
 import pytest
 
 import agefast
-from agefast.direct import BLOCK, DirectReader, DirectWriter
+from agefast.io.direct import BLOCK, DirectReader, DirectWriter
 
 SIZES = [0, 1, 4095, 4096, 4097, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 12345]
 

@@ -28,7 +28,7 @@ def run(code: str, **env) -> str:
 
 COMMON = """
     import sys, agefast
-    from agefast import chunks
+    from agefast.payload import chunks
     identity = agefast.x25519.Identity.generate()
     data = bytes(range(256)) * (8 << 12)  # 8 MiB
     def round_trip(**kw):
@@ -60,8 +60,9 @@ def test_past_the_threshold_the_cached_kernels_run_without_numba_beside_the_popu
     round_trip()                      # the encryption reaches the threshold
     calls = engine_calls()
     round_trip()
-    from agefast import _cpus, kernels
-    print(calls == [max(1, _cpus.count() - 1)] * 2, kernels.is_warm(), "numba" in sys.modules)
+    from agefast.io import cpus
+    from agefast import kernels
+    print(calls == [max(1, cpus.count() - 1)] * 2, kernels.is_warm(), "numba" in sys.modules)
     """)
     assert out == "True True False\n"
 

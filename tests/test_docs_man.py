@@ -43,7 +43,7 @@ def documented_flags(roff: str) -> set[str]:
     return set(FLAG.findall(text))
 
 
-PARSERS = {"agefast": "agefast.cli", "agefast-keygen": "agefast.keygen", "agefast-inspect": "agefast.inspect"}
+PARSERS = {"agefast": "agefast.cli.age", "agefast-keygen": "agefast.cli.keygen", "agefast-inspect": "agefast.cli.inspect"}
 
 
 def accepted_flags(command: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""A large file's payload sealed before its header (agefast._early_payload), in the library and in the command."""
+"""A large file's payload sealed before its header (agefast.cli.early_payload), in the library and in the command."""
 
 import os
 import subprocess
@@ -8,7 +8,10 @@ import command_imports
 import pytest
 
 import agefast
-from agefast import _early_payload, _file_batches, bech32, header, kernels
+from agefast.cli import early_payload
+from agefast.payload import file_batches
+from agefast.format import bech32
+from agefast import header, kernels
 from agefast.errors import EncryptError
 
 MiB = 1 << 20
@@ -19,32 +22,32 @@ RECIPIENTS = [i.to_public() for i in IDENTITIES]
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_cache():
-    # The file kernel applies only where the kernels are in the cache (agefast.chunks' rules),
+    # The file kernel applies only where the kernels are in the cache (agefast.payload.chunks' rules),
     # for this process and the commands it starts: fill it here if it is cold.
     kernels.warm_up()
 
 
 def test_the_payload_key_is_agefasts():
     file_key, nonce = os.urandom(16), os.urandom(16)
-    assert _early_payload.payload_key(file_key, nonce) == header.payload_key(file_key, nonce)
+    assert early_payload.payload_key(file_key, nonce) == header.payload_key(file_key, nonce)
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
 def test_the_header_size_is_that_of_a_header_for_as_many_x25519_keys(count):
     made, _ = header.make_header(RECIPIENTS[:count])
-    assert _early_payload.header_size(count) == len(made)
+    assert early_payload.header_size(count) == len(made)
 
 
 def test_is_x25519_takes_what_parse_recipient_reads_as_x25519():
     key = str(RECIPIENTS[0])
-    assert _early_payload.is_x25519(key)
+    assert early_payload.is_x25519(key)
     others = [str(agefast.pq.Identity.generate().to_public()),               # age1pq1...
               bech32.encode("age1tag", bytes(33)), bech32.encode("age1agefasttest", b"data"),   # tag, a plugin's
               "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHsKLqeplhpW+uObz5dvMgjz1OxfM/XXUB/VsRNCGoQj",
               key[:-1] + ("p" if key.endswith("q") else "q"),                 # a bad checksum
               bech32.encode("age", bytes(31)), key.upper()]
     for text in others:
-        assert not _early_payload.is_x25519(text), text
+        assert not early_payload.is_x25519(text), text
         try:
             parsed = agefast.parse_recipients(text)
         except agefast.RecipientError:
@@ -55,7 +58,7 @@ def test_is_x25519_takes_what_parse_recipient_reads_as_x25519():
 def seal(tmp_path, plain: bytes, recipients, threads=None, before_finish=None) -> bytes:
     (tmp_path / "in").write_bytes(plain)
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "w+b") as dst:
-        with _early_payload.started(src, dst, len(recipients), threads) as payload:
+        with early_payload.started(src, dst, len(recipients), threads) as payload:
             assert payload is not None
             if before_finish is not None:
                 before_finish()
@@ -65,14 +68,14 @@ def seal(tmp_path, plain: bytes, recipients, threads=None, before_finish=None) -
 
 # Sizes: the smallest that applies, a whole number of batches (the pipeline's
 # tail is then a whole batch), a batch and a chunk over, and a short last chunk.
-@pytest.mark.parametrize("size,threads", [(_file_batches.MIN_SIZE, None), (20 * BATCH, 1),
+@pytest.mark.parametrize("size,threads", [(file_batches.MIN_SIZE, None), (20 * BATCH, 1),
                                           (17 * BATCH + kernels.CHUNK_SIZE, 2), (21 * BATCH + 1000, 3)])
 def test_files_decrypt_with_every_identity(tmp_path, make_plaintext, size, threads):
     plain = make_plaintext(size)
     sealed = seal(tmp_path, plain, RECIPIENTS, threads)
     for identity in IDENTITIES:
         assert agefast.decrypt(sealed, [identity]) == plain
-    assert len(sealed) == _early_payload.header_size(3) + 16 + size + 16 * -(-size // kernels.CHUNK_SIZE)
+    assert len(sealed) == early_payload.header_size(3) + 16 + size + 16 * -(-size // kernels.CHUNK_SIZE)
 
 
 def test_an_input_that_grew_is_sealed_whole(tmp_path, make_plaintext):
@@ -105,20 +108,20 @@ def test_a_header_of_another_size_is_refused(tmp_path):
         seal(tmp_path, bytes(33 * MiB), [agefast.passphrase.Recipient("a passphrase")])
 
 
-@pytest.mark.parametrize("size,output", [(_file_batches.MIN_SIZE - 1, b""), (_file_batches.MIN_SIZE, b"x")])
+@pytest.mark.parametrize("size,output", [(file_batches.MIN_SIZE - 1, b""), (file_batches.MIN_SIZE, b"x")])
 def test_it_does_not_apply_to_a_small_input_or_an_output_with_data(tmp_path, size, output):
     (tmp_path / "in").write_bytes(bytes(size))
     (tmp_path / "out").write_bytes(output)
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "r+b") as dst, \
-            _early_payload.started(src, dst, 1, None) as payload:
+            early_payload.started(src, dst, 1, None) as payload:
         assert payload is None
 
 
 def test_it_does_not_apply_where_the_file_stays_on_cryptography(tmp_path, monkeypatch):
     monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
-    (tmp_path / "in").write_bytes(bytes(_file_batches.MIN_SIZE))
+    (tmp_path / "in").write_bytes(bytes(file_batches.MIN_SIZE))
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            _early_payload.started(src, dst, 1, None) as payload:
+            early_payload.started(src, dst, 1, None) as payload:
         assert payload is None
 
 
@@ -126,7 +129,7 @@ def test_it_does_not_apply_to_a_pipe(tmp_path):
     read, write = os.pipe()
     os.close(write)
     with open(read, "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            _early_payload.started(src, dst, 1, None) as payload:
+            early_payload.started(src, dst, 1, None) as payload:
         assert payload is None
 
 
@@ -139,7 +142,7 @@ def test_the_command_seals_a_large_file_before_it_imports_cryptography(tmp_path,
     plain = make_plaintext(40 * MiB)
     (tmp_path / "in").write_bytes(plain)
     # What the command imported, in order: the file kernel came before cryptography.
-    probe = command_imports.probe("print(imported.index('agefast._early_payload') < imported.index('agefast.kernels')"
+    probe = command_imports.probe("print(imported.index('agefast.cli.early_payload') < imported.index('agefast.kernels')"
                                   " < imported.index('cryptography'), file=sys.stderr)")
     args = ["-r", RECIPIENTS[0], "-r", RECIPIENTS[1], "-o", tmp_path / "out", tmp_path / "in"]
     done = subprocess.run([sys.executable, "-c", probe, *map(str, args)], capture_output=True, text=True)

@@ -8,7 +8,7 @@ import pytest
 import agefast
 from streams import Trickle
 from agefast import errors, passphrase
-from agefast.format import Stanza, b64decode, b64encode, encode_header_without_mac, encode_mac_line
+from agefast.format.grammar import Stanza, b64decode, b64encode, encode_header_without_mac, encode_mac_line
 
 CHUNK = 64 * 1024
 SEALED = CHUNK + 16

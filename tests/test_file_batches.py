@@ -1,4 +1,4 @@
-"""File-to-file payloads whose whole batches go through the compiled file kernel (agefast._file_batches)."""
+"""File-to-file payloads whose whole batches go through the compiled file kernel (agefast.payload.file_batches)."""
 
 import io
 import os
@@ -7,11 +7,12 @@ import random
 import pytest
 
 import agefast
-from agefast import _file_batches, chunks, kernels
+from agefast.payload import chunks, file_batches
+from agefast import kernels
 from agefast.errors import PayloadError
 
 MiB = 1 << 20
-SIZE = _file_batches.MIN_SIZE + 3 * MiB + 17
+SIZE = file_batches.MIN_SIZE + 3 * MiB + 17
 IDENTITY = agefast.x25519.Identity.generate()
 RECIPIENT = IDENTITY.to_public()
 KEY = bytes(range(32))
@@ -20,7 +21,7 @@ SEALED_BATCH = kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_cache():
-    # The file kernel applies only where the kernels are in the cache (agefast.chunks' rules),
+    # The file kernel applies only where the kernels are in the cache (agefast.payload.chunks' rules),
     # for this process and the commands it starts: fill it here if it is cold.
     kernels.warm_up()
 
@@ -62,7 +63,7 @@ def test_files_round_trip_through_the_kernel_from_any_offset(tmp_path, kernel_ca
 
 def test_they_do_not_apply_to_small_files_pipes_appends_or_other_file_objects(tmp_path, kernel_calls):
     data = bytes(SIZE)
-    (tmp_path / "small").write_bytes(data[:_file_batches.MIN_SIZE - 1])
+    (tmp_path / "small").write_bytes(data[:file_batches.MIN_SIZE - 1])
     (tmp_path / "plain").write_bytes(data)
 
     class Subclass(io.FileIO):
@@ -120,7 +121,7 @@ def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path):
                        True)
     (tmp_path / "payload").write_bytes(sealed)
     with open(tmp_path / "payload", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            _file_batches.started(_file_batches.OPEN, src, dst, KEY, 0, 0, len(sealed), None) as batches:
+            file_batches.started(file_batches.OPEN, src, dst, KEY, 0, 0, len(sealed), None) as batches:
         assert batches is not None
         with pytest.raises(PayloadError, match="trailing data after the final chunk"):
             batches.finish()
@@ -137,6 +138,6 @@ def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch, dir
     monkeypatch.setattr(kernels.FileBatches, "wait", shrank)
     (tmp_path / "in").write_bytes(bytes(SIZE))
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            _file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, None) as batches:
+            file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, None) as batches:
         with pytest.raises(error, match="shrank"):
             batches.finish()

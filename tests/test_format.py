@@ -4,10 +4,10 @@ import io
 
 import pytest
 
-from agefast import bech32
-from agefast._source import Source
+from agefast.format import bech32
+from agefast.io.source import Source
 from agefast.errors import HeaderError
-from agefast.format import b64decode, b64encode, encode_header_without_mac, parse_header
+from agefast.format.grammar import b64decode, b64encode, encode_header_without_mac, parse_header
 
 from test_vectors import FILES, load
 

@@ -1,4 +1,4 @@
-"""The command's piped input and output get 1 MiB pipes (agefast._pipes)."""
+"""The command's piped input and output get 1 MiB pipes (agefast.io.pipes)."""
 
 import fcntl
 import os
@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import agefast
-from agefast import _pipes
+from agefast.io import pipes
 
 needs_linux = pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="F_GETPIPE_SZ is Linux's")
 
@@ -20,7 +20,7 @@ def test_the_command_widens_a_piped_input():
     data = os.urandom(3 << 20)
     r, w = os.pipe()
     try:
-        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) < _pipes.PIPE_SIZE
+        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) < pipes.PIPE_SIZE
         proc = subprocess.Popen([sys.executable, "-m", "agefast", "-r", str(identity.to_public())],
                                 stdin=r, stdout=subprocess.PIPE)
 
@@ -34,7 +34,7 @@ def test_the_command_widens_a_piped_input():
         feeder.join()
         assert proc.returncode == 0
         # The parent's read end is the same pipe the command read.
-        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == _pipes.PIPE_SIZE
+        assert fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) == pipes.PIPE_SIZE
     finally:
         os.close(r)
     assert agefast.decrypt(sealed, [identity]) == data
@@ -49,10 +49,10 @@ def test_the_command_widens_a_piped_output(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "agefast", "-r", str(identity.to_public()), str(plain)],
                             stdout=subprocess.PIPE)
     try:
-        assert fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) < _pipes.PIPE_SIZE
+        assert fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) < pipes.PIPE_SIZE
         sealed = proc.stdout.read()
         # The parent's read end is the pipe the command wrote.
-        assert fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) == _pipes.PIPE_SIZE
+        assert fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ) == pipes.PIPE_SIZE
     finally:
         proc.stdout.close()
         proc.wait(timeout=60)
@@ -63,8 +63,8 @@ def test_the_command_widens_a_piped_output(tmp_path):
 @needs_linux
 def test_anything_but_a_pipe_is_left_alone(tmp_path):
     with open(tmp_path / "file", "wb") as f:
-        _pipes.widen(f.fileno())
+        pipes.widen(f.fileno())
     r, w = os.pipe()
     os.close(r)
     os.close(w)
-    _pipes.widen(r)     # closed: EBADF, ignored
+    pipes.widen(r)     # closed: EBADF, ignored

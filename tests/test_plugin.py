@@ -13,7 +13,8 @@ import pyrage
 import pytest
 
 import agefast
-from agefast import bech32, keys, plugin
+from agefast.format import bech32
+from agefast import keys, plugin
 
 PLUGIN = pathlib.Path(__file__).parent / "plugins" / "age-plugin-agefasttest"
 

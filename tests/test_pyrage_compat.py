@@ -16,7 +16,7 @@ from ssh_keys import public_line, ssh_keys  # noqa: F401 (a fixture)
 from test_plugin import on_path  # noqa: F401 (a fixture)
 
 import agefast
-from agefast import bech32
+from agefast.format import bech32
 
 SCRIPT = pathlib.Path(__file__).parent / "pyrage_script.py"
 MODULES = ["x25519", "ssh", "passphrase", "plugin", "tag", "tagpq"]

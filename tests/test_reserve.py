@@ -1,4 +1,4 @@
-"""agefast._reserve: an output file's blocks allocated before it is written,
+"""agefast.io.reserve: an output file's blocks allocated before it is written,
 its size and bytes unchanged by it, and what the output did not fill given back."""
 
 import io
@@ -8,7 +8,8 @@ import random
 import pytest
 
 import agefast
-from agefast import _reserve, pipeline
+from agefast.io import reserve
+from agefast.payload import pipeline
 
 BATCH = pipeline.BATCH_CHUNKS * 64 * 1024
 IDENTITY = agefast.x25519.Identity.generate()
@@ -30,7 +31,7 @@ def small_reserve(monkeypatch):
 def reservable(tmp_path, small_reserve):
     """tmp_path, where the file system reserves blocks (skip where it cannot)."""
     with open(tmp_path / "probe", "wb") as f:
-        if _reserve.reserve(f, 0, 2 * MiB) is None:
+        if reserve.reserve(f, 0, 2 * MiB) is None:
             pytest.skip("fallocate(2) reserves nothing here (not Linux, or a file system without it)")
     os.unlink(tmp_path / "probe")
     return tmp_path
@@ -41,7 +42,7 @@ def test_a_reservation_allocates_without_changing_the_file(reservable):
     with open(path, "wb") as f:
         f.write(b"head")
         f.flush()
-        end = _reserve.reserve(f, 4, 8 * MiB)
+        end = reserve.reserve(f, 4, 8 * MiB)
         assert end == 4 + 8 * MiB
         assert os.path.getsize(path) == 4 and allocated(path) >= 8 * MiB
     assert path.read_bytes() == b"head"
@@ -50,10 +51,10 @@ def test_a_reservation_allocates_without_changing_the_file(reservable):
 def test_release_gives_back_what_the_output_did_not_fill(reservable):
     path = reservable / "f"
     with open(path, "wb") as f:
-        end = _reserve.reserve(f, 0, 8 * MiB)
+        end = reserve.reserve(f, 0, 8 * MiB)
         f.write(b"z" * MiB)
         f.flush()
-        _reserve.release(f, end)
+        reserve.release(f, end)
     assert path.read_bytes() == b"z" * MiB and allocated(path) < 2 * MiB
 
 
@@ -62,8 +63,8 @@ def test_release_keeps_a_file_longer_than_the_reservation(reservable):
     data = random.Random(1).randbytes(5 * MiB)
     path.write_bytes(data)
     with open(path, "r+b") as f:
-        end = _reserve.reserve(f, 0, 2 * MiB)
-        _reserve.release(f, end)
+        end = reserve.reserve(f, 0, 2 * MiB)
+        reserve.release(f, end)
     assert path.read_bytes() == data
 
 
@@ -72,19 +73,19 @@ def test_only_files_are_reserved(kind, small_reserve):
     if kind == "pipe":
         r, w = os.pipe()
         with os.fdopen(r, "rb"), os.fdopen(w, "wb") as writer:
-            assert _reserve.reserve(writer, 0, 4 * MiB) is None
+            assert reserve.reserve(writer, 0, 4 * MiB) is None
         return
     writer = io.BytesIO() if kind == "memory" else None
-    assert _reserve.reserve(writer, 0, 4 * MiB) is None
-    _reserve.release(writer, 10)   # nothing to give back, and no error
+    assert reserve.reserve(writer, 0, 4 * MiB) is None
+    reserve.release(writer, 10)   # nothing to give back, and no error
 
 
 def test_a_file_is_reserved_only_at_a_known_offset_for_a_large_output(tmp_path, small_reserve):
     with open(tmp_path / "f", "wb") as f:
-        assert _reserve.reserve(f, None, 4 * MiB) is None
-        assert _reserve.reserve(f, 0, MiB - 1) is None
+        assert reserve.reserve(f, None, 4 * MiB) is None
+        assert reserve.reserve(f, 0, MiB - 1) is None
     with open(tmp_path / "f", "ab") as f:   # a file others may append to too
-        assert _reserve.reserve(f, 0, 4 * MiB) is None
+        assert reserve.reserve(f, 0, 4 * MiB) is None
 
 
 def test_encrypt_and_decrypt_files_leave_nothing_reserved(reservable):
@@ -114,7 +115,7 @@ def test_a_failed_decryption_keeps_only_the_verified_prefix_and_no_reservation(r
 
 def test_file_outputs_reserve_exactly_what_they_will_fill(tmp_path, small_reserve, monkeypatch):
     calls = []
-    real = _reserve.reserve
+    real = reserve.reserve
 
     def recording(writer, at, size):
         calls.append((at, size))
@@ -134,7 +135,7 @@ def test_file_outputs_reserve_exactly_what_they_will_fill(tmp_path, small_reserv
 def test_a_libc_without_fallocate_reserves_nothing(tmp_path, small_reserve, monkeypatch):
     monkeypatch.setattr(_reserve, "_fallocate", False)   # as found where libc has none
     with open(tmp_path / "f", "wb") as f:
-        assert _reserve.reserve(f, 0, 4 * MiB) is None
+        assert reserve.reserve(f, 0, 4 * MiB) is None
 
 
 def test_a_failed_release_fails_nothing(reservable, monkeypatch):
@@ -143,9 +144,9 @@ def test_a_failed_release_fails_nothing(reservable, monkeypatch):
         raise PermissionError(1, "Operation not permitted")
 
     with open(reservable / "f", "wb") as f:
-        end = _reserve.reserve(f, 0, 4 * MiB)
+        end = reserve.reserve(f, 0, 4 * MiB)
         f.write(b"q" * 1000)
         f.flush()
-        monkeypatch.setattr(_reserve.os, "ftruncate", refuse)
-        _reserve.release(f, end)
+        monkeypatch.setattr(reserve.os, "ftruncate", refuse)
+        reserve.release(f, end)
     assert (reservable / "f").read_bytes() == b"q" * 1000

@@ -10,7 +10,7 @@ from ssh_keys import PASSPHRASE, public_line as _public, ssh_keys  # noqa: F401 
 
 import agefast
 from agefast import errors, keys, ssh
-from agefast.format import Stanza, b64encode
+from agefast.format.grammar import Stanza, b64encode
 
 PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
 

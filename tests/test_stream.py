@@ -9,7 +9,7 @@ import random
 import pytest
 
 import agefast
-from agefast.stream import FILE_WRITE_SIZE, WRITE_SIZE, write_all
+from agefast.payload.stream import FILE_WRITE_SIZE, WRITE_SIZE, write_all
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
 CHUNK = 64 * 1024

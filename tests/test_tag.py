@@ -14,8 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, mlkem
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 import agefast
-from agefast import bech32, tag, tagpq, x25519
-from agefast.format import b64decode
+from agefast.format import bech32
+from agefast import tag, tagpq, x25519
+from agefast.format.grammar import b64decode
 
 
 def _uncompressed(key) -> bytes:

@@ -21,7 +21,7 @@ from typing import assert_type
 
 import agefast
 from agefast import passphrase, plugin, pq, ssh, tag, tagpq, x25519
-from agefast.format import Stanza
+from agefast.format.grammar import Stanza
 
 identity = x25519.Identity.generate()
 assert_type(identity, x25519.Identity)

@@ -8,8 +8,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 import agefast
-from agefast import errors, x25519
-from agefast.format import b64encode
+from agefast import errors
+from agefast.recipients import x25519
+from agefast.format.grammar import b64encode
 
 
 class _Fips:

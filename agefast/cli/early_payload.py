@@ -5,8 +5,8 @@ chunks, sealed with a key derived from the file key and the nonce alone. The
 header holds one stanza per recipient, and an X25519 stanza always has the
 same length, so where every recipient is an X25519 key the payload's place in
 the output is known before the file key is wrapped. The command
-(agefast.cli) then starts sealing a large file's batches, as any
-file-to-file payload (agefast._file_batches: the whole ones but the last on
+(agefast.cli.age) then starts sealing a large file's batches, as any
+file-to-file payload (agefast.payload.file_batches: the whole ones but the last on
 the compiled file kernel, which needs no GIL, the rest through the
 pipeline), and imports cryptography and wraps the file key meanwhile: the
 ~25 ms of imports that came before the first batch now overlap it. The
@@ -18,12 +18,14 @@ import os
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-from . import _file_batches, _reserve, bech32, chunks
-from ._source import file_position
-from .errors import EncryptError
+from ..payload import chunks, file_batches
+from ..io import reserve
+from ..format import bech32
+from ..io.source import file_position
+from ..errors import EncryptError
 
 if TYPE_CHECKING:
-    from ._typing import Recipient
+    from .._typing import Recipient
 
 NONCE_SIZE = 16
 _HEADER_START = len(b"age-encryption.org/v1\n")
@@ -61,7 +63,7 @@ def payload_key(file_key: bytes, nonce: bytes) -> bytes:
 class EarlyPayload:
     """A payload under way into `dst` after room for its header; finish() writes the rest and the header."""
 
-    def __init__(self, batches: _file_batches.Batches, src: IO[bytes], dst: Any, file_key: bytes, nonce: bytes,
+    def __init__(self, batches: file_batches.Batches, src: IO[bytes], dst: Any, file_key: bytes, nonce: bytes,
                  key: bytes, header_size: int, threads: int | None) -> None:
         self._batches, self._src, self._dst = batches, src, dst
         self._file_key, self._nonce, self._key = file_key, nonce, key
@@ -70,11 +72,11 @@ class EarlyPayload:
     def finish(self, recipients: "list[Recipient]") -> None:
         """Make and write the header for `recipients` (X25519 keys, as many as
         the payload was placed for), and seal the rest of the input."""
-        from . import _arguments
-        from ._source import Source
-        from .header import make_header
-        from .pipeline import seal_stream
-        from .stream import write_all
+        from .. import _arguments
+        from ..io.source import Source
+        from ..header import make_header
+        from ..payload.pipeline import seal_stream
+        from ..payload.stream import write_all
 
         header, _ = make_header(_arguments.recipients(recipients), self._file_key)
         if len(header) != self._header_size:
@@ -92,7 +94,7 @@ class EarlyPayload:
 def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> Iterator[EarlyPayload | None]:
     """The payload of `src` under way into `dst` for `recipients` X25519 keys, or
     None where that does not apply: an output that is not a new file, or a
-    payload that agefast._file_batches leaves to the pipeline (an input that
+    payload that agefast.payload.file_batches leaves to the pipeline (an input that
     is not a regular file of at least its MIN_SIZE bytes, --threads 1, a cold
     kernel cache, AGEFAST_ENGINE=cryptography).
 
@@ -100,15 +102,15 @@ def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> I
     files are never closed under them.
     """
     position = file_position(src)
-    if position is None or position[1] - position[0] < _file_batches.MIN_SIZE \
-            or _file_batches.regular_fd(dst) is None or dst.tell() != 0 or os.fstat(dst.fileno()).st_size != 0:
+    if position is None or position[1] - position[0] < file_batches.MIN_SIZE \
+            or file_batches.regular_fd(dst) is None or dst.tell() != 0 or os.fstat(dst.fileno()).st_size != 0:
         yield None
         return
     file_key, nonce = os.urandom(16), os.urandom(NONCE_SIZE)
     key = payload_key(file_key, nonce)
     size = position[1] - position[0]
     header = header_size(recipients)
-    with _reserve.reserving(dst, 0, header + NONCE_SIZE + chunks.sealed_size(size)), \
-            _file_batches.started(_file_batches.SEAL, src, dst, key, position[0], header + NONCE_SIZE, size,
+    with reserve.reserving(dst, 0, header + NONCE_SIZE + chunks.sealed_size(size)), \
+            file_batches.started(file_batches.SEAL, src, dst, key, position[0], header + NONCE_SIZE, size,
                                   threads) as batches:
         yield None if batches is None else EarlyPayload(batches, src, dst, file_key, nonce, key, header, threads)

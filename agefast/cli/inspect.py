@@ -15,14 +15,14 @@ import stat
 import sys
 from typing import Any
 
-from . import _goflag
-from ._output import go_quote
-from ._source import Source
-from .armor import ArmorReader, starts_armored
-from .chunks import CHUNK_SIZE, TAG_SIZE
-from .errors import AgeError, HeaderError
-from .format import encode_mac_line, parse_header
-from .stream import NONCE_SIZE
+from . import goflag
+from .output import go_quote
+from ..io.source import Source
+from ..format.armor import ArmorReader, starts_armored
+from ..payload.chunks import CHUNK_SIZE, TAG_SIZE
+from ..errors import AgeError, HeaderError
+from ..format.grammar import encode_mac_line, parse_header
+from ..payload.stream import NONCE_SIZE
 
 VERSION = "age-encryption.org/v1"
 USAGE = """\
@@ -148,8 +148,8 @@ def describe(name: str, data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _flags() -> _goflag.FlagSet:
-    f = _goflag.FlagSet()
+def _flags() -> goflag.FlagSet:
+    f = goflag.FlagSet()
     f.bool("version", "version")
     f.bool("json", "json")
     return f
@@ -161,7 +161,7 @@ def _error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    parsed, status = goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
     if parsed is None:
         return status
     values, positional = parsed

@@ -14,10 +14,11 @@ import sys
 from typing import TextIO
 
 import agefast
-from agefast import _goflag, pq, x25519
-from agefast._output import go_quote
-from agefast._terminal import is_terminal
-from agefast.cli import UsageError, describe, read_key_file
+from agefast.cli import goflag
+from agefast.recipients import pq, x25519
+from agefast.cli.output import go_quote
+from agefast.cli.terminal import is_terminal
+from agefast.cli.age import UsageError, describe, read_key_file
 
 USAGE = """\
 Usage:
@@ -41,8 +42,8 @@ input and writes the corresponding recipient(s) to OUTPUT or to standard
 output, one per line, with no comments."""
 
 
-def _flags() -> _goflag.FlagSet:
-    f = _goflag.FlagSet()
+def _flags() -> goflag.FlagSet:
+    f = goflag.FlagSet()
     f.bool("version", "version")
     f.bool("pq", "pq")
     f.bool("convert", "y")
@@ -88,7 +89,7 @@ def _convert(path: str | None, output: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parsed, status = _goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    parsed, status = goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
     if parsed is None:
         return status
     values, positional = parsed

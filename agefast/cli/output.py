@@ -9,10 +9,10 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, ContextManager
 
-from . import _pipes
-from ._replace import replacing
-from ._typing import Writer
-from ._terminal import is_terminal
+from ..io import pipes
+from ..io.replace import replacing
+from .._typing import Writer
+from .terminal import is_terminal
 
 
 class OutputRefused(Exception):
@@ -87,7 +87,7 @@ def _terminal(check_printable: bool) -> Iterator[IO[bytes]]:
 
 @contextlib.contextmanager
 def _stdout() -> Iterator[IO[bytes]]:
-    _pipes.widen(sys.stdout.fileno())
+    pipes.widen(sys.stdout.fileno())
     yield sys.stdout.buffer
     sys.stdout.buffer.flush()
 

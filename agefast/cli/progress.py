@@ -9,7 +9,7 @@ import stat
 import sys
 from typing import Any
 
-from ._terminal import is_terminal
+from .terminal import is_terminal
 
 # Below this a job ends before a bar would tell the user anything.
 MIN_SIZE = 32 * 1024 * 1024

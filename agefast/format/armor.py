@@ -19,12 +19,12 @@ import binascii
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .errors import ArmorError
-from ._typing import Buffer
-from .stream import write_all
+from ..errors import ArmorError
+from .._typing import Buffer
+from ..payload.stream import write_all
 
 if TYPE_CHECKING:
-    from ._source import Source
+    from ..io.source import Source
 
 BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
 END = b"-----END AGE ENCRYPTED FILE-----"

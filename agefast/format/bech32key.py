@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING, Self
 
-from . import _arguments, bech32
+from .. import _arguments
+from . import bech32
 
 
 class Bech32Key:

@@ -9,10 +9,10 @@ import binascii
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .errors import HeaderError
+from ..errors import HeaderError
 
 if TYPE_CHECKING:
-    from ._source import Source
+    from ..io.source import Source
 
 
 VERSION_LINE = b"age-encryption.org/v1\n"

@@ -18,7 +18,7 @@ import io
 import mmap
 import os
 
-from ._typing import Buffer
+from .._typing import Buffer
 
 BLOCK = 4 * 1024 * 1024  # a multiple of every logical block size in use
 _O_DIRECT = getattr(os, "O_DIRECT", 0)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from typing import IO
 
-from ._typing import Writer
+from .._typing import Writer
 from .direct import DirectWriter
 
 

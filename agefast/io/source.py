@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ._typing import Buffer
+from .._typing import Buffer
 
 # A readinto: fills a buffer, returns the count (0 at the end), or None for
 # a non-blocking reader with nothing ready.
@@ -50,7 +50,7 @@ def file_position(reader: Any) -> tuple[int, int] | None:
     a file object of a regular file; None for anything else.
 
     Only hints, for placing reads in memory and choosing the engine
-    (agefast.pipeline, agefast.chunks.expect): a wrong answer from an odd
+    (agefast.payload.pipeline, agefast.payload.chunks.expect): a wrong answer from an odd
     reader costs speed, never correctness.
     """
     try:

@@ -5,7 +5,7 @@ another with pread and pwrite, on worker threads that need no GIL until
 they end.
 
 `seal_chunks` and `open_chunks` have exactly the semantics of
-agefast.chunks.seal_chunks / open_chunks (same nonces, same return values, a
+agefast.payload.chunks.seal_chunks / open_chunks (same nonces, same return values, a
 chunk's plaintext reaches `dst` only after its tag verified, so `dst` only
 ever holds verified plaintext), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import _cpus
+from ..io import cpus
 from . import _abi, _cache, _native
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def _counter(counter: object) -> int:
 
 def _threads(threads: object, chunks: int) -> int:
     if threads is None:
-        threads = _cpus.count()
+        threads = cpus.count()
     if not isinstance(threads, int) or isinstance(threads, bool):
         raise TypeError("threads must be an int or None")
     if threads < 1:

@@ -27,7 +27,7 @@ import os
 import sys
 
 # SHA-256 from hashlib, not from cryptography: the command starts sealing a
-# large file before it imports cryptography (agefast._early_payload), and
+# large file before it imports cryptography (agefast.cli.early_payload), and
 # cryptography's hashes module costs a fresh process 11-17 ms, hashlib 3-5 ms
 # (its OpenSSL binding, _hashlib), which that start needs anyway for the
 # payload key.
@@ -127,7 +127,7 @@ def lookup(entry_key: str) -> tuple[str, str, bytes, dict[str, str]] | None:
 def _write_atomically(path: str, data: bytes) -> None:
     # As outputs are written (a signal just after the temporary file is
     # created does not leave it behind), and without importing tempfile.
-    from agefast._replace import create_partial
+    from agefast.io.replace import create_partial
 
     fd, temporary = create_partial(*os.path.split(path))
     try:

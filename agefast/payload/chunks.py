@@ -19,11 +19,11 @@ import threading
 import warnings
 from types import ModuleType
 
-from ._typing import Buffer
+from .._typing import Buffer
 
 # cryptography's AEAD is imported where a batch first needs it, not with
 # this module: the command seals a large file on the kernels before it
-# imports cryptography (agefast._early_payload), and computes sizes here.
+# imports cryptography (agefast.cli.early_payload), and computes sizes here.
 
 CHUNK_SIZE = 64 * 1024
 TAG_SIZE = 16
@@ -68,7 +68,7 @@ def _warn(e: Exception) -> None:
 
 def _background_load() -> None:
     try:
-        from . import kernels
+        from .. import kernels
 
         kernels.warm_up()
     except Exception as e:
@@ -105,7 +105,7 @@ def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
     if engine == "cryptography" or (not engine and size < KERNEL_MIN_BATCH):
         return None
     if engine == "numba" or (threads is not None and threads > 1):
-        from . import kernels
+        from .. import kernels
 
         if engine == "numba":
             kernels.warm_up()       # forced: a failure to load is the caller's to see
@@ -120,7 +120,7 @@ def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
         _moved += size
         if _moved < ENGINE_AFTER or _loader is not None:
             return None
-        from . import kernels
+        from .. import kernels
 
         if not _uncached and not _unloadable:
             if kernels.cached():

@@ -5,7 +5,7 @@ decrypt_io, and so the `*_file` functions and the command), every whole batch
 of 32 chunks but the last is sealed or opened by agefast.kernels.seal_file /
 open_file: one worker per core that reads, seals or opens and writes batch
 after batch in compiled code, with no Python and no GIL in between. The last
-batch, which holds the final chunk, goes through agefast.pipeline, which knows
+batch, which holds the final chunk, goes through agefast.payload.pipeline, which knows
 how a payload ends, and so does whatever the input grew by meanwhile; an
 input that shrank under the workers is an error.
 
@@ -21,9 +21,10 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from . import _reserve, chunks
+from ..io import reserve
+from . import chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
-from .errors import EncryptError, PayloadError
+from ..errors import EncryptError, PayloadError
 
 SEAL, OPEN = "seal", "open"
 # Below this the pipeline stays on cryptography by default (chunks.ENGINE_AFTER),
@@ -41,11 +42,11 @@ _STANDARD = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
 def regular_fd(f: Any) -> int | None:
     """The descriptor of `f` where it is a standard file object of a regular
     file that the file kernel may read or write at any offset: not opened
-    for appending (agefast._reserve.regular_fd: others may be writing too)
+    for appending (agefast.io.reserve.regular_fd: others may be writing too)
     or with O_DIRECT (which takes only aligned transfers)."""
     if type(f) not in _STANDARD or type(getattr(f, "raw", f)) is not io.FileIO:
         return None
-    fd = _reserve.regular_fd(f)
+    fd = reserve.regular_fd(f)
     if fd is None or fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
         return None
     return fd
@@ -66,7 +67,7 @@ class Batches:
     def finish(self) -> tuple[int, int, int]:
         """Wait for the batches; move the reader and the writer to where the rest
         of the payload is read and written, and return (read_at, write_at, the
-        counter of its first chunk), for agefast.pipeline."""
+        counter of its first chunk), for agefast.payload.pipeline."""
         try:
             failed = self._job.wait()
         except EOFError:
@@ -83,7 +84,7 @@ class Batches:
         return read_at, write_at, counter
 
     def _problem(self, batch: int) -> str:
-        """Why batch `batch` did not open, in the pipeline's words (agefast.stream.open_batch)."""
+        """Why batch `batch` did not open, in the pipeline's words (agefast.payload.stream.open_batch)."""
         from .stream import open_batch
 
         size = self._batch_chunks * SEALED_CHUNK_SIZE
@@ -102,7 +103,7 @@ def started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int |
     """The whole batches but the last of a payload of `size` bytes (the input's)
     sealed or opened from `reader` at `read_at` into `writer` at `write_at`;
     None where the file kernel does not apply (offsets not known, not regular
-    files, under MIN_SIZE, or left to cryptography by agefast.chunks' rules).
+    files, under MIN_SIZE, or left to cryptography by agefast.payload.chunks' rules).
 
     The workers are stopped before the block is left, however it is left: the
     files are never closed under them.

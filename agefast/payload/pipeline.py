@@ -34,9 +34,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _cpus, _malloc, chunks
+from ..io import cpus, malloc
+from . import chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
-from .errors import PayloadError
+from ..errors import PayloadError
 from .stream import open_batch, write_all
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ Process = Callable[[int, memoryview, memoryview, bool], tuple[int, str | None]]
 
 def workers_for(threads: int | None) -> int:
     """How many workers a stream runs with: one per core it may seal on, at least two."""
-    return max(2, _cpus.count() if threads is None else threads)
+    return max(2, cpus.count() if threads is None else threads)
 
 
 class _Batches:
@@ -184,7 +185,7 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     write_all(dst, memoryview(out)[:size], write_at)
     if final or problem is not None:
         return problem
-    _malloc.large_job()
+    malloc.large_job()
     batches = _Batches(read_full, None if read_at is None else read_at + n, dst,
                        None if write_at is None else write_at + size, in_chunk, out_chunk, process,
                        bytes(first[-1:]), threads)
@@ -208,7 +209,7 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None =
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
     """Encrypt everything `read_full` yields as the STREAM payload onto `dst`,
     its first chunk with the nonce counter `counter` (the rest of a payload
-    whose first chunks were sealed elsewhere: agefast._file_batches).
+    whose first chunks were sealed elsewhere: agefast.payload.file_batches).
 
     `read_at` and `write_at` are the file offsets the input is read from and
     the output written to, where known: hints for placing buffers."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
-from .errors import PayloadError
+from ..errors import PayloadError
 from .stream import BATCH_CHUNKS
 
 

@@ -1,6 +1,6 @@
 """The STREAM payload: 64 KiB ChaCha20-Poly1305 chunks, the last one flagged.
 
-Both directions work a batch of chunks at a time through agefast.chunks, in
+Both directions work a batch of chunks at a time through agefast.payload.chunks, in
 buffers allocated once per stream, so the per-chunk cost is the AEAD itself.
 The reader looks one byte past each batch to learn whether the batch ends the
 file, because only then may its last chunk carry the final flag; it releases
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import chunks
 from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
-from ._typing import Buffer
-from .errors import PayloadError
+from .._typing import Buffer
+from ..errors import PayloadError
 
 if TYPE_CHECKING:
-    from ._source import Source
+    from ..io.source import Source
 
 
 NONCE_SIZE = 16

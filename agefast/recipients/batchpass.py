@@ -11,11 +11,11 @@ Messages are the plugin's, so scripts that match them work with agefast.
 import os
 from typing import TYPE_CHECKING
 
-from .errors import DecryptError, EncryptError
-from .format import Stanza
+from ..errors import DecryptError, EncryptError
+from ..format.grammar import Stanza
 
 if TYPE_CHECKING:
-    from . import passphrase
+    from . import scrypt
 
 NAME = "batchpass"
 _MAX_PASSPHRASE_SIZE = 1024 * 1024
@@ -72,13 +72,13 @@ def _from_environment(work_factor_variable: str, error: type[Exception]) -> tupl
         raise error(f"{NAME}: {e}") from None
 
 
-def recipient() -> "passphrase.Recipient":
+def recipient() -> "scrypt.Recipient":
     """The scrypt recipient for `age -e -j batchpass`."""
     # Imported on use: scrypt's backend costs every other command 10 ms.
-    from . import passphrase
+    from . import scrypt
 
     secret, work_factor = _from_environment("AGE_PASSPHRASE_WORK_FACTOR", EncryptError)
-    return passphrase.Recipient(secret, work_factor or passphrase.DEFAULT_WORK_FACTOR)
+    return scrypt.Recipient(secret, work_factor or scrypt.DEFAULT_WORK_FACTOR)
 
 
 class Identity:
@@ -89,14 +89,14 @@ class Identity:
     """
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes:
-        from . import passphrase
+        from . import scrypt
 
-        if not (len(stanzas) == 1 and stanzas[0].type == passphrase.STANZA_TYPE):
-            if any(s.type == passphrase.STANZA_TYPE for s in stanzas):
+        if not (len(stanzas) == 1 and stanzas[0].type == scrypt.STANZA_TYPE):
+            if any(s.type == scrypt.STANZA_TYPE for s in stanzas):
                 raise DecryptError(f"{NAME}: an scrypt recipient must be the only one")
             raise DecryptError(f"{NAME}: file is not passphrase-encrypted")
         secret, max_work_factor = _from_environment("AGE_PASSPHRASE_MAX_WORK_FACTOR", DecryptError)
-        identity = passphrase.Identity(secret, max_work_factor or passphrase.DEFAULT_MAX_WORK_FACTOR)
+        identity = scrypt.Identity(secret, max_work_factor or scrypt.DEFAULT_MAX_WORK_FACTOR)
         file_key = identity.unwrap(stanzas)
         if file_key is None:
             raise DecryptError(f"{NAME}: incorrect passphrase")

@@ -1,26 +1,18 @@
 """age plugins: recipients `age1NAME1...` and identities `AGE-PLUGIN-NAME-1...`
 served by a program `age-plugin-NAME` on the PATH.
 
-The API is pyrage's: parse strings with `Recipient.from_str` and
-`Identity.from_str`, then give `RecipientPluginV1` to `encrypt` and
-`IdentityPluginV1` to `decrypt`. `callbacks` is any object with some of
-pyrage's methods, called when the plugin wants the user:
-
-    display_message(message) -> None
-    confirm(message, yes_string, no_string_or_None) -> bool | None
-    request_public_string(description) -> str | None
-    request_passphrase(description) -> str | None
-
-A missing method, an exception or None is reported to the plugin as a refusal.
+The callbacks and the pyrage API are described in agefast.plugin.
 """
 
 import re
 import shutil
 from collections.abc import Iterable
 
-from . import _arguments, _plugin_protocol, bech32
-from .errors import DecryptError, EncryptError, IdentityError, RecipientError
-from .format import Stanza
+from .. import _arguments
+from . import plugin_protocol
+from ..format import bech32
+from ..errors import DecryptError, EncryptError, IdentityError, RecipientError
+from ..format.grammar import Stanza
 
 # Plugin names become part of a program name that is looked up on PATH, so
 # they are restricted to characters that cannot form a path ("../x", "/bin/sh").
@@ -158,9 +150,9 @@ class RecipientPluginV1:
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """The plugin's stanzas for `file_key` (running age-plugin-NAME --age-plugin=recipient-v1)."""
         try:
-            stanzas, labels = _plugin_protocol.wrap(
+            stanzas, labels = plugin_protocol.wrap(
                 self._binary, self._recipients, self._identities, file_key, self._callbacks)
-        except _plugin_protocol.ProtocolError as e:
+        except plugin_protocol.ProtocolError as e:
             raise EncryptError(f"{self._name} plugin: {e}") from None
         self.labels = labels
         return stanzas
@@ -191,6 +183,6 @@ class IdentityPluginV1:
         """The file key the plugin finds in `stanzas` (running age-plugin-NAME
         --age-plugin=identity-v1), or None; DecryptError if the plugin fails."""
         try:
-            return _plugin_protocol.unwrap(self._binary, self._identities, stanzas, self._callbacks)
-        except _plugin_protocol.ProtocolError as e:
+            return plugin_protocol.unwrap(self._binary, self._identities, stanzas, self._callbacks)
+        except plugin_protocol.ProtocolError as e:
             raise DecryptError(f"{self._name} plugin: {e}") from None

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import IO
 
-from .format import Stanza, b64decode, read_stanza
+from ..format.grammar import Stanza, b64decode, read_stanza
 
 # A plugin's stanzas carry file keys, messages and wrapped keys: nothing
 # legitimate is near this, and a runaway plugin must not exhaust memory.

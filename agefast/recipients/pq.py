@@ -13,10 +13,10 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric import mlkem, x25519
 
-from ._bech32key import Bech32Key
-from .errors import HeaderError, IdentityError, RecipientError
-from .format import Stanza, b64encode, single_argument
-from .primitives import hpke_wrap_file_key
+from ..format.bech32key import Bech32Key
+from ..errors import HeaderError, IdentityError, RecipientError
+from ..format.grammar import Stanza, b64encode, single_argument
+from ..primitives import hpke_wrap_file_key
 
 RECIPIENT_HRP = "age1pq"
 IDENTITY_HRP = "AGE-SECRET-KEY-PQ-"

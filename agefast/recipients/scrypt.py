@@ -10,10 +10,9 @@ import re
 
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from ._typing import Buffer
-from .errors import HeaderError
-from .format import Stanza, b64decode, b64encode
-from .primitives import FILE_KEY_SIZE, unwrap_file_key, wrap_file_key
+from ..errors import HeaderError
+from ..format.grammar import Stanza, b64decode, b64encode
+from ..primitives import FILE_KEY_SIZE, unwrap_file_key, wrap_file_key
 
 STANZA_TYPE = "scrypt"
 _SALT_LABEL = b"age-encryption.org/v1/scrypt"
@@ -94,16 +93,3 @@ class Identity:
                 return file_key
         return None
 
-
-def encrypt(plaintext: Buffer, passphrase: str, armored: bool = False) -> bytes:
-    """pyrage's passphrase.encrypt."""
-    from .api import encrypt as _encrypt
-
-    return _encrypt(plaintext, [Recipient(passphrase)], armored=armored)
-
-
-def decrypt(ciphertext: Buffer, passphrase: str) -> bytes:
-    """pyrage's passphrase.decrypt."""
-    from .api import decrypt as _decrypt
-
-    return _decrypt(ciphertext, [Identity(passphrase)])

@@ -24,12 +24,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from . import _arguments
-from .errors import (EncryptError, HeaderError, IdentityError, PassphraseNeededError, RecipientError,
+from .. import _arguments
+from ..errors import (EncryptError, HeaderError, IdentityError, PassphraseNeededError, RecipientError,
                      UnsupportedKeyError)
-from ._typing import Buffer
-from .format import Stanza, b64decode, b64encode
-from .primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
+from .._typing import Buffer
+from ..format.grammar import Stanza, b64decode, b64encode
+from ..primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
 
 ED25519_TYPE = "ssh-ed25519"
 RSA_TYPE = "ssh-rsa"

@@ -13,10 +13,10 @@ import hashlib
 from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ._bech32key import Bech32Key
-from .errors import RecipientError
-from .format import Stanza, b64encode
-from .primitives import hmac_sha256, hpke_wrap_file_key
+from ..format.bech32key import Bech32Key
+from ..errors import RecipientError
+from ..format.grammar import Stanza, b64encode
+from ..primitives import hmac_sha256, hpke_wrap_file_key
 
 RECIPIENT_HRP = "age1tag"
 STANZA_TYPE = "p256tag"

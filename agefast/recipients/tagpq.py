@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, mlkem
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from ._bech32key import Bech32Key
-from .errors import RecipientError
-from .format import Stanza, b64encode
-from .primitives import hmac_sha256
+from ..format.bech32key import Bech32Key
+from ..errors import RecipientError
+from ..format.grammar import Stanza, b64encode
+from ..primitives import hmac_sha256
 from .tag import load_p256, stanza_tag
 
 RECIPIENT_HRP = "age1tagpq"

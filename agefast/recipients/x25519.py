@@ -5,10 +5,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from ._bech32key import Bech32Key
-from .errors import EncryptError, HeaderError, IdentityError, RecipientError
-from .format import Stanza, b64encode, single_argument
-from .primitives import hkdf, unwrap_file_key, wrap_file_key
+from ..format.bech32key import Bech32Key
+from ..errors import EncryptError, HeaderError, IdentityError, RecipientError
+from ..format.grammar import Stanza, b64encode, single_argument
+from ..primitives import hkdf, unwrap_file_key, wrap_file_key
 
 RECIPIENT_HRP = "age"
 IDENTITY_HRP = "AGE-SECRET-KEY-"

@@ -1,10 +1,10 @@
-"""Batched seal/open: identical to agefast.chunks' cryptography path, tamper handling, allocation."""
+"""Batched seal/open: identical to agefast.payload.chunks' cryptography path, tamper handling, allocation."""
 
 import random
 
 import pytest
 
-from agefast import chunks
+from agefast.payload import chunks
 from agefast import kernels
 
 CHUNK = kernels.CHUNK_SIZE
@@ -17,7 +17,7 @@ COUNTERS = (0, 0xFFFFFF, (1 << 56) - 2)     # carries across the nonce's 32-bit 
 
 @pytest.fixture(autouse=True)
 def cryptography_reference(monkeypatch):
-    # agefast.chunks is the reference here: keep it on its cryptography path
+    # agefast.payload.chunks is the reference here: keep it on its cryptography path
     monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
 
 

@@ -18,7 +18,7 @@ import json, os, random, sys
 from agefast import kernels
 kernels.warm_up()
 loaded = {name: name in sys.modules for name in ("numba", "numpy", "cryptography")}
-from agefast import chunks
+from agefast.payload import chunks
 os.environ["AGEFAST_ENGINE"] = "cryptography"   # chunks: the reference
 rng = random.Random(3)
 key = rng.randbytes(32)
@@ -81,7 +81,7 @@ def test_a_cold_cache_compiles_and_a_warm_one_loads_without_numba(filled):
     assert cold["numba"]
     assert len(entries(cache)) == 1
     warm = probe(cache)
-    # Nor cryptography: the command loads the kernels before it (agefast._early_payload).
+    # Nor cryptography: the command loads the kernels before it (agefast.cli.early_payload).
     assert not warm["numba"] and not warm["numpy"] and not warm["cryptography"], warm
     assert warm["isa"] == cold["isa"]
 

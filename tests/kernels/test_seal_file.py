@@ -1,5 +1,5 @@
 """seal_file: whole batches of one file sealed into another by the compiled file kernel,
-checked against agefast.chunks' cryptography path; its failures and its stop."""
+checked against agefast.payload.chunks' cryptography path; its failures and its stop."""
 
 import contextlib
 import os
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agefast import chunks
+from agefast.payload import chunks
 from agefast import kernels
 
 BATCH = kernels.FILE_BATCH * kernels.CHUNK_SIZE

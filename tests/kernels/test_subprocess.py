@@ -31,7 +31,8 @@ def test_batches_without_jit(tmp_path):
     # reference route), not the compiled library.
     script = textwrap.dedent("""
         import os, sys
-        from agefast import chunks, kernels
+        from agefast.payload import chunks
+        from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
         for n in (0, 100, 1500):
@@ -93,7 +94,8 @@ def test_a_forked_child_keeps_using_the_engine():
 def test_avx2_only_build(tmp_path):
     script = textwrap.dedent("""
         import random
-        from agefast import chunks, kernels
+        from agefast.payload import chunks
+        from agefast import kernels
         assert kernels.isa() == "avx2", kernels.isa()
         rng = random.Random(7)
         key = rng.randbytes(32)

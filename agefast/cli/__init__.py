@@ -1,0 +1,2 @@
+"""The three commands (agefast, agefast-keygen, agefast-inspect) and what they share.
+"""
