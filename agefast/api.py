@@ -21,11 +21,14 @@ from .io.replace import replacing
 from .io.source import MemoryReader, Source, file_position
 from .io.direct import DirectReader
 from .errors import EncryptError, PayloadError
-from .header import make_header, open_header, payload_key
+from .header import make_header, open_header
 from .payload.pipeline import open_stream, seal_stream
 from .payload.seekable import SeekablePayload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .payload.stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
+from .payload.rules import CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key, \
+    plaintext_size, sealed_size
+from .payload.stream import PayloadReader, PayloadWriter, open_batch
+from .io.writes import write_all
 
 _READ_SIZE = 1 << 20
 
@@ -249,15 +252,10 @@ def decryptor(src: Reader, identities: Iterable[Identity], *, armored: bool | No
     return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
 
 
-# A whole payload in memory goes to the engine in steps of this many chunks,
-# each once its part of a new result is faulted in (_buffers).
-_STEP_CHUNKS = 256
-
-
 def _steps(count: int) -> Iterator[tuple[int, int]]:
-    """(first, stop) chunk ranges of _STEP_CHUNKS over `count` chunks (one, empty, for none)."""
-    for first in range(0, max(count, 1), _STEP_CHUNKS):
-        yield first, min(first + _STEP_CHUNKS, count)
+    """(first, stop) chunk ranges of MEMORY_STEP over `count` chunks (one, empty, for none)."""
+    for first in range(0, max(count, 1), MEMORY_STEP):
+        yield first, min(first + MEMORY_STEP, count)
 
 
 def _engine_threads(threads: int | None, ready: Callable[[int], None]) -> int | None:
@@ -281,19 +279,19 @@ def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | 
     header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
-    count = max(1, -(-len(data) // chunks.CHUNK_SIZE))
+    count = max(1, -(-len(data) // CHUNK_SIZE))
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         view[:start] = header + nonce
         key = payload_key(file_key, nonce)
         out = view[start:]
         for first, stop in _steps(count):
-            ready(start + min(stop * chunks.SEALED_CHUNK_SIZE, len(out)))
-            chunks.seal_chunks(key, first, data[first * chunks.CHUNK_SIZE:stop * chunks.CHUNK_SIZE],
-                               out[first * chunks.SEALED_CHUNK_SIZE:], stop == count,
+            ready(start + min(stop * SEALED_CHUNK_SIZE, len(out)))
+            chunks.seal_chunks(key, first, data[first * CHUNK_SIZE:stop * CHUNK_SIZE],
+                               out[first * SEALED_CHUNK_SIZE:], stop == count,
                                threads=_engine_threads(threads, ready))
 
-    return start + chunks.sealed_size(len(data)), fill
+    return start + sealed_size(len(data)), fill
 
 
 def _opening(data: memoryview, identities: Iterable[Identity], threads: int | None,
@@ -308,19 +306,18 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
         return None
     key = open_header(source, identities)
     payload = data[source.consumed:]
-    full, rest = divmod(len(payload), chunks.SEALED_CHUNK_SIZE)
-    count = full + (rest > 0)
+    count = chunk_count(len(payload))
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         # A valid payload fills the view exactly; only verified chunks are written.
         for first, stop in _steps(count):
-            ready(min(stop * chunks.CHUNK_SIZE, len(view)))
-            problem = open_batch(key, first, payload[first * chunks.SEALED_CHUNK_SIZE:stop * chunks.SEALED_CHUNK_SIZE],
-                                 view[first * chunks.CHUNK_SIZE:], stop == count, _engine_threads(threads, ready))[2]
+            ready(min(stop * CHUNK_SIZE, len(view)))
+            problem = open_batch(key, first, payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
+                                 view[first * CHUNK_SIZE:], stop == count, _engine_threads(threads, ready))[2]
             if problem is not None:
                 raise PayloadError(problem)
 
-    return chunks.plaintext_size(len(payload)), fill
+    return plaintext_size(len(payload)), fill
 
 
 def _writable(buf: Buffer) -> memoryview:
@@ -426,7 +423,7 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     if position is not None:
         read_at, plain = position[0], position[1] - position[0]
         chunks.expect(plain)
-        size = chunks.sealed_size(plain)
+        size = sealed_size(plain)
     with reserve.reserving(out, write_at, size):
         with file_batches.started(file_batches.SEAL, reader, out, key, read_at, write_at, plain,
                                    threads) as batches:
@@ -458,7 +455,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
         offset = position[0] + source.consumed
         payload = position[1] - offset
         chunks.expect(payload)
-        size = chunks.plaintext_size(payload)
+        size = plaintext_size(payload)
     with reserve.reserving(writer, write_at, size):
         with file_batches.started(file_batches.OPEN, reader, writer, key, offset, write_at, payload,
                                    threads) as batches:

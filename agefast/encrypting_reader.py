@@ -17,10 +17,9 @@ from . import _arguments
 from .io.source import Source
 from ._typing import Buffer, Reader, Recipient
 from .api import Encryptor, read_all
-from .payload.chunks import CHUNK_SIZE
-from .payload.stream import BATCH_CHUNKS
+from .payload.rules import CHUNK_SIZE, STREAM_BATCH
 
-_PULL = BATCH_CHUNKS * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
+_PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
 
 
 class _Output:

@@ -32,10 +32,9 @@ from . import api, keys
 from .io.buffers import new_bytes
 from .io.source import Source
 from ._typing import Buffer
-from .payload.chunks import CHUNK_SIZE, plaintext_size
+from .payload.rules import CHUNK_SIZE, NONCE_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, PayloadError, RecipientError
 from .format.grammar import parse_header
-from .payload.stream import NONCE_SIZE
 
 # Chunks whose plaintext an open file keeps, for reads that start or end
 # inside a chunk: the next read usually begins in the same chunk (a parquet

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .errors import EncryptError, HeaderError, HeaderMACError, NoIdentityMatchError
 from .format.grammar import Stanza, encode_header_without_mac, encode_mac_line, parse_header
 from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256, hmac_sha256_matches
-from .payload.stream import NONCE_SIZE
+from .payload.rules import NONCE_SIZE, payload_key
 
 if TYPE_CHECKING:
     from .io.source import Source
@@ -17,10 +17,6 @@ if TYPE_CHECKING:
 
 def _mac_key(file_key: bytes) -> bytes:
     return hkdf(file_key, b"", b"header")
-
-
-def payload_key(file_key: bytes, nonce: bytes) -> bytes:
-    return hkdf(file_key, nonce, b"payload")
 
 
 def make_header(recipients: "list[Recipient]", file_key: bytes | None = None) -> tuple[bytes, bytes]:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import agefast
 import pyrage
-from agefast.header import make_header, payload_key  # to seal a real age file with the bare loop
+from agefast.header import make_header  # to seal a real age file with the bare loop
+from agefast.payload.rules import payload_key
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 import common

@@ -38,7 +38,7 @@ def peak_kib():
             return int(line.split()[1])
 t0 = time.perf_counter()
 import agefast
-from agefast.payload import chunks
+from agefast.payload import rules
 t1 = time.perf_counter()
 rss_before = peak_kib()
 from agefast import kernels
@@ -46,7 +46,7 @@ kernels.warm_up()
 t2 = time.perf_counter()
 rss_ready = peak_kib()
 key, src = os.urandom(32), os.urandom(4 << 20)
-dst = bytearray(chunks.sealed_size(len(src)))
+dst = bytearray(rules.sealed_size(len(src)))
 t3 = time.perf_counter()
 kernels.seal_chunks(key, 0, src, dst, True, threads=2)
 t4 = time.perf_counter()

@@ -56,9 +56,9 @@ def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
     monkeypatch.setattr(chunks, "warm_kernels", lambda: None)
     assert api._engine_threads(None, populating) is None
     monkeypatch.setattr(chunks, "warm_kernels", lambda: kernels)
-    monkeypatch.setattr(_cpus, "count", lambda: 2)
+    monkeypatch.setattr(cpus, "count", lambda: 2)
     assert api._engine_threads(None, populating) == 1
-    monkeypatch.setattr(_cpus, "count", lambda: 8)
+    monkeypatch.setattr(cpus, "count", lambda: 8)
     assert api._engine_threads(None, populating) == 7
     assert api._engine_threads(2, populating) == 2
     assert api._engine_threads(None, buffers.ready_now) is None

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import agefast
-from agefast.payload.chunks import CHUNK_SIZE
+from agefast.payload.rules import CHUNK_SIZE
 from agefast.cli.inspect import InspectError, stream_overhead
 
 INSPECT = [sys.executable, "-m", "agefast.cli.inspect"]

@@ -9,9 +9,9 @@ import pytest
 
 import agefast
 from agefast.cli import early_payload
-from agefast.payload import file_batches
+from agefast.payload import file_batches, rules
 from agefast.format import bech32
-from agefast import header, kernels
+from agefast import header, kernels, primitives
 from agefast.errors import EncryptError
 
 MiB = 1 << 20
@@ -27,9 +27,10 @@ def warm_cache():
     kernels.warm_up()
 
 
-def test_the_payload_key_is_agefasts():
+def test_the_payload_key_is_hkdf_sha256_of_the_file_key():
+    # The command derives it before cryptography is imported; it must be age's HKDF.
     file_key, nonce = os.urandom(16), os.urandom(16)
-    assert early_payload.payload_key(file_key, nonce) == header.payload_key(file_key, nonce)
+    assert rules.payload_key(file_key, nonce) == primitives.hkdf(file_key, nonce, b"payload")
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])

@@ -7,7 +7,7 @@ import random
 import pytest
 
 import agefast
-from agefast.payload import chunks, file_batches
+from agefast.payload import chunks, file_batches, rules
 from agefast import kernels
 from agefast.errors import PayloadError
 
@@ -58,7 +58,7 @@ def test_files_round_trip_through_the_kernel_from_any_offset(tmp_path, kernel_ca
     assert (tmp_path / "out").read_bytes() == b"o" * prefix + data
     # every whole batch but the last went through the kernel, both ways
     assert kernel_calls == {"seal": [(SIZE - 1) // (32 * 65536)],
-                            "open": [(chunks.sealed_size(SIZE) - 1) // SEALED_BATCH]}
+                            "open": [(rules.sealed_size(SIZE) - 1) // SEALED_BATCH]}
 
 
 def test_they_do_not_apply_to_small_files_pipes_appends_or_other_file_objects(tmp_path, kernel_calls):
@@ -82,7 +82,7 @@ def test_they_do_not_apply_to_small_files_pipes_appends_or_other_file_objects(tm
 def corrupt(path, *chunks_):
     with open(path, "r+b") as f:
         size = os.fstat(f.fileno()).st_size
-        payload_at = size - chunks.sealed_size(SIZE)
+        payload_at = size - rules.sealed_size(SIZE)
         for chunk in chunks_:
             # every bit of one ciphertext byte flipped: always a change, whatever the byte was
             at = payload_at + chunk * kernels.SEALED_CHUNK_SIZE + 100

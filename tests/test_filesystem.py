@@ -20,7 +20,7 @@ import pytest
 
 import agefast
 from agefast import x25519
-from agefast.payload.chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, sealed_size
+from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, sealed_size
 from agefast.errors import HeaderError, IdentityError, NoIdentityMatchError, PayloadError
 from agefast.filesystem import AgeFileSystem, plaintext_size
 from range_server import serving

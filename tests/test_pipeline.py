@@ -7,15 +7,15 @@ import threading
 import pytest
 
 import agefast
-from agefast.payload import pipeline
+from agefast.payload import pipeline, rules
 from streams import RecordingFile, Trickle, crossing
 
-BATCH = pipeline.BATCH_CHUNKS * 64 * 1024
+BATCH = rules.PIPELINE_BATCH * 64 * 1024
 IDENTITY = agefast.x25519.Identity.generate()
 RECIPIENT = IDENTITY.to_public()
 
 
-FIRST = pipeline.FIRST_CHUNKS * 64 * 1024
+FIRST = rules.PIPELINE_FIRST * 64 * 1024
 
 
 @pytest.mark.parametrize("size", [0, 1, FIRST - 1, FIRST, FIRST + 1, FIRST + BATCH, BATCH - 1, BATCH, BATCH + 1,
@@ -82,8 +82,8 @@ def test_reader_error_stops_everything():
 def test_corrupt_chunk_writes_only_the_verified_prefix():
     data = random.Random(1).randbytes(2 * BATCH)
     ct = bytearray(agefast.encrypt(data, [RECIPIENT]))
-    bad_chunk = pipeline.BATCH_CHUNKS + 3
-    ct[len(ct) - len(data) - 16 * (2 * pipeline.BATCH_CHUNKS) + bad_chunk * 65552 + 9] ^= 1
+    bad_chunk = rules.PIPELINE_BATCH + 3
+    ct[len(ct) - len(data) - 16 * (2 * rules.PIPELINE_BATCH) + bad_chunk * 65552 + 9] ^= 1
     out = io.BytesIO()
     with pytest.raises(agefast.errors.PayloadError, match=f"chunk {bad_chunk}"):
         agefast.decrypt_io(Trickle(bytes(ct)), out, [IDENTITY])
@@ -171,9 +171,9 @@ def test_a_file_that_misreports_its_position_still_round_trips(tmp_path):
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
 def test_files_written_from_an_offset(tmp_path, prefix):
     # Outputs are placed by the destination's offset too, and cut at the
-    # file's FILE_WRITE_SIZE boundaries (agefast.payload.stream says why), not each
+    # file's FILE_WRITE_SIZE boundaries (agefast.io.writes says why), not each
     # batch's; a file already holding data keeps it.
-    from agefast.payload.stream import FILE_WRITE_SIZE
+    from agefast.io.writes import FILE_WRITE_SIZE
 
     data = random.Random(prefix).randbytes(3 * BATCH + 4321)
     (tmp_path / "plain").write_bytes(data)

@@ -9,9 +9,9 @@ import pytest
 
 import agefast
 from agefast.io import reserve
-from agefast.payload import pipeline
+from agefast.payload import rules
 
-BATCH = pipeline.BATCH_CHUNKS * 64 * 1024
+BATCH = rules.PIPELINE_BATCH * 64 * 1024
 IDENTITY = agefast.x25519.Identity.generate()
 RECIPIENT = IDENTITY.to_public()
 MiB = 1 << 20
@@ -24,7 +24,7 @@ def allocated(path) -> int:
 @pytest.fixture
 def small_reserve(monkeypatch):
     """Reserve outputs from 1 MiB on, so that the tests' files are small."""
-    monkeypatch.setattr(_reserve, "RESERVE_FROM", MiB)
+    monkeypatch.setattr(reserve, "RESERVE_FROM", MiB)
 
 
 @pytest.fixture
@@ -102,8 +102,8 @@ def test_encrypt_and_decrypt_files_leave_nothing_reserved(reservable):
 def test_a_failed_decryption_keeps_only_the_verified_prefix_and_no_reservation(reservable):
     data = random.Random(3).randbytes(4 * BATCH)
     ct = bytearray(agefast.encrypt(data, [RECIPIENT]))
-    bad_chunk = 2 * pipeline.BATCH_CHUNKS + 1
-    ct[len(ct) - len(data) - 16 * (4 * pipeline.BATCH_CHUNKS) + bad_chunk * 65552 + 9] ^= 1
+    bad_chunk = 2 * rules.PIPELINE_BATCH + 1
+    ct[len(ct) - len(data) - 16 * (4 * rules.PIPELINE_BATCH) + bad_chunk * 65552 + 9] ^= 1
     (reservable / "sealed").write_bytes(ct)
     with open(reservable / "sealed", "rb") as src, open(reservable / "out", "wb") as dst:
         with pytest.raises(agefast.errors.PayloadError, match=f"chunk {bad_chunk}"):
@@ -121,7 +121,7 @@ def test_file_outputs_reserve_exactly_what_they_will_fill(tmp_path, small_reserv
         calls.append((at, size))
         return real(writer, at, size)
 
-    monkeypatch.setattr(_reserve, "reserve", recording)
+    monkeypatch.setattr(reserve, "reserve", recording)
     data = random.Random(4).randbytes(2 * BATCH + 99)
     (tmp_path / "plain").write_bytes(data)
     agefast.encrypt_file(tmp_path / "plain", tmp_path / "sealed", [RECIPIENT])
@@ -133,7 +133,7 @@ def test_file_outputs_reserve_exactly_what_they_will_fill(tmp_path, small_reserv
 
 
 def test_a_libc_without_fallocate_reserves_nothing(tmp_path, small_reserve, monkeypatch):
-    monkeypatch.setattr(_reserve, "_fallocate", False)   # as found where libc has none
+    monkeypatch.setattr(reserve, "_fallocate", False)   # as found where libc has none
     with open(tmp_path / "f", "wb") as f:
         assert reserve.reserve(f, 0, 4 * MiB) is None
 

@@ -1,5 +1,5 @@
 """encrypt/decrypt of a whole payload in memory go to the engine in steps
-(agefast.api._STEP_CHUNKS), each once its part of the result is faulted in:
+(agefast.payload.rules.MEMORY_STEP), each once its part of the result is faulted in:
 the steps must join into one STREAM and keep every payload check."""
 
 import io
@@ -8,11 +8,11 @@ import random
 import pytest
 
 import agefast
-from agefast import api
+from agefast.payload import rules
 from agefast.errors import PayloadError
 
 IDENTITY = agefast.x25519.Identity.generate()
-STEP = api._STEP_CHUNKS
+STEP = rules.MEMORY_STEP
 SEALED = 65552
 
 

@@ -9,7 +9,7 @@ import random
 import pytest
 
 import agefast
-from agefast.payload.stream import FILE_WRITE_SIZE, WRITE_SIZE, write_all
+from agefast.io.writes import FILE_WRITE_SIZE, WRITE_SIZE, write_all
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
 CHUNK = 64 * 1024
@@ -199,7 +199,7 @@ class LargestWrite(io.RawIOBase):
 
 def test_no_write_exceeds_write_size(tmp_path):
     # The pipeline (encrypt_io/decrypt_io) and the encryptor's large writes
-    # both reach the destination in pieces of at most stream.WRITE_SIZE.
+    # both reach the destination in pieces of at most io.writes.WRITE_SIZE.
     data = plaintext(5 * WRITE_SIZE + 7)
     sealed = LargestWrite()
     agefast.encrypt_io(io.BytesIO(data), sealed, [RECIPIENT])

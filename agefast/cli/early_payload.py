@@ -18,7 +18,8 @@ import os
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-from ..payload import chunks, file_batches
+from ..payload import file_batches
+from ..payload.rules import NONCE_SIZE, payload_key, sealed_size
 from ..io import reserve
 from ..format import bech32
 from ..io.source import file_position
@@ -27,7 +28,6 @@ from ..errors import EncryptError
 if TYPE_CHECKING:
     from .._typing import Recipient
 
-NONCE_SIZE = 16
 _HEADER_START = len(b"age-encryption.org/v1\n")
 _X25519_STANZA = len(b"-> X25519 \n\n") + 2 * 43    # a 32-byte share and a 32-byte body, unpadded base64
 _MAC_LINE = len(b"--- \n") + 43
@@ -51,15 +51,6 @@ def header_size(recipients: int) -> int:
     return _HEADER_START + recipients * _X25519_STANZA + _MAC_LINE
 
 
-def payload_key(file_key: bytes, nonce: bytes) -> bytes:
-    """HKDF-SHA-256(file key, salt=nonce, info="payload"), age's payload key (RFC 5869:
-    one block of output), from the standard library: cryptography is not imported yet."""
-    import hmac     # here: a small file's command needs none of this module's imports
-
-    pseudorandom_key = hmac.digest(nonce, file_key, "sha256")
-    return hmac.digest(pseudorandom_key, b"payload\x01", "sha256")
-
-
 class EarlyPayload:
     """A payload under way into `dst` after room for its header; finish() writes the rest and the header."""
 
@@ -76,7 +67,7 @@ class EarlyPayload:
         from ..io.source import Source
         from ..header import make_header
         from ..payload.pipeline import seal_stream
-        from ..payload.stream import write_all
+        from ..io.writes import write_all
 
         header, _ = make_header(_arguments.recipients(recipients), self._file_key)
         if len(header) != self._header_size:
@@ -110,7 +101,7 @@ def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> I
     key = payload_key(file_key, nonce)
     size = position[1] - position[0]
     header = header_size(recipients)
-    with reserve.reserving(dst, 0, header + NONCE_SIZE + chunks.sealed_size(size)), \
+    with reserve.reserving(dst, 0, header + NONCE_SIZE + sealed_size(size)), \
             file_batches.started(file_batches.SEAL, src, dst, key, position[0], header + NONCE_SIZE, size,
                                   threads) as batches:
         yield None if batches is None else EarlyPayload(batches, src, dst, file_key, nonce, key, header, threads)

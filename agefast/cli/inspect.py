@@ -19,10 +19,9 @@ from . import goflag
 from .output import go_quote
 from ..io.source import Source
 from ..format.armor import ArmorReader, starts_armored
-from ..payload.chunks import CHUNK_SIZE, TAG_SIZE
 from ..errors import AgeError, HeaderError
 from ..format.grammar import encode_mac_line, parse_header
-from ..payload.stream import NONCE_SIZE
+from ..payload.rules import NONCE_SIZE, TAG_SIZE, chunk_count, end_problem
 
 VERSION = "age-encryption.org/v1"
 USAGE = """\
@@ -71,14 +70,9 @@ def stream_overhead(payload_size: int) -> int:
     if payload_size < NONCE_SIZE:
         raise InspectError(f"failed to compute stream overhead: encrypted size too small: {payload_size}")
     sealed = payload_size - NONCE_SIZE
-    chunks, last = divmod(sealed, CHUNK_SIZE + TAG_SIZE)
-    # The final chunk holds 1 to CHUNK_SIZE bytes, or 0 only if it is the only chunk.
-    if last == 0 and chunks > 0:
-        last = CHUNK_SIZE + TAG_SIZE
-        chunks -= 1
-    if last < TAG_SIZE or (last == TAG_SIZE and chunks > 0):
+    if end_problem(sealed) is not None:
         raise InspectError(f"failed to compute stream overhead: invalid encrypted size {sealed}")
-    return NONCE_SIZE + (chunks + 1) * TAG_SIZE
+    return NONCE_SIZE + chunk_count(sealed) * TAG_SIZE
 
 
 def inspect(reader: Any, file_size: int | None = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ArmorError
 from .._typing import Buffer
-from ..payload.stream import write_all
+from ..io.writes import write_all
 
 if TYPE_CHECKING:
     from ..io.source import Source

@@ -4,6 +4,8 @@ No numba here: a process that loads the kernels from the cache reads this
 module and never imports numba.
 """
 
+from ..io.writes import FILE_WRITE_SIZE
+
 CHUNK = 65536          # age STREAM chunk plaintext
 TAG = 16
 
@@ -33,7 +35,7 @@ FILE_RESULT = "int64"
 FILE_BATCH = 32
 PAGE = 4096            # a batch lies in its buffer at its file offset's place within a page
 FILE_BUFFER_SIZE = FILE_BATCH * (CHUNK + TAG) + PAGE     # each of the two buffers
-WRITE_PIECE = 32768    # writes are cut at the output file's multiples of this
+WRITE_PIECE = FILE_WRITE_SIZE  # writes are cut at the output file's multiples of this (io.writes says why)
 MUTEX_SIZE = 64        # room for a pthread_mutex_t (40 bytes on x86-64 glibc, 48 on arm64)
 # file_batches' results: every batch done, or why it ended (the C library's
 # errno tells why for READ_FAILED and WRITE_FAILED); FAILED_AT + b: batch b

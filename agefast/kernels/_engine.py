@@ -1008,7 +1008,7 @@ if config.DISABLE_JIT:
 @_inner
 def _write_batch(dst_fd, dst, place, size, at):
     """pwrite dst[place:place+size] at `at` in pieces that end at the file's
-    multiples of WRITE_PIECE (stream.write_all says why); whether all of it was written."""
+    multiples of WRITE_PIECE (agefast.io.writes says why); whether all of it was written."""
     done = 0
     while done < size:
         piece = min(_abi.WRITE_PIECE - (at + done) % _abi.WRITE_PIECE, size - done)

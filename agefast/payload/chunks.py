@@ -5,34 +5,29 @@ code hands over many consecutive chunks at once, in caller-provided buffers;
 the engine behind it (cryptography's ChaCha20Poly1305 here, the Numba kernels
 in agefast.kernels for large batches) never allocates a chunk-sized buffer.
 
-Chunk i of a batch starting at `counter` is sealed with the nonce
-    (counter + i) as 11 bytes big-endian || flag
-where flag is 0x01 only for the last chunk of a batch marked `final`.
+Chunk i of a batch starting at `counter` gets chunk counter + i's nonce
+(rules.chunk_nonce), final only for the last chunk of a batch marked `final`.
 Every chunk is CHUNK_SIZE bytes of plaintext except the last one of a final
-batch, which may be shorter (and is empty only when the whole payload is).
+batch, which may be shorter (agefast.payload.rules).
 """
 
 import os
-import struct
 import sys
 import threading
 import warnings
 from types import ModuleType
 
 from .._typing import Buffer
+from .rules import CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce
 
 # cryptography's AEAD is imported where a batch first needs it, not with
 # this module: the command seals a large file on the kernels before it
 # imports cryptography (agefast.cli.early_payload), and computes sizes here.
 
-CHUNK_SIZE = 64 * 1024
-TAG_SIZE = 16
-SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
-
 # Batches of at least this many bytes may go to the Numba kernels
 # (agefast.kernels); smaller ones stay on cryptography and never load them;
 # measured in docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
-KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
+KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
 # With threads=None a process switches to the kernels, on every core, once it
 # has moved ENGINE_AFTER bytes, when the kernels' cache holds them for this
 # machine: loading them then costs 3-8 ms, which 2 threads win back from
@@ -150,19 +145,6 @@ def kernels_for_file(size: int, threads: int | None) -> ModuleType | None:
     return _kernels_for(KERNEL_MIN_BATCH, threads)
 
 
-def sealed_size(plaintext_size: int) -> int:
-    """Ciphertext bytes for a final batch of `plaintext_size` plaintext bytes."""
-    chunks = max(1, -(-plaintext_size // CHUNK_SIZE))
-    return plaintext_size + chunks * TAG_SIZE
-
-
-def plaintext_size(payload_size: int) -> int:
-    """The plaintext size a payload of `payload_size` bytes holds if it is valid:
-    every chunk is 64 KiB of plaintext and a 16-byte tag, the last one shorter."""
-    full, rest = divmod(payload_size, SEALED_CHUNK_SIZE)
-    return full * CHUNK_SIZE + max(0, rest - TAG_SIZE)
-
-
 def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
                 threads: int | None = None, split: bool = True) -> int:
     """Seal the plaintext in `src` as consecutive chunks into `dst`.
@@ -185,13 +167,13 @@ def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
     aead = ChaCha20Poly1305(key)
-    nonce = bytearray(12)
+    nonce = bytearray(CHUNK_NONCE_SIZE)
     written = 0
     pos = 0
     while True:
         end = min(pos + CHUNK_SIZE, n)
         last = end == n
-        struct.pack_into(">QB", nonce, 3, counter, 1 if (last and final) else 0)
+        chunk_nonce(nonce, counter, last and final)
         written += aead.encrypt_into(nonce, src[pos:end], None, dst[written:written + end - pos + TAG_SIZE])
         counter += 1
         pos = end
@@ -224,13 +206,13 @@ def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
     aead = ChaCha20Poly1305(key)
-    nonce = bytearray(12)
+    nonce = bytearray(CHUNK_NONCE_SIZE)
     pos = 0
     out = 0
     done = 0
     while pos < n:
         end = min(pos + SEALED_CHUNK_SIZE, n)
-        struct.pack_into(">QB", nonce, 3, counter, 1 if (end == n and final) else 0)
+        chunk_nonce(nonce, counter, end == n and final)
         size = end - pos - TAG_SIZE
         try:
             out += aead.decrypt_into(nonce, src[pos:end], None, dst[out:out + size])

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..io import reserve
 from . import chunks
-from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
+from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from ..errors import EncryptError, PayloadError
 
 SEAL, OPEN = "seal", "open"

@@ -36,15 +36,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..io import cpus, malloc
 from . import chunks
-from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE
+from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE
 from ..errors import PayloadError
-from .stream import open_batch, write_all
+from ..io.writes import write_all
+from .stream import open_batch
 
 if TYPE_CHECKING:
     import mmap
 
-BATCH_CHUNKS = 32
-FIRST_CHUNKS = 1
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # Fills a buffer unless the input ends first; returns the count.
@@ -67,8 +66,8 @@ class _Batches:
         self._offset = read_at     # of the next byte read_full returns in its file, if known
         self._write_at = write_at  # where in its file batch 1 lands in dst, if known
         self._dst = dst
-        self._in_size = BATCH_CHUNKS * in_chunk
-        self._out_size = BATCH_CHUNKS * out_chunk
+        self._in_size = PIPELINE_BATCH * in_chunk
+        self._out_size = PIPELINE_BATCH * out_chunk
         self._process = process
         self._carry = carry
         self._reading = threading.Lock()
@@ -151,7 +150,7 @@ class _Batches:
         try:
             while (batch := self._read(data)) is not None:
                 index, view, final = batch
-                counter = FIRST_CHUNKS + (index - 1) * BATCH_CHUNKS
+                counter = PIPELINE_FIRST + (index - 1) * PIPELINE_BATCH
                 # Every batch before a final one is full, so where this one lands is known.
                 at = None if self._write_at is None else self._write_at + (index - 1) * self._out_size
                 place = 0 if at is None else at % PAGE
@@ -177,10 +176,10 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     from `write_at` in its file where known. Inputs come in chunks of
     `in_chunk` bytes, outputs in chunks of `out_chunk`.
     """
-    first = bytearray(FIRST_CHUNKS * in_chunk + 1)
+    first = bytearray(PIPELINE_FIRST * in_chunk + 1)
     n = read_full(memoryview(first))
     final = n < len(first)
-    out = bytearray(FIRST_CHUNKS * out_chunk)
+    out = bytearray(PIPELINE_FIRST * out_chunk)
     size, problem = process(0, memoryview(first)[:min(n, len(first) - 1)], memoryview(out), final)
     write_all(dst, memoryview(out)[:size], write_at)
     if final or problem is not None:

@@ -13,9 +13,8 @@ import threading
 from typing import Any
 
 from . import chunks
-from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
 from ..errors import PayloadError
-from .stream import BATCH_CHUNKS
+from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, end_problem, plaintext_size
 
 
 class SeekablePayload:
@@ -33,19 +32,14 @@ class SeekablePayload:
         except (AttributeError, OSError, io.UnsupportedOperation):
             self._fd = None
         end: int = src.seek(0, io.SEEK_END)
-        full, rest = divmod(end - start, SEALED_CHUNK_SIZE)
-        if rest and rest < TAG_SIZE:
-            raise PayloadError("the payload is truncated inside a chunk")
-        self._chunks = full + (1 if rest else 0)
-        if self._chunks == 0:
-            raise PayloadError("the payload has no chunks")
-        last = rest or SEALED_CHUNK_SIZE
-        if last == TAG_SIZE and self._chunks > 1:
-            raise PayloadError("the final chunk is empty")
-        self.size = (self._chunks - 1) * CHUNK_SIZE + last - TAG_SIZE
+        problem = end_problem(end - start)
+        if problem is not None:
+            raise PayloadError(problem)
+        self._chunks = chunk_count(end - start)
+        self.size = plaintext_size(end - start)
         # Authenticate the final chunk now, so `size` can be trusted.
-        self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
-        self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+        self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
+        self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
         self._count, error = self._load(self._chunks - 1, self._plain, self._sealed)
         if error is not None:
             raise error
@@ -102,7 +96,7 @@ class SeekablePayload:
         n = 0
         while n < len(mv) and self.pos < self.size:
             index = self.pos // CHUNK_SIZE
-            whole = min((len(mv) - n) // CHUNK_SIZE, BATCH_CHUNKS)
+            whole = min((len(mv) - n) // CHUNK_SIZE, STREAM_BATCH)
             if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and self._pending is None:
                 # Whole chunks are opened straight into the caller's buffer,
                 # which open_chunks never leaves unverified plaintext in.
@@ -167,7 +161,7 @@ class SeekablePayload:
         pos = offset
         while pos < end:
             index = pos // CHUNK_SIZE
-            count = min(BATCH_CHUNKS, -(-end // CHUNK_SIZE) - index)
+            count = min(STREAM_BATCH, -(-end // CHUNK_SIZE) - index)
             plain = bytearray(count * CHUNK_SIZE)
             _, error = self._load(index, plain, bytearray(count * SEALED_CHUNK_SIZE))
             if error is not None:

@@ -10,53 +10,13 @@ plaintext only of chunks whose tags verified.
 from typing import TYPE_CHECKING, Any
 
 from . import chunks
-from .chunks import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE
+from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem
 from .._typing import Buffer
 from ..errors import PayloadError
+from ..io.writes import write_all
 
 if TYPE_CHECKING:
     from ..io.source import Source
-
-
-NONCE_SIZE = 16
-BATCH_CHUNKS = 16
-
-
-# Each write(2) of a file at a known offset hands it at most FILE_WRITE_SIZE
-# bytes, cut at the file's FILE_WRITE_SIZE boundaries. On Linux a write into
-# the page cache gets folios as large as the write and its alignment in the
-# file allow, and on the project's VM, once the host has taken back memory
-# the guest freed, the large ones often come from memory the host must fault
-# in again (32 KiB is order 3, the largest order the page allocator keeps
-# per-CPU lists of). The command decrypting 1 GiB into a new file wrote
-# 128 KiB pieces at 3.2-3.9 GB/s until 0.7-0.9 GiB in, then at 0.3-0.5 GB/s;
-# 32 KiB pieces went at a steady 2.2-2.9 GB/s. Over whole commands on 1 GiB,
-# interleaved, 32 KiB pieces were the faster in 22 of 24 pairs (median
-# 0.59 / 0.53 s decrypting / encrypting, against 2.13 / 1.98 s; Go age, whose
-# decryption writes 32 KiB too, 1.35 / 1.09 s); on 256 MiB, before any
-# slowdown, they cost 0.02 s (0.186 s against 0.163 s). Pieces that start
-# off a boundary get runs of smaller folios, so each ends on one
-# (benchmarks/HISTORY.md, "Write size, again" and after). Other destinations
-# (pipes, wrappers such as the armor writer, memory) get WRITE_SIZE pieces:
-# fewer calls.
-WRITE_SIZE = 128 << 10
-FILE_WRITE_SIZE = 32 << 10
-
-
-def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
-    """Write all of `data`, also to raw writers that accept only part of it.
-    `at`, where known, is the file offset data lands at: pieces are then at
-    most FILE_WRITE_SIZE, cut at the file's FILE_WRITE_SIZE boundaries; else
-    at most WRITE_SIZE."""
-    mv = memoryview(data).cast("B")
-    size = WRITE_SIZE if at is None else FILE_WRITE_SIZE
-    piece = size if at is None else size - at % size
-    while mv:
-        n = dst.write(mv[:piece])
-        if n is None:
-            raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
-        mv = mv[n:]
-        piece = size if n == piece else piece - n
 
 
 def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
@@ -91,12 +51,12 @@ def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: 
     size = done * CHUNK_SIZE
     if not at_end:
         return done, size, None
-    if rest == 0:
-        return done, size, "the payload has no chunks" if counter + done == 0 else "the payload ends without a final chunk"
-    if rest < TAG_SIZE:
-        return done, size, "the payload is truncated inside a chunk"
-    if rest == TAG_SIZE and counter + done:
-        return done, size, "the final chunk is empty"
+    if rest == 0 and counter + done:
+        # Every whole chunk opened as a middle one, so none was final.
+        return done, size, "the payload ends without a final chunk"
+    problem = end_problem((counter + done) * SEALED_CHUNK_SIZE + rest)
+    if problem is not None:
+        return done, size, problem
     if chunks.open_chunks(key, counter + done, sealed[full * SEALED_CHUNK_SIZE:], plain[size:], True,
                           threads=threads, split=split) != 1:
         return done, size, f"failed to authenticate payload chunk {counter + done}"
@@ -121,8 +81,8 @@ class PayloadWriter:
         self._at = at
         self._key = payload_key
         self._threads = threads
-        self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
-        self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE)
+        self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
+        self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
         self._held_plain = bytearray(CHUNK_SIZE)
         self._held_sealed = bytearray(SEALED_CHUNK_SIZE)
         self._held = False
@@ -192,8 +152,8 @@ class PayloadReader:
         self._key = payload_key
         self._threads = threads
         # One byte of look-ahead past a whole batch tells whether it is last.
-        self._sealed = bytearray(BATCH_CHUNKS * SEALED_CHUNK_SIZE + 1)
-        self._plain = bytearray(BATCH_CHUNKS * CHUNK_SIZE)
+        self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE + 1)
+        self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
         self._carry = 0
         self._start = 0
         self._end = 0

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from agefast.payload import chunks
+from agefast.payload import chunks, rules
 from agefast import kernels
 
 CHUNK = kernels.CHUNK_SIZE
@@ -22,7 +22,7 @@ def cryptography_reference(monkeypatch):
 
 
 def reference_seal(counter, src, final):
-    dst = bytearray(chunks.sealed_size(len(src)))
+    dst = bytearray(rules.sealed_size(len(src)))
     return bytes(dst[:chunks.seal_chunks(KEY, counter, src, dst, final)])
 
 

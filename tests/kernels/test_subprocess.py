@@ -31,14 +31,14 @@ def test_batches_without_jit(tmp_path):
     # reference route), not the compiled library.
     script = textwrap.dedent("""
         import os, sys
-        from agefast.payload import chunks
+        from agefast.payload import chunks, rules
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
         for n in (0, 100, 1500):
             src = bytes(range(256)) * 6
             src = src[:n]
-            ref = bytearray(chunks.sealed_size(n))
+            ref = bytearray(rules.sealed_size(n))
             w = chunks.seal_chunks(key, 2, src, ref, True)
             got = bytearray(w)
             assert kernels.seal_chunks(key, 2, src, got, True, threads=1) == w and got == ref
@@ -94,14 +94,14 @@ def test_a_forked_child_keeps_using_the_engine():
 def test_avx2_only_build(tmp_path):
     script = textwrap.dedent("""
         import random
-        from agefast.payload import chunks
+        from agefast.payload import chunks, rules
         from agefast import kernels
         assert kernels.isa() == "avx2", kernels.isa()
         rng = random.Random(7)
         key = rng.randbytes(32)
         for n in (0, 1000, 65536, 2 * 65536 + 4097):
             src = rng.randbytes(n)
-            ref = bytearray(chunks.sealed_size(n))
+            ref = bytearray(rules.sealed_size(n))
             w = chunks.seal_chunks(key, 3, src, ref, True)
             got = bytearray(w)
             assert kernels.seal_chunks(key, 3, src, got, True, threads=1) == w and got == ref

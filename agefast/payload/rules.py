@@ -1,0 +1,93 @@
+"""The STREAM rules of age's payload, each stated once.
+
+A payload is a 16-byte nonce, then the plaintext cut into chunks of
+CHUNK_SIZE bytes, each sealed with ChaCha20-Poly1305 under the payload key
+and followed by its 16-byte tag. Chunk i's nonce is i as 11 bytes big-endian,
+then one byte: 0x01 for the final chunk, else 0x00. Only the final chunk may
+be shorter than CHUNK_SIZE, and it is empty only when the whole plaintext is.
+The payload ends with its final chunk: nothing may follow it.
+
+Everything here is arithmetic on sizes and the two derivations; the engine
+(agefast.payload.chunks) seals and opens, and agefast.payload.stream and
+.seekable read and write whole payloads by these rules.
+"""
+
+import struct
+
+CHUNK_SIZE = 64 * 1024
+TAG_SIZE = 16
+SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+NONCE_SIZE = 16         # the payload's nonce, after the header
+CHUNK_NONCE_SIZE = 12
+
+# How many chunks each way of moving a payload takes at a time, here so that
+# they are read side by side (the compiled file kernel's, FILE_BATCH = 32, is
+# part of its C interface: agefast.kernels._abi).
+# - The streaming writer and reader and random access buffer this many:
+#   1 MiB, as much as a small batch that stays on cryptography.
+STREAM_BATCH = 16
+# - The threaded pipeline hands each worker this many (2 MiB), enough to
+#   amortize a hand-off, few enough that every core has a batch.
+PIPELINE_BATCH = 32
+# - The pipeline's first batch: a payload that ends there (a small file) is
+#   done without starting a thread or allocating a batch.
+PIPELINE_FIRST = 1
+# - A payload in memory goes to the engine in steps of this many (16 MiB),
+#   each once its part of a new result is faulted in (agefast.io.buffers).
+MEMORY_STEP = 256
+# - Batches of fewer chunks stay on cryptography: below this the kernels'
+#   per-call cost is not won back (docs/engine.md).
+KERNEL_MIN_CHUNKS = 16
+
+
+def payload_key(file_key: bytes, nonce: bytes) -> bytes:
+    """HKDF-SHA-256(file key, salt=nonce, info="payload"), age's payload key.
+
+    One block of HKDF output (RFC 5869), from the standard library's HMAC: the
+    command starts sealing a large file before it imports cryptography.
+    """
+    import hmac     # here: sizes are computed by processes that never derive a key (its _hashlib costs ~3 ms)
+
+    pseudorandom_key = hmac.digest(nonce, file_key, "sha256")
+    return hmac.digest(pseudorandom_key, b"payload\x01", "sha256")
+
+
+def chunk_nonce(nonce: bytearray, counter: int, final: bool) -> None:
+    """Write chunk `counter`'s 12-byte nonce into `nonce`."""
+    struct.pack_into(">xxxQB", nonce, 0, counter, 1 if final else 0)
+
+
+def sealed_size(plaintext_size: int) -> int:
+    """The payload bytes after the nonce that hold `plaintext_size` bytes of plaintext."""
+    chunks = max(1, -(-plaintext_size // CHUNK_SIZE))
+    return plaintext_size + chunks * TAG_SIZE
+
+
+def end_problem(payload_size: int) -> str | None:
+    """Why no payload is `payload_size` bytes long (after the nonce), or None.
+
+    Only the final chunk may be short, so the size tells where it starts. A
+    size that is a multiple of SEALED_CHUNK_SIZE is a payload whose final
+    chunk is a whole one; the reader, which learns which chunk is final from
+    its tag, says more when it turns out not to be (stream.open_batch).
+    """
+    full, rest = divmod(payload_size, SEALED_CHUNK_SIZE)
+    if rest == 0 and full == 0:
+        return "the payload has no chunks"
+    if 0 < rest < TAG_SIZE:
+        return "the payload is truncated inside a chunk"
+    if rest == TAG_SIZE and full > 0:
+        return "the final chunk is empty"
+    return None
+
+
+def chunk_count(payload_size: int) -> int:
+    """How many chunks, the last one possibly short, `payload_size` bytes hold."""
+    return -(-payload_size // SEALED_CHUNK_SIZE)
+
+
+def plaintext_size(payload_size: int) -> int:
+    """The plaintext a payload of `payload_size` bytes (after the nonce) holds if
+    it is valid: every chunk is CHUNK_SIZE bytes and a tag, the last one shorter."""
+    full, rest = divmod(payload_size, SEALED_CHUNK_SIZE)
+    return full * CHUNK_SIZE + max(0, rest - TAG_SIZE)
