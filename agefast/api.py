@@ -14,7 +14,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import _arguments
 from .io import cpus, reserve
-from .payload import chunks, file_batches
+from .payload import file_batches
+from .payload.engine import Engine, choose
 from .format import armor
 from .io.buffers import Fill, new_bytes, ready_now
 from .io.replace import replacing
@@ -112,7 +113,7 @@ class Encryptor(AbortOnError, io.RawIOBase):
         self._dst = dst
         self._close_dst = close_dst
         self._out, key = _begin_file(dst, recipients, armored)
-        self._payload = PayloadWriter(self._out, key, threads, _write_position(self._out))
+        self._payload = PayloadWriter(self._out, key, choose(None, threads), _write_position(self._out))
 
     def writable(self) -> bool:
         return True
@@ -184,9 +185,9 @@ class Decryptor(io.RawIOBase):
         source, key, armored = _open_file(src, identities, armored)
         self._payload: SeekablePayload | PayloadReader
         if start is not None and not armored:
-            self._payload = SeekablePayload(src, start + source.consumed, key, threads)
+            self._payload = SeekablePayload(src, start + source.consumed, key, choose(None, threads))
         else:
-            self._payload = PayloadReader(source, key, threads)
+            self._payload = PayloadReader(source, key, choose(None, threads))
 
     def readable(self) -> bool:
         return True
@@ -258,8 +259,8 @@ def _steps(count: int) -> Iterator[tuple[int, int]]:
         yield first, min(first + MEMORY_STEP, count)
 
 
-def _engine_threads(threads: int | None, ready: Callable[[int], None]) -> int | None:
-    """The threads to seal or open the next step of a new result on.
+def _beside_populating(engine: Engine, ready: Callable[[int], None]) -> Engine:
+    """The engine to seal or open the steps of a new result on.
 
     While a thread of agefast.io.buffers faults the result's pages in ahead of
     the engine (`ready` is not ready_now), threads=None leaves it a core of
@@ -268,9 +269,9 @@ def _engine_threads(threads: int | None, ready: Callable[[int], None]) -> int | 
     kernels on one thread beside it, 117 ms on two, 112 ms on cryptography
     (medians of 7); the faulting in, ~150 ms on one thread alone, is the floor.
     """
-    if threads is not None or ready is ready_now or chunks.warm_kernels() is None:
-        return threads
-    return max(1, cpus.count() - 1)
+    if engine.threads is not None or ready is ready_now or engine.kernels is None:
+        return engine
+    return engine.on(max(1, cpus.count() - 1))
 
 
 def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | None) -> tuple[int, Fill]:
@@ -280,6 +281,7 @@ def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | 
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
     count = max(1, -(-len(data) // CHUNK_SIZE))
+    engine = choose(len(data), threads)
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         view[:start] = header + nonce
@@ -287,9 +289,8 @@ def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | 
         out = view[start:]
         for first, stop in _steps(count):
             ready(start + min(stop * SEALED_CHUNK_SIZE, len(out)))
-            chunks.seal_chunks(key, first, data[first * CHUNK_SIZE:stop * CHUNK_SIZE],
-                               out[first * SEALED_CHUNK_SIZE:], stop == count,
-                               threads=_engine_threads(threads, ready))
+            _beside_populating(engine, ready).seal(key, first, data[first * CHUNK_SIZE:stop * CHUNK_SIZE],
+                                                   out[first * SEALED_CHUNK_SIZE:], stop == count)
 
     return start + sealed_size(len(data)), fill
 
@@ -307,13 +308,15 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
     key = open_header(source, identities)
     payload = data[source.consumed:]
     count = chunk_count(len(payload))
+    engine = choose(len(payload), threads)
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         # A valid payload fills the view exactly; only verified chunks are written.
         for first, stop in _steps(count):
             ready(min(stop * CHUNK_SIZE, len(view)))
-            problem = open_batch(key, first, payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
-                                 view[first * CHUNK_SIZE:], stop == count, _engine_threads(threads, ready))[2]
+            problem = open_batch(_beside_populating(engine, ready), key, first,
+                                 payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
+                                 view[first * CHUNK_SIZE:], stop == count)[2]
             if problem is not None:
                 raise PayloadError(problem)
 
@@ -422,15 +425,14 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
     plain = 0
     if position is not None:
         read_at, plain = position[0], position[1] - position[0]
-        chunks.expect(plain)
         size = sealed_size(plain)
+    engine = choose(None if position is None else plain, threads)
     with reserve.reserving(out, write_at, size):
-        with file_batches.started(file_batches.SEAL, reader, out, key, read_at, write_at, plain,
-                                   threads) as batches:
+        with file_batches.started(file_batches.SEAL, reader, out, key, read_at, write_at, plain, engine) as head:
             counter = 0
-            if batches is not None:
-                read_at, write_at, counter = batches.finish()
-            seal_stream(Source(reader).readinto, out, key, threads, read_at=read_at, write_at=write_at,
+            if head is not None:
+                read_at, write_at, counter = head.finish()
+            seal_stream(Source(reader).readinto, out, key, engine, read_at=read_at, write_at=write_at,
                         counter=counter)
         _finish_file(out, writer)
 
@@ -454,16 +456,15 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     if position is not None and not armored:
         offset = position[0] + source.consumed
         payload = position[1] - offset
-        chunks.expect(payload)
         size = plaintext_size(payload)
+    engine = choose(None if size is None else payload, threads)
     with reserve.reserving(writer, write_at, size):
-        with file_batches.started(file_batches.OPEN, reader, writer, key, offset, write_at, payload,
-                                   threads) as batches:
+        with file_batches.started(file_batches.OPEN, reader, writer, key, offset, write_at, payload, engine) as head:
             read_full, counter = source.readinto, 0
-            if batches is not None:
-                offset, write_at, counter = batches.finish()
+            if head is not None:
+                offset, write_at, counter = head.finish()
                 read_full = Source(reader).readinto   # from the rest: source read ahead of the batches
-            open_stream(read_full, writer, key, threads, read_at=offset, write_at=write_at, counter=counter)
+            open_stream(read_full, writer, key, engine, read_at=offset, write_at=write_at, counter=counter)
         _flush(writer)
 
 

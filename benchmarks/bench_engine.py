@@ -200,7 +200,7 @@ def one_shot(rounds: int) -> None:
 THRESHOLD = """
 import os, sys, time
 import agefast
-from agefast.payload import chunks
+from agefast.payload import engine as payload_engine
 from agefast import x25519
 size, engine, op = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 identity = x25519.Identity.generate()
@@ -209,7 +209,7 @@ recipients = [identity.to_public()]
 if op == "decrypt":
     data = agefast.encrypt(data, recipients, threads=1)    # threads=1 never loads the kernels
 if engine == "kernels":
-    chunks.ENGINE_AFTER = 0
+    payload_engine.ENGINE_AFTER = 0
 else:
     os.environ["AGEFAST_ENGINE"] = "cryptography"
 t0 = time.perf_counter()

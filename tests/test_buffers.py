@@ -50,15 +50,14 @@ def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
     # of threads asked for, a result with nothing populating it, or kernels not loaded stay as they were.
     from agefast.io import cpus
     from agefast import api, kernels
-    from agefast.payload import chunks
+    from agefast.payload.engine import Engine
 
     populating = lambda end: None  # noqa: E731
-    monkeypatch.setattr(chunks, "warm_kernels", lambda: None)
-    assert api._engine_threads(None, populating) is None
-    monkeypatch.setattr(chunks, "warm_kernels", lambda: kernels)
+    cryptography = Engine(None, None)
+    assert api._beside_populating(cryptography, populating) is cryptography
     monkeypatch.setattr(cpus, "count", lambda: 2)
-    assert api._engine_threads(None, populating) == 1
+    assert api._beside_populating(Engine(kernels, None), populating).threads == 1
     monkeypatch.setattr(cpus, "count", lambda: 8)
-    assert api._engine_threads(None, populating) == 7
-    assert api._engine_threads(2, populating) == 2
-    assert api._engine_threads(None, buffers.ready_now) is None
+    assert api._beside_populating(Engine(kernels, None), populating).threads == 7
+    assert api._beside_populating(Engine(kernels, 2), populating).threads == 2
+    assert api._beside_populating(Engine(kernels, None), buffers.ready_now).threads is None

@@ -1,4 +1,4 @@
-"""Which engine a batch runs on: cryptography until the compiled kernels pay, then every core."""
+"""Which engine a job runs on (agefast.payload.engine.choose): cryptography until the compiled kernels pay, then every core."""
 
 import os
 import subprocess
@@ -28,7 +28,7 @@ def run(code: str, **env) -> str:
 
 COMMON = """
     import sys, agefast
-    from agefast.payload import chunks
+    from agefast.payload import engine
     identity = agefast.x25519.Identity.generate()
     data = bytes(range(256)) * (8 << 12)  # 8 MiB
     def round_trip(**kw):
@@ -38,16 +38,18 @@ COMMON = """
         calls = []
         for name in ("seal_chunks", "open_chunks"):
             function = getattr(kernels, name)
-            # chunks passes threads as the sixth argument
+            # the engine passes threads as the sixth argument
             setattr(kernels, name, lambda *a, f=function: calls.append(a[5]) or f(*a))
         return calls
 """
 
 
-def test_a_small_job_stays_on_cryptography():
+def test_small_jobs_stay_on_cryptography_however_many():
+    # Each job is judged by its own size: there is no count of what the process moved.
     out = run(COMMON + """
-    chunks.ENGINE_AFTER = 17 << 20
-    round_trip()                      # 16 MiB moved
+    engine.ENGINE_AFTER = 9 << 20
+    for _ in range(4):
+        round_trip()                  # 8 MiB each way, 64 MiB in all
     print("agefast.kernels" in sys.modules)
     """)
     assert out == "False\n"
@@ -56,8 +58,8 @@ def test_a_small_job_stays_on_cryptography():
 def test_past_the_threshold_the_cached_kernels_run_without_numba_beside_the_populating_thread():
     # A new result is faulted in by a thread of its own: the kernels get the other cores (api._engine_threads).
     out = run(COMMON + """
-    chunks.ENGINE_AFTER = 8 << 20
-    round_trip()                      # the encryption reaches the threshold
+    engine.ENGINE_AFTER = 8 << 20
+    round_trip()                      # each job reaches the threshold
     calls = engine_calls()
     round_trip()
     from agefast.io import cpus
@@ -73,7 +75,7 @@ def test_several_threads_or_the_override_use_the_engine():
     print("agefast.kernels" in sys.modules, "numba" in sys.modules)
     """) == "True False\n"
     assert run(COMMON + """
-    chunks.ENGINE_AFTER = 1 << 40
+    engine.ENGINE_AFTER = 1 << 40
     round_trip()
     print("agefast.kernels" in sys.modules)
     """, AGEFAST_ENGINE="numba") == "True\n"
@@ -81,22 +83,24 @@ def test_several_threads_or_the_override_use_the_engine():
 
 def test_one_thread_stays_on_cryptography():
     out = run(COMMON + """
-    chunks.ENGINE_AFTER = 1
+    engine.ENGINE_AFTER = 1
     round_trip(threads=1)
     round_trip(threads=1)
-    print("agefast.kernels" in sys.modules, chunks._loader)
+    print("agefast.kernels" in sys.modules, engine.LOADER.compiling)
     """)
     assert out == "False None\n"
 
 
-def test_a_cold_cache_compiles_in_the_background_after_enough_bytes(tmp_path):
+def test_a_cold_cache_compiles_in_the_background_for_a_large_job(tmp_path):
     out = run(COMMON + """
-    chunks.ENGINE_AFTER = 8 << 20
-    chunks.COMPILE_AFTER = 20 << 20
-    round_trip()                      # 16 MiB moved, the cache is cold: still cryptography
-    print(chunks._loader is None, "numba" in sys.modules)
-    round_trip()                      # 32 MiB: the compile starts
-    chunks._loader.join()
+    engine.ENGINE_AFTER = 8 << 20
+    engine.COMPILE_AFTER = 20 << 20
+    round_trip()                      # jobs of 8 MiB, the cache is cold: cryptography, nothing compiled
+    round_trip()
+    print(engine.LOADER.compiling is None, "numba" in sys.modules)
+    big = data * 3                    # a job of 24 MiB: the compile starts
+    assert agefast.decrypt(agefast.encrypt(big, [identity.to_public()]), [identity]) == big
+    engine.LOADER.compiling.join()
     calls = engine_calls()
     round_trip()                      # now on the engine, with the same results
     print(len(calls))
@@ -136,13 +140,28 @@ def test_a_file_known_to_be_large_starts_on_the_kernels(tmp_path):
     out = run(COMMON + f"""
     from agefast import kernels
     calls = engine_calls()
-    from cryptography.hazmat.primitives.ciphers import aead     # chunks imports it per batch
+    from cryptography.hazmat.primitives.ciphers import aead     # the engine imports it per batch
     sealed_with = []
     real = aead.ChaCha20Poly1305
     aead.ChaCha20Poly1305 = lambda key: sealed_with.append(1) or real(key)
-    chunks.ENGINE_AFTER = 8 << 20
+    engine.ENGINE_AFTER = 8 << 20
     open({str(tmp_path / "plain")!r}, "wb").write(data + data)       # 16 MiB
     agefast.encrypt_file({str(tmp_path / "plain")!r}, {str(tmp_path / "sealed")!r}, [identity.to_public()])
     print(len(calls) > 0, len(sealed_with))
     """)
     assert out == "True 1\n"   # cryptography sealed only the first chunk (a batch too small for the kernels)
+
+
+def test_a_stream_moves_to_the_kernels_once_it_has_moved_enough():
+    # Its size is not known: it counts its own bytes, and the batches after the threshold run on the kernels.
+    out = run(COMMON + """
+    import io
+    from agefast import kernels
+    engine.ENGINE_AFTER = 8 << 20
+    calls = engine_calls()
+    with agefast.encryptor(io.BytesIO(), [identity.to_public()]) as w:
+        for _ in range(4):
+            w.write(data)             # 32 MiB, in batches of 1 MiB
+    print(0 < len(calls) < 32, kernels.is_warm())
+    """)
+    assert out == "True True\n"

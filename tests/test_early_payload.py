@@ -22,7 +22,7 @@ RECIPIENTS = [i.to_public() for i in IDENTITIES]
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_cache():
-    # The file kernel applies only where the kernels are in the cache (agefast.payload.chunks' rules),
+    # The file kernel applies only where the kernels are in the cache (agefast.payload.engine.choose),
     # for this process and the commands it starts: fill it here if it is cold.
     kernels.warm_up()
 

@@ -1,6 +1,6 @@
 """The format tests again, with every batch forced onto the Numba engine.
 
-By default a one-shot process stays on cryptography (agefast.payload.chunks), so the
+By default a one-shot process stays on cryptography (agefast.payload.engine), so the
 stream, error and pipeline tests would not reach the engine on their own.
 """
 

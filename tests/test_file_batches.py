@@ -7,7 +7,8 @@ import random
 import pytest
 
 import agefast
-from agefast.payload import chunks, file_batches, rules
+from agefast.payload import file_batches, rules
+from agefast.payload.engine import choose
 from agefast import kernels
 from agefast.errors import PayloadError
 
@@ -21,7 +22,7 @@ SEALED_BATCH = kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_cache():
-    # The file kernel applies only where the kernels are in the cache (agefast.payload.chunks' rules),
+    # The file kernel applies only where the kernels are in the cache (agefast.payload.engine.choose),
     # for this process and the commands it starts: fill it here if it is cold.
     kernels.warm_up()
 
@@ -114,17 +115,18 @@ def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path):
     # Chunk 40 of 600 sealed as the final one: the payload goes on after it.
     plain = random.Random(2).randbytes(600 * kernels.CHUNK_SIZE)
     sealed = bytearray(600 * kernels.SEALED_CHUNK_SIZE)
-    chunks.seal_chunks(KEY, 0, plain[:40 * kernels.CHUNK_SIZE], sealed, False)
-    chunks.seal_chunks(KEY, 40, plain[40 * kernels.CHUNK_SIZE:41 * kernels.CHUNK_SIZE],
-                       memoryview(sealed)[40 * kernels.SEALED_CHUNK_SIZE:], True)
-    chunks.seal_chunks(KEY, 41, plain[41 * kernels.CHUNK_SIZE:], memoryview(sealed)[41 * kernels.SEALED_CHUNK_SIZE:],
-                       True)
+    choose(None, None).seal(KEY, 0, plain[:40 * kernels.CHUNK_SIZE], sealed, False)
+    choose(None, None).seal(KEY, 40, plain[40 * kernels.CHUNK_SIZE:41 * kernels.CHUNK_SIZE],
+                            memoryview(sealed)[40 * kernels.SEALED_CHUNK_SIZE:], True)
+    choose(None, None).seal(KEY, 41, plain[41 * kernels.CHUNK_SIZE:],
+                            memoryview(sealed)[41 * kernels.SEALED_CHUNK_SIZE:], True)
     (tmp_path / "payload").write_bytes(sealed)
     with open(tmp_path / "payload", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            file_batches.started(file_batches.OPEN, src, dst, KEY, 0, 0, len(sealed), None) as batches:
-        assert batches is not None
+            file_batches.started(file_batches.OPEN, src, dst, KEY, 0, 0, len(sealed),
+                                 choose(len(sealed), None)) as head:
+        assert head is not None
         with pytest.raises(PayloadError, match="trailing data after the final chunk"):
-            batches.finish()
+            head.finish()
 
 
 @pytest.mark.parametrize("direction,error", [("seal", agefast.EncryptError), ("open", PayloadError)])
@@ -138,6 +140,6 @@ def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch, dir
     monkeypatch.setattr(kernels.FileBatches, "wait", shrank)
     (tmp_path / "in").write_bytes(bytes(SIZE))
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, None) as batches:
+            file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, choose(SIZE, None)) as head:
         with pytest.raises(error, match="shrank"):
-            batches.finish()
+            head.finish()

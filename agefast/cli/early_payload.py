@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from ..payload import file_batches
+from ..payload.engine import choose
 from ..payload.rules import NONCE_SIZE, payload_key, sealed_size
 from ..io import reserve
 from ..format import bech32
@@ -26,6 +27,7 @@ from ..io.source import file_position
 from ..errors import EncryptError
 
 if TYPE_CHECKING:
+    from ..payload.engine import Engine
     from .._typing import Recipient
 
 _HEADER_START = len(b"age-encryption.org/v1\n")
@@ -54,11 +56,11 @@ def header_size(recipients: int) -> int:
 class EarlyPayload:
     """A payload under way into `dst` after room for its header; finish() writes the rest and the header."""
 
-    def __init__(self, batches: file_batches.Batches, src: IO[bytes], dst: Any, file_key: bytes, nonce: bytes,
-                 key: bytes, header_size: int, threads: int | None) -> None:
-        self._batches, self._src, self._dst = batches, src, dst
+    def __init__(self, head: file_batches.Head, engine: "Engine", src: IO[bytes], dst: Any, file_key: bytes,
+                 nonce: bytes, key: bytes, header_size: int) -> None:
+        self._head, self._engine, self._src, self._dst = head, engine, src, dst
         self._file_key, self._nonce, self._key = file_key, nonce, key
-        self._header_size, self._threads = header_size, threads
+        self._header_size = header_size
 
     def finish(self, recipients: "list[Recipient]") -> None:
         """Make and write the header for `recipients` (X25519 keys, as many as
@@ -73,8 +75,8 @@ class EarlyPayload:
         if len(header) != self._header_size:
             raise EncryptError(f"the header takes {len(header)} bytes, not the {self._header_size} "
                                "its payload was placed after")
-        read_at, write_at, counter = self._batches.finish()
-        seal_stream(Source(self._src).readinto, self._dst, self._key, self._threads, read_at=read_at,
+        read_at, write_at, counter = self._head.finish()
+        seal_stream(Source(self._src).readinto, self._dst, self._key, self._engine, read_at=read_at,
                     write_at=write_at, counter=counter)
         self._dst.seek(0)
         write_all(self._dst, header + self._nonce)
@@ -101,7 +103,8 @@ def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> I
     key = payload_key(file_key, nonce)
     size = position[1] - position[0]
     header = header_size(recipients)
+    engine = choose(size, threads)
     with reserve.reserving(dst, 0, header + NONCE_SIZE + sealed_size(size)), \
             file_batches.started(file_batches.SEAL, src, dst, key, position[0], header + NONCE_SIZE, size,
-                                  threads) as batches:
-        yield None if batches is None else EarlyPayload(batches, src, dst, file_key, nonce, key, header, threads)
+                                 engine) as head:
+        yield None if head is None else EarlyPayload(head, engine, src, dst, file_key, nonce, key, header)

@@ -30,7 +30,7 @@ from typing import Any
 
 # Smaller outputs are not reserved: the saving (about a quarter of the time
 # of writing them) is less than loading ctypes, ~2 ms, which the engine
-# loads anyway for streams from this size on (chunks.ENGINE_AFTER).
+# loads anyway for streams from this size on (payload.engine.ENGINE_AFTER).
 RESERVE_FROM = 32 << 20
 _FALLOC_FL_KEEP_SIZE = 1
 

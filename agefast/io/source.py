@@ -50,7 +50,7 @@ def file_position(reader: Any) -> tuple[int, int] | None:
     a file object of a regular file; None for anything else.
 
     Only hints, for placing reads in memory and choosing the engine
-    (agefast.payload.pipeline, agefast.payload.chunks.expect): a wrong answer from an odd
+    (agefast.payload.pipeline, agefast.payload.engine.choose): a wrong answer from an odd
     reader costs speed, never correctness.
     """
     try:

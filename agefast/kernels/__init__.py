@@ -5,7 +5,7 @@ another with pread and pwrite, on worker threads that need no GIL until
 they end.
 
 `seal_chunks` and `open_chunks` have exactly the semantics of
-agefast.payload.chunks.seal_chunks / open_chunks (same nonces, same return values, a
+agefast.payload.engine.Engine.seal / open (same nonces, same return values, a
 chunk's plaintext reaches `dst` only after its tag verified, so `dst` only
 ever holds verified plaintext), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each

@@ -837,7 +837,7 @@ def _open_one(scr, aad, src, dst):
 
 @_inner
 def _seal_batch(key, counter, src, dst, final, scr):
-    """Seal src as consecutive chunks into dst (agefast.payload.chunks semantics); returns bytes written."""
+    """Seal src as consecutive chunks into dst (agefast.payload.engine.Engine.seal semantics); returns bytes written."""
     _set_key(scr[0], key)
     aad = scr[5][:0]
     n = src.size

@@ -1,14 +1,14 @@
-"""Batched sealing and opening of consecutive STREAM chunks.
+"""The engine that seals and opens batches of consecutive STREAM chunks, chosen once per job.
 
-This is the one seam between the age format code and the AEAD engine. Format
-code hands over many consecutive chunks at once, in caller-provided buffers;
-the engine behind it (cryptography's ChaCha20Poly1305 here, the Numba kernels
-in agefast.kernels for large batches) never allocates a chunk-sized buffer.
+This is the one seam between the payload code and the AEAD. A job (one
+encryption or decryption: a buffer, a file, a stream, a random-access
+reader) asks choose() for its Engine once, with what it knows (its size, the
+threads it may use), and passes it down; every batch of the job goes
+through that object. Behind it is cryptography's ChaCha20Poly1305 or the
+Numba kernels of agefast.kernels; neither allocates a chunk-sized buffer.
 
 Chunk i of a batch starting at `counter` gets chunk counter + i's nonce
 (rules.chunk_nonce), final only for the last chunk of a batch marked `final`.
-Every chunk is CHUNK_SIZE bytes of plaintext except the last one of a final
-batch, which may be shorter (agefast.payload.rules).
 """
 
 import os
@@ -24,36 +24,82 @@ from .rules import CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, SEALED_CHUNK
 # this module: the command seals a large file on the kernels before it
 # imports cryptography (agefast.cli.early_payload), and computes sizes here.
 
-# Batches of at least this many bytes may go to the Numba kernels
-# (agefast.kernels); smaller ones stay on cryptography and never load them;
-# measured in docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
+# Batches of at least this many bytes may go to the kernels; smaller ones
+# stay on cryptography (measured in docs/engine.md).
 KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
-# With threads=None a process switches to the kernels, on every core, once it
-# has moved ENGINE_AFTER bytes, when the kernels' cache holds them for this
+# With threads=None a job moves to the kernels, on every core, once it is
+# known to move ENGINE_AFTER bytes (its size says so, or a stream of unknown
+# size has moved that much), where the kernels' cache holds them for this
 # machine: loading them then costs 3-8 ms, which 2 threads win back from
-# about there on, even with the other core busy (docs/engine.md). Where the cache is cold (the first job on a
-# machine, `agefast --warm-up` fills it) they are compiled in a background
-# thread once the process has moved COMPILE_AFTER bytes, as long as
-# cryptography takes to seal the compile's ~8 s of CPU; until then
-# cryptography serves. threads > 1 asks for the kernels at once. threads=1
-# loads nothing (cryptography is nearly as fast on one core), but once the
-# kernels are loaded in this process one core runs on them too, 6% faster.
+# about there on, even with the other core busy (docs/engine.md). Where the
+# cache is cold (the first job on a machine; `agefast --warm-up` fills it) a
+# job of COMPILE_AFTER bytes has them compiled in a background thread, as
+# long as cryptography takes to seal the compile's ~8 s of CPU, and moves to
+# them once they are ready; until then cryptography serves. threads > 1 asks
+# for the kernels at once. threads=1 loads nothing (cryptography is nearly as
+# fast on one core), but once the kernels are loaded in this process one core
+# runs on them too, 6% faster. AGEFAST_ENGINE=cryptography|numba forces one.
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
 
-_moved = 0
-_loader = None
-_uncached = False       # the cache was looked at and is cold
-_unloadable = False     # loading the kernels failed in this process
-_load_lock = threading.Lock()
+
+def _forced() -> str:
+    engine = os.environ.get("AGEFAST_ENGINE", "")
+    if engine not in ("", "cryptography", "numba"):
+        raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
+    return engine
 
 
-def _after_fork_in_child() -> None:
-    global _load_lock
-    _load_lock = threading.Lock()   # a lock another thread held at fork stays held in the child
+class _Loader:
+    """The kernels as this process has them: loaded, failed, or compiling in the background."""
 
+    def __init__(self) -> None:
+        self.unloadable = False     # loading the kernels failed in this process: not tried again
+        self.compiling: threading.Thread | None = None
+        self.lock = threading.Lock()
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    def after_fork_in_child(self) -> None:
+        # A lock another thread held at fork stays held in the child, and its compile thread is gone.
+        self.lock = threading.Lock()
+        self.compiling = None
+
+    @staticmethod
+    def warm() -> ModuleType | None:
+        """The kernels module where this process has loaded the kernels, else None (loads nothing)."""
+        loaded = sys.modules.get("agefast.kernels")
+        # A module still being imported by another thread has no is_warm yet.
+        return loaded if loaded is not None and getattr(loaded, "is_warm", bool)() else None
+
+    def load(self) -> ModuleType | None:
+        """The kernels, loaded (compiled first if need be); None for cryptography where
+        they cannot be (warned once, not tried again)."""
+        if self.unloadable:
+            return None
+        from .. import kernels
+
+        try:
+            kernels.warm_up()
+            return kernels
+        except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
+            self.unloadable = True
+            _warn(e)
+            return None
+
+    def load_if_cached(self) -> ModuleType | None:
+        """The kernels where the cache holds them for this machine (no compile); else None."""
+        if self.unloadable:
+            return None
+        from .. import kernels
+
+        return self.load() if kernels.cached() else None
+
+    def compile_in_background(self) -> None:
+        """Start compiling the kernels in a thread of their own, once per process."""
+        with self.lock:
+            if self.compiling is not None or self.unloadable:
+                return
+            self.compiling = threading.Thread(target=self.load, name="agefast-engine-load", daemon=True)
+            self.compiling.start()
 
 
 def _warn(e: Exception) -> None:
@@ -61,167 +107,155 @@ def _warn(e: Exception) -> None:
     warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}", RuntimeWarning)
 
 
-def _background_load() -> None:
-    try:
-        from .. import kernels
-
-        kernels.warm_up()
-    except Exception as e:
-        _warn(e)
+LOADER = _Loader()
+os.register_at_fork(after_in_child=LOADER.after_fork_in_child)
 
 
-def _loaded(kernels: ModuleType) -> ModuleType | None:
-    """kernels, loaded; or None for cryptography where they cannot be (warned once, not tried again)."""
-    global _unloadable
-    if _unloadable:
-        return None
-    try:
-        kernels.warm_up()
-        return kernels
-    except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
-        _unloadable = True
-        _warn(e)
-        return None
+class Engine:
+    """Seals and opens the batches of one job.
 
+    `kernels` is the loaded agefast.kernels module, or None for cryptography;
+    `threads` the cores a batch may be split over (None: all). A job still on
+    cryptography that may move to the kernels (threads not 1, no
+    AGEFAST_ENGINE) watches for them between batches; one of unknown size
+    counts its bytes towards ENGINE_AFTER and COMPILE_AFTER.
+    """
 
-def warm_kernels() -> ModuleType | None:
-    """The kernels module where this process has loaded the kernels, else None (loads nothing)."""
-    loaded = sys.modules.get("agefast.kernels")
-    # A module still being imported by another thread has no is_warm yet.
-    return loaded if loaded is not None and getattr(loaded, "is_warm", bool)() else None
+    def __init__(self, kernels: ModuleType | None, threads: int | None, *, forced: bool = False,
+                 watch: bool = False, counting: bool = False) -> None:
+        self.kernels = kernels
+        self.threads = threads
+        self._forced = forced       # AGEFAST_ENGINE=numba: every batch on the kernels
+        self._watch = watch and kernels is None
+        self._moved: int | None = 0 if counting else None
+        self._lock = threading.Lock()
 
+    def on(self, threads: int | None) -> "Engine":
+        """This engine with a batch split over `threads` cores."""
+        return Engine(self.kernels, threads, forced=self._forced)
 
-def _kernels_for(size: int, threads: int | None) -> ModuleType | None:
-    """The kernels module to run a batch of `size` bytes on, or None for cryptography."""
-    global _moved, _loader, _uncached
-    engine = os.environ.get("AGEFAST_ENGINE", "")
-    if engine not in ("", "cryptography", "numba"):
-        raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
-    if engine == "cryptography" or (not engine and size < KERNEL_MIN_BATCH):
-        return None
-    if engine == "numba" or (threads is not None and threads > 1):
-        from .. import kernels
-
-        if engine == "numba":
-            kernels.warm_up()       # forced: a failure to load is the caller's to see
-            return kernels
-        return _loaded(kernels)
-    loaded = warm_kernels()
-    if loaded is not None:
-        return loaded
-    if threads == 1:
-        return None
-    with _load_lock:
-        _moved += size
-        if _moved < ENGINE_AFTER or _loader is not None:
+    def _kernels_for(self, n: int) -> ModuleType | None:
+        if self._watch:
+            self._upgrade(n)
+        if self.kernels is None or (n < KERNEL_MIN_BATCH and not self._forced):
             return None
+        return self.kernels
+
+    def _upgrade(self, n: int) -> None:
+        with self._lock:
+            if self.kernels is not None:
+                return
+            self.kernels = LOADER.warm()
+            if self.kernels is not None or self._moved is None or self.threads == 1:
+                return
+            before, self._moved = self._moved, self._moved + n
+            if before < ENGINE_AFTER <= self._moved:
+                self.kernels = LOADER.load_if_cached()
+            if self.kernels is None and self._moved >= COMPILE_AFTER:
+                LOADER.compile_in_background()
+        if self.kernels is not None:
+            self._watch = False
+
+    def seal(self, key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool, split: bool = True) -> int:
+        """Seal the plaintext in `src` as consecutive chunks into `dst`.
+
+        `src` must hold a whole number of chunks unless `final`; returns the
+        number of bytes written to `dst`. split=False keeps the batch on the
+        calling thread, for callers that run batches on `threads` cores at once.
+        """
+        src = memoryview(src).cast("B")
+        dst = memoryview(dst).cast("B")
+        n = len(src)
+        if not final and (n == 0 or n % CHUNK_SIZE):
+            raise ValueError("a non-final batch must hold whole chunks")
+        kernels = self._kernels_for(n)
+        if kernels is not None:
+            sealed: int = kernels.seal_chunks(key, counter, src, dst, final, self.threads if split else 1)
+            return sealed
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+        aead = ChaCha20Poly1305(key)
+        nonce = bytearray(CHUNK_NONCE_SIZE)
+        written = 0
+        pos = 0
+        while True:
+            end = min(pos + CHUNK_SIZE, n)
+            last = end == n
+            chunk_nonce(nonce, counter, last and final)
+            written += aead.encrypt_into(nonce, src[pos:end], None, dst[written:written + end - pos + TAG_SIZE])
+            counter += 1
+            pos = end
+            if last:
+                return written
+
+    def open(self, key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool, split: bool = True) -> int:
+        """Open consecutive sealed chunks from `src` into `dst`.
+
+        Returns how many leading chunks verified. A chunk is decrypted into
+        `dst` only after its tag verified, so `dst` never holds unauthenticated
+        plaintext; when the return value k is short of the number of chunks in
+        `src`, chunk k failed and its part of `dst` was not written. Release
+        only the first k chunks: the kernels open ranges in parallel, so chunks
+        after k may already hold their verified plaintext. `split` as for seal.
+        """
+        src = memoryview(src).cast("B")
+        dst = memoryview(dst).cast("B")
+        n = len(src)
+        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
+            raise ValueError("a batch must hold whole sealed chunks")
+        kernels = self._kernels_for(n)
+        if kernels is not None:
+            opened: int = kernels.open_chunks(key, counter, src, dst, final, self.threads if split else 1)
+            return opened
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+        aead = ChaCha20Poly1305(key)
+        nonce = bytearray(CHUNK_NONCE_SIZE)
+        pos = 0
+        out = 0
+        done = 0
+        while pos < n:
+            end = min(pos + SEALED_CHUNK_SIZE, n)
+            chunk_nonce(nonce, counter, end == n and final)
+            size = end - pos - TAG_SIZE
+            try:
+                out += aead.decrypt_into(nonce, src[pos:end], None, dst[out:out + size])
+            except InvalidTag:
+                # OpenSSL may have written unverified plaintext before checking
+                # the tag; wipe it so no caller buffer ever holds it.
+                dst[out:out + size] = bytes(size)
+                return done
+            done += 1
+            counter += 1
+            pos = end
+        return done
+
+
+def choose(size: int | None, threads: int | None) -> Engine:
+    """The engine for a job of `size` bytes (None: not known, a stream) on
+    `threads` cores (None: all), by the rules above."""
+    forced = _forced()
+    if forced == "cryptography":
+        return Engine(None, threads)
+    if forced == "numba":
         from .. import kernels
 
-        if not _uncached and not _unloadable:
-            if kernels.cached():
-                return _loaded(kernels)
-            _uncached = True
-        if _moved >= COMPILE_AFTER:
-            _loader = threading.Thread(target=_background_load, name="agefast-engine-load", daemon=True)
-            _loader.start()
-    return None
-
-
-def expect(size: int) -> None:
-    """A stream of `size` bytes starts (a file, whose size is known): one that
-    alone reaches ENGINE_AFTER counts as moved now, so that with threads=None
-    it runs on the kernels from its first batch, not after ENGINE_AFTER bytes
-    on cryptography."""
-    global _moved
+        kernels.warm_up()       # forced: a failure to load is the caller's to see
+        return Engine(kernels, threads, forced=True)
+    if threads is not None and threads > 1:
+        return Engine(LOADER.load(), threads)
+    warm = LOADER.warm()
+    if warm is not None:
+        return Engine(warm, threads)
+    if threads == 1 or size is None:
+        return Engine(None, threads, watch=True, counting=size is None)
+    if size < KERNEL_MIN_BATCH:
+        return Engine(None, threads)    # a small job never loads the kernels
     if size >= ENGINE_AFTER:
-        with _load_lock:
-            _moved = max(_moved, ENGINE_AFTER)
-
-
-def kernels_for_file(size: int, threads: int | None) -> ModuleType | None:
-    """The kernels module, loaded, where a file of `size` bytes is to run on
-    them by the rules above (with AGEFAST_ENGINE); None for cryptography."""
-    expect(size)
-    return _kernels_for(KERNEL_MIN_BATCH, threads)
-
-
-def seal_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
-                threads: int | None = None, split: bool = True) -> int:
-    """Seal the plaintext in `src` as consecutive chunks into `dst`.
-
-    `src` must hold a whole number of chunks unless `final`; returns the number
-    of bytes written to `dst`. `threads` is a hint for engines that can split
-    a batch across cores; the cryptography path is single-threaded.
-    split=False keeps the batch on the calling thread, for callers that run
-    batches on `threads` cores at once: the engine is chosen as for `threads`.
-    """
-    src = memoryview(src).cast("B")
-    dst = memoryview(dst).cast("B")
-    n = len(src)
-    if not final and (n == 0 or n % CHUNK_SIZE):
-        raise ValueError("a non-final batch must hold whole chunks")
-    kernels = _kernels_for(n, threads)
-    if kernels is not None:
-        sealed: int = kernels.seal_chunks(key, counter, src, dst, final, threads if split else 1)
-        return sealed
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-
-    aead = ChaCha20Poly1305(key)
-    nonce = bytearray(CHUNK_NONCE_SIZE)
-    written = 0
-    pos = 0
-    while True:
-        end = min(pos + CHUNK_SIZE, n)
-        last = end == n
-        chunk_nonce(nonce, counter, last and final)
-        written += aead.encrypt_into(nonce, src[pos:end], None, dst[written:written + end - pos + TAG_SIZE])
-        counter += 1
-        pos = end
-        if last:
-            return written
-
-
-def open_chunks(key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool,
-                threads: int | None = None, split: bool = True) -> int:
-    """Open consecutive sealed chunks from `src` into `dst`.
-
-    Returns how many leading chunks verified. A chunk is decrypted into `dst`
-    only after its tag verified, so `dst` never holds unauthenticated
-    plaintext; when the return value k is short of the number of chunks in
-    `src`, chunk k failed and its part of `dst` was not written. Release only
-    the first k chunks: with threads > 1 the Numba engine opens ranges in
-    parallel, so chunks after k may already hold their verified plaintext.
-    `split` is as for seal_chunks.
-    """
-    src = memoryview(src).cast("B")
-    dst = memoryview(dst).cast("B")
-    n = len(src)
-    if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
-        raise ValueError("a batch must hold whole sealed chunks")
-    kernels = _kernels_for(n, threads)
-    if kernels is not None:
-        opened: int = kernels.open_chunks(key, counter, src, dst, final, threads if split else 1)
-        return opened
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-
-    aead = ChaCha20Poly1305(key)
-    nonce = bytearray(CHUNK_NONCE_SIZE)
-    pos = 0
-    out = 0
-    done = 0
-    while pos < n:
-        end = min(pos + SEALED_CHUNK_SIZE, n)
-        chunk_nonce(nonce, counter, end == n and final)
-        size = end - pos - TAG_SIZE
-        try:
-            out += aead.decrypt_into(nonce, src[pos:end], None, dst[out:out + size])
-        except InvalidTag:
-            # OpenSSL may have written unverified plaintext before checking
-            # the tag; wipe it so no caller buffer ever holds it.
-            dst[out:out + size] = bytes(size)
-            return done
-        done += 1
-        counter += 1
-        pos = end
-    return done
+        cached = LOADER.load_if_cached()
+        if cached is not None:
+            return Engine(cached, threads)
+        if size >= COMPILE_AFTER:
+            LOADER.compile_in_background()
+    return Engine(None, threads, watch=True)

@@ -22,14 +22,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..io import reserve
-from . import chunks
+from .engine import ENGINE_AFTER, Engine
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from ..errors import EncryptError, PayloadError
 
 SEAL, OPEN = "seal", "open"
-# Below this the pipeline stays on cryptography by default (chunks.ENGINE_AFTER),
+# Below this a job stays on cryptography by default (engine.ENGINE_AFTER),
 # and loading the kernels and starting workers would not pay back.
-MIN_SIZE = chunks.ENGINE_AFTER
+MIN_SIZE = ENGINE_AFTER
 
 
 # The file kernel reads and writes at the offsets a file object reports, so
@@ -52,12 +52,13 @@ def regular_fd(f: Any) -> int | None:
     return fd
 
 
-class Batches:
-    """Whole batches of a payload under way on the file kernel."""
+class Head:
+    """The head of a payload under way on the file kernel: its whole batches but
+    the last; finish() says where the rest (the tail) starts."""
 
-    def __init__(self, direction: str, job: Any, key: bytes, batches: int, batch_chunks: int, reader: Any,
-                 src_fd: int, read_at: int, writer: Any, write_at: int) -> None:
-        self._direction, self._job, self._key = direction, job, key
+    def __init__(self, direction: str, job: Any, engine: Engine, key: bytes, batches: int, batch_chunks: int,
+                 reader: Any, src_fd: int, read_at: int, writer: Any, write_at: int) -> None:
+        self._direction, self._job, self._engine, self._key = direction, job, engine, key
         self._batches, self._batch_chunks = batches, batch_chunks
         self._reader, self._src_fd, self._read_at = reader, src_fd, read_at
         self._writer, self._write_at = writer, write_at
@@ -89,8 +90,8 @@ class Batches:
 
         size = self._batch_chunks * SEALED_CHUNK_SIZE
         sealed = os.pread(self._src_fd, size, self._read_at + batch * size)
-        _, _, problem = open_batch(self._key, batch * self._batch_chunks, sealed,
-                                   bytearray(self._batch_chunks * CHUNK_SIZE), False, threads=1, split=False)
+        _, _, problem = open_batch(self._engine, self._key, batch * self._batch_chunks, sealed,
+                                   bytearray(self._batch_chunks * CHUNK_SIZE), False, split=False)
         return problem or "the payload changed while it was read"
 
     def stop(self) -> None:
@@ -99,30 +100,30 @@ class Batches:
 
 @contextlib.contextmanager
 def started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int | None, write_at: int | None,
-            size: int, threads: int | None) -> Iterator[Batches | None]:
+            size: int, engine: Engine) -> Iterator[Head | None]:
     """The whole batches but the last of a payload of `size` bytes (the input's)
     sealed or opened from `reader` at `read_at` into `writer` at `write_at`;
     None where the file kernel does not apply (offsets not known, not regular
-    files, under MIN_SIZE, or left to cryptography by agefast.payload.chunks' rules).
+    files, under MIN_SIZE, or a job the engine leaves to cryptography).
 
     The workers are stopped before the block is left, however it is left: the
     files are never closed under them.
     """
-    batches = None
+    head = None
     src_fd, dst_fd = regular_fd(reader), regular_fd(writer)
     if read_at is not None and write_at is not None and src_fd is not None and dst_fd is not None \
             and size >= MIN_SIZE:
-        kernels = chunks.kernels_for_file(size, threads)
+        kernels = engine.kernels
         if kernels is not None:
             writer.flush()      # what a buffered writer holds lands before the workers' writes
             batch = kernels.FILE_BATCH * (CHUNK_SIZE if direction == SEAL else SEALED_CHUNK_SIZE)
             count = (size - 1) // batch
             start = kernels.seal_file if direction == SEAL else kernels.open_file
-            job = start(key, src_fd, read_at, dst_fd, write_at, count, threads)
-            batches = Batches(direction, job, key, count, kernels.FILE_BATCH, reader, src_fd, read_at, writer,
-                              write_at)
+            job = start(key, src_fd, read_at, dst_fd, write_at, count, engine.threads)
+            head = Head(direction, job, engine, key, count, kernels.FILE_BATCH, reader, src_fd, read_at, writer,
+                        write_at)
     try:
-        yield batches
+        yield head
     finally:
-        if batches is not None:
-            batches.stop()
+        if head is not None:
+            head.stop()

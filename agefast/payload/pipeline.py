@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..io import cpus, malloc
-from . import chunks
+from .engine import Engine
 from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE
 from ..errors import PayloadError
 from ..io.writes import write_all
@@ -57,7 +57,7 @@ def workers_for(threads: int | None) -> int:
     return max(2, cpus.count() if threads is None else threads)
 
 
-class _Batches:
+class _Workers:
     """The shared state of the workers of one stream."""
 
     def __init__(self, read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int,
@@ -185,7 +185,7 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     if final or problem is not None:
         return problem
     malloc.large_job()
-    batches = _Batches(read_full, None if read_at is None else read_at + n, dst,
+    batches = _Workers(read_full, None if read_at is None else read_at + n, dst,
                        None if write_at is None else write_at + size, in_chunk, out_chunk, process,
                        bytes(first[-1:]), threads)
     helpers = [threading.Thread(target=batches.work, name="agefast-pipeline", daemon=True)
@@ -204,7 +204,7 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     return batches.problem
 
 
-def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None, *,
+def seal_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
     """Encrypt everything `read_full` yields as the STREAM payload onto `dst`,
     its first chunk with the nonce counter `counter` (the rest of a payload
@@ -214,12 +214,12 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None =
     the output written to, where known: hints for placing buffers."""
 
     def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, str | None]:
-        return chunks.seal_chunks(key, counter + index, plain, sealed, final, threads=threads, split=False), None
+        return engine.seal(key, counter + index, plain, sealed, final, split=False), None
 
-    _run(read_full, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, threads)
+    _run(read_full, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads)
 
 
-def open_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None = None, *,
+def open_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
     """Decrypt the STREAM payload `read_full` yields onto `dst` (`read_at`,
     `write_at` and `counter` as for seal_stream).
@@ -230,9 +230,9 @@ def open_stream(read_full: ReadFull, dst: Any, key: bytes, threads: int | None =
     """
 
     def open_(index: int, sealed: memoryview, plain: memoryview, final: bool) -> tuple[int, str | None]:
-        _, size, problem = open_batch(key, counter + index, sealed, plain, final, threads, split=False)
+        _, size, problem = open_batch(engine, key, counter + index, sealed, plain, final, split=False)
         return size, problem
 
-    problem = _run(read_full, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, threads)
+    problem = _run(read_full, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads)
     if problem is not None:
         raise PayloadError(problem)

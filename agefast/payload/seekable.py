@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any
 
-from . import chunks
+from .engine import Engine
 from ..errors import PayloadError
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, end_problem, plaintext_size
 
@@ -20,11 +20,11 @@ from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, end
 class SeekablePayload:
     """The plaintext of the payload in `src` from byte `start` to its end."""
 
-    def __init__(self, src: Any, start: int, payload_key: bytes, threads: int | None = None) -> None:
+    def __init__(self, src: Any, start: int, payload_key: bytes, engine: Engine) -> None:
         self._src = src
         self._start = start
         self._key = payload_key
-        self._threads = threads
+        self._engine = engine
         self._lock = threading.Lock()
         self._fd: int | None
         try:
@@ -81,7 +81,7 @@ class SeekablePayload:
         view = memoryview(sealed)[:size]
         if self._pread(view, self._start + first * SEALED_CHUNK_SIZE) != size:
             return 0, PayloadError("the file changed size while being read")
-        ok = chunks.open_chunks(self._key, first, view, plain, final, threads=self._threads)
+        ok = self._engine.open(self._key, first, view, plain, final)
         if ok != count:
             return ok, PayloadError(f"failed to authenticate payload chunk {first + ok}")
         return ok, None
@@ -99,7 +99,7 @@ class SeekablePayload:
             whole = min((len(mv) - n) // CHUNK_SIZE, STREAM_BATCH)
             if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and self._pending is None:
                 # Whole chunks are opened straight into the caller's buffer,
-                # which open_chunks never leaves unverified plaintext in.
+                # which Engine.open never leaves unverified plaintext in.
                 got = self._direct(index, mv[n:n + whole * CHUNK_SIZE])
                 n += got
                 self.pos += got

@@ -1,6 +1,6 @@
 """The STREAM payload: 64 KiB ChaCha20-Poly1305 chunks, the last one flagged.
 
-Both directions work a batch of chunks at a time through agefast.payload.chunks, in
+Both directions work a batch of chunks at a time through the job's engine, in
 buffers allocated once per stream, so the per-chunk cost is the AEAD itself.
 The reader looks one byte past each batch to learn whether the batch ends the
 file, because only then may its last chunk carry the final flag; it releases
@@ -9,7 +9,7 @@ plaintext only of chunks whose tags verified.
 
 from typing import TYPE_CHECKING, Any
 
-from . import chunks
+from .engine import Engine
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem
 from .._typing import Buffer
 from ..errors import PayloadError
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from ..io.source import Source
 
 
-def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
-               threads: int | None = None, split: bool = True) -> tuple[int, int, str | None]:
+def open_batch(engine: Engine, key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
+               split: bool = True) -> tuple[int, int, str | None]:
     """Open consecutive sealed chunks into `plain`, as age's reader does.
 
     `at_end` says the payload ends with `sealed`. Returns (chunks, size,
@@ -28,21 +28,20 @@ def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: 
     into `plain`, and why the payload is invalid, if it is. A full-size chunk
     is first opened as a middle chunk and, if that fails, as a full-size final
     chunk, so that a file whose final chunk is full needs no look-ahead to
-    decrypt and data after a final chunk is reported as such. `threads` and
-    `split` are as for chunks.open_chunks.
+    decrypt and data after a final chunk is reported as such. `split` is as
+    for Engine.open.
     """
     sealed = memoryview(sealed)
     plain = memoryview(plain)
     full, rest = divmod(len(sealed), SEALED_CHUNK_SIZE)
     done = 0
     while done < full:
-        done += chunks.open_chunks(key, counter + done, sealed[done * SEALED_CHUNK_SIZE:full * SEALED_CHUNK_SIZE],
-                                   plain[done * CHUNK_SIZE:], False, threads=threads, split=split)
+        done += engine.open(key, counter + done, sealed[done * SEALED_CHUNK_SIZE:full * SEALED_CHUNK_SIZE],
+                            plain[done * CHUNK_SIZE:], False, split)
         if done == full:
             break
         one = sealed[done * SEALED_CHUNK_SIZE:(done + 1) * SEALED_CHUNK_SIZE]
-        if chunks.open_chunks(key, counter + done, one, plain[done * CHUNK_SIZE:], True,
-                              threads=threads, split=split) != 1:
+        if engine.open(key, counter + done, one, plain[done * CHUNK_SIZE:], True, split) != 1:
             return done, done * CHUNK_SIZE, f"failed to authenticate payload chunk {counter + done}"
         done += 1
         if done < full or rest or not at_end:
@@ -57,8 +56,7 @@ def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: 
     problem = end_problem((counter + done) * SEALED_CHUNK_SIZE + rest)
     if problem is not None:
         return done, size, problem
-    if chunks.open_chunks(key, counter + done, sealed[full * SEALED_CHUNK_SIZE:], plain[size:], True,
-                          threads=threads, split=split) != 1:
+    if engine.open(key, counter + done, sealed[full * SEALED_CHUNK_SIZE:], plain[size:], True, split) != 1:
         return done, size, f"failed to authenticate payload chunk {counter + done}"
     return done + 1, size + rest - TAG_SIZE, None
 
@@ -76,11 +74,11 @@ class PayloadWriter:
     `at` is where in its file the payload starts, where known (write_all).
     """
 
-    def __init__(self, dst: Any, payload_key: bytes, threads: int | None = None, at: int | None = None) -> None:
+    def __init__(self, dst: Any, payload_key: bytes, engine: Engine, at: int | None = None) -> None:
         self._dst = dst
         self._at = at
         self._key = payload_key
-        self._threads = threads
+        self._engine = engine
         self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
         self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
         self._held_plain = bytearray(CHUNK_SIZE)
@@ -118,13 +116,13 @@ class PayloadWriter:
             self._at += memoryview(sealed).nbytes
 
     def _seal(self, plain: memoryview, final: bool) -> None:
-        size = chunks.seal_chunks(self._key, self._counter, plain, self._sealed, final, threads=self._threads)
+        size = self._engine.seal(self._key, self._counter, plain, self._sealed, final)
         self._put(memoryview(self._sealed)[:size])
         self._counter += -(-len(plain) // CHUNK_SIZE)
 
     def _seal_holding_last(self, plain: memoryview) -> None:
         """Seal whole chunks as not final; write all but the last, hold that one."""
-        size = chunks.seal_chunks(self._key, self._counter, plain, self._sealed, False, threads=self._threads)
+        size = self._engine.seal(self._key, self._counter, plain, self._sealed, False)
         sealed = memoryview(self._sealed)
         self._put(sealed[:size - SEALED_CHUNK_SIZE])
         self._held_sealed[:] = sealed[size - SEALED_CHUNK_SIZE:size]
@@ -147,10 +145,10 @@ class PayloadReader:
     Once it has failed it raises the same error on every later call.
     """
 
-    def __init__(self, source: "Source", payload_key: bytes, threads: int | None = None) -> None:
+    def __init__(self, source: "Source", payload_key: bytes, engine: Engine) -> None:
         self._src = source
         self._key = payload_key
-        self._threads = threads
+        self._engine = engine
         # One byte of look-ahead past a whole batch tells whether it is last.
         self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE + 1)
         self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
@@ -167,8 +165,7 @@ class PayloadReader:
         n = self._carry + self._src.readinto(sealed[self._carry:])
         more = n == len(sealed)
         size = n - 1 if more else n
-        done, released, problem = open_batch(self._key, self._counter, sealed[:size], plain, not more,
-                                             self._threads)
+        done, released, problem = open_batch(self._engine, self._key, self._counter, sealed[:size], plain, not more)
         self._counter += done
         if problem is not None:
             self._error = PayloadError(problem)
@@ -191,7 +188,7 @@ class PayloadReader:
                     break
                 try:
                     if len(mv) - n >= len(self._plain):
-                        # Open straight into the caller's buffer: open_chunks
+                        # Open straight into the caller's buffer: Engine.open
                         # never leaves unverified plaintext in it.
                         n += self._next_batch(mv[n:n + len(self._plain)])
                     else:

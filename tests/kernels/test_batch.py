@@ -1,10 +1,11 @@
-"""Batched seal/open: identical to agefast.payload.chunks' cryptography path, tamper handling, allocation."""
+"""Batched seal/open: identical to agefast.payload.engine's cryptography path, tamper handling, allocation."""
 
 import random
 
 import pytest
 
-from agefast.payload import chunks, rules
+from agefast.payload import rules
+from agefast.payload.engine import choose
 from agefast import kernels
 
 CHUNK = kernels.CHUNK_SIZE
@@ -17,13 +18,13 @@ COUNTERS = (0, 0xFFFFFF, (1 << 56) - 2)     # carries across the nonce's 32-bit 
 
 @pytest.fixture(autouse=True)
 def cryptography_reference(monkeypatch):
-    # agefast.payload.chunks is the reference here: keep it on its cryptography path
+    # agefast.payload.engine is the reference here: keep it on its cryptography path
     monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
 
 
 def reference_seal(counter, src, final):
     dst = bytearray(rules.sealed_size(len(src)))
-    return bytes(dst[:chunks.seal_chunks(KEY, counter, src, dst, final)])
+    return bytes(dst[:choose(None, None).seal(KEY, counter, src, dst, final)])
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -82,7 +83,7 @@ def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(threads
                 else:   # another thread's range: untouched or its verified plaintext, never anything else
                     assert later in (untouched[j], src[j * CHUNK:(j + 1) * CHUNK])
             expect = bytearray(b"\xa5" * n)
-            assert chunks.open_chunks(KEY, 5, bytes(bad), expect, True) == k
+            assert choose(None, None).open(KEY, 5, bytes(bad), expect, True) == k
 
 
 def test_validation():
@@ -120,9 +121,9 @@ def test_chunks_dispatch(monkeypatch):
     for engine in ("numba", ""):          # forced, and by size (256 KiB is under the threshold)
         monkeypatch.setenv("AGEFAST_ENGINE", engine)
         dst = bytearray(len(expect))
-        assert chunks.seal_chunks(KEY, 9, src, dst, True, threads=2) == len(expect) and dst == expect
+        assert choose(None, 2).seal(KEY, 9, src, dst, True) == len(expect) and dst == expect
         back = bytearray(len(src))
-        assert chunks.open_chunks(KEY, 9, expect, back, True, threads=2) == 4 and back == src
+        assert choose(None, 2).open(KEY, 9, expect, back, True) == 4 and back == src
     monkeypatch.setenv("AGEFAST_ENGINE", "openssl")
     with pytest.raises(ValueError):
-        chunks.seal_chunks(KEY, 0, b"", bytearray(16), True)
+        choose(None, None).seal(KEY, 0, b"", bytearray(16), True)

@@ -1,5 +1,5 @@
 """seal_file: whole batches of one file sealed into another by the compiled file kernel,
-checked against agefast.payload.chunks' cryptography path; its failures and its stop."""
+checked against agefast.payload.engine's cryptography path; its failures and its stop."""
 
 import contextlib
 import os
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agefast.payload import chunks
+from agefast.payload.engine import choose
 from agefast import kernels
 
 BATCH = kernels.FILE_BATCH * kernels.CHUNK_SIZE
@@ -23,7 +23,7 @@ def cryptography_reference(monkeypatch):
 
 def reference(plain: bytes) -> bytes:
     sealed = bytearray(len(plain) // kernels.CHUNK_SIZE * kernels.SEALED_CHUNK_SIZE)
-    chunks.seal_chunks(KEY, 0, plain, sealed, False)
+    choose(None, None).seal(KEY, 0, plain, sealed, False)
     return bytes(sealed)
 
 

@@ -31,7 +31,8 @@ def test_batches_without_jit(tmp_path):
     # reference route), not the compiled library.
     script = textwrap.dedent("""
         import os, sys
-        from agefast.payload import chunks, rules
+        from agefast.payload import rules
+from agefast.payload.engine import choose
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
@@ -39,7 +40,7 @@ def test_batches_without_jit(tmp_path):
             src = bytes(range(256)) * 6
             src = src[:n]
             ref = bytearray(rules.sealed_size(n))
-            w = chunks.seal_chunks(key, 2, src, ref, True)
+            w = choose(None, None).seal(key, 2, src, ref, True)
             got = bytearray(w)
             assert kernels.seal_chunks(key, 2, src, got, True, threads=1) == w and got == ref
             back = bytearray(n)
@@ -47,7 +48,7 @@ def test_batches_without_jit(tmp_path):
         # seal_file's reference: its I/O through os.pread / os.pwrite, its lock through ctypes
         plain = bytes(range(256)) * (kernels.FILE_BATCH * 256)
         ref = bytearray(kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE)
-        chunks.seal_chunks(key, 0, plain, ref, False)
+        choose(None, None).seal(key, 0, plain, ref, False)
         with open("in", "wb") as f:
             f.write(b"x" * 10 + plain)
         src, dst = os.open("in", os.O_RDONLY), os.open("out", os.O_RDWR | os.O_CREAT, 0o600)
@@ -94,7 +95,8 @@ def test_a_forked_child_keeps_using_the_engine():
 def test_avx2_only_build(tmp_path):
     script = textwrap.dedent("""
         import random
-        from agefast.payload import chunks, rules
+        from agefast.payload import rules
+from agefast.payload.engine import choose
         from agefast import kernels
         assert kernels.isa() == "avx2", kernels.isa()
         rng = random.Random(7)
@@ -102,7 +104,7 @@ def test_avx2_only_build(tmp_path):
         for n in (0, 1000, 65536, 2 * 65536 + 4097):
             src = rng.randbytes(n)
             ref = bytearray(rules.sealed_size(n))
-            w = chunks.seal_chunks(key, 3, src, ref, True)
+            w = choose(None, None).seal(key, 3, src, ref, True)
             got = bytearray(w)
             assert kernels.seal_chunks(key, 3, src, got, True, threads=1) == w and got == ref
             back = bytearray(n)
