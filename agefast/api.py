@@ -22,7 +22,7 @@ from .header import make_header, open_header, payload_key
 from .pipeline import open_stream, seal_stream
 from .seekable import SeekablePayload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
+from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, flush, open_batch, write_all
 
 _READ_SIZE = 1 << 20
 
@@ -56,16 +56,10 @@ def _open_file(src: Reader, identities: Iterable[Identity],
     return source, open_header(source, identities), bool(armored)
 
 
-def _flush(dst: object) -> None:
-    flush = getattr(dst, "flush", None)
-    if flush is not None:
-        flush()
-
-
 def _finish_file(out: object, dst: object) -> None:
     if isinstance(out, armor.ArmorWriter):
         out.close()
-    _flush(dst)
+    flush(dst)
 
 
 class AbortOnError:
@@ -464,7 +458,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
                 offset, write_at, counter = batches.finish()
                 read_full = Source(reader).readinto   # from the rest: source read ahead of the batches
             open_stream(read_full, writer, key, threads, read_at=offset, write_at=write_at, counter=counter)
-        _flush(writer)
+        flush(writer)
 
 
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:

@@ -59,6 +59,13 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
         piece = size if n == piece else piece - n
 
 
+def flush(dst: object) -> None:
+    """Flush `dst` if it buffers (a raw writer need not have flush())."""
+    method = getattr(dst, "flush", None)
+    if method is not None:
+        method()
+
+
 def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
                threads: int | None = None, split: bool = True) -> tuple[int, int, str | None]:
     """Open consecutive sealed chunks into `plain`, as age's reader does.
