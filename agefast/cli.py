@@ -353,7 +353,7 @@ def _new_passphrase() -> str:
 
 
 @contextlib.contextmanager
-def _open_input(path: str | None) -> Iterator[IO[bytes]]:
+def open_input(path: str | None) -> Iterator[IO[bytes]]:
     if path is not None and path != "-":
         try:
             f = open(path, "rb")
@@ -404,7 +404,7 @@ def _encrypt(args: Arguments) -> None:
     # are open, changes no outcome; any other key is loaded first, as age does.
     recipients = [] if early else _load_recipients(args)
     tty_in = _stdin_is_input(args)
-    with _open_input(args.input) as src:
+    with open_input(args.input) as src:
         source = _terminal_input(src, False) if tty_in else src
         with _output.open_output(args.output, False, tty_in) as dst:
             if early:
@@ -466,7 +466,7 @@ def identities_required(args: Arguments) -> Iterator[None]:
 
 def _decrypt(args: Arguments) -> None:
     tty_in = _stdin_is_input(args)
-    with _open_input(args.input) as src:
+    with open_input(args.input) as src:
         # Ciphertext typed at the terminal is read before anything else
         # (a passphrase prompt, the output) uses the terminal.
         source = _terminal_input(src, True) if tty_in else src
