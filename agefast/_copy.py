@@ -10,7 +10,8 @@ import errno
 import os
 from typing import Any
 
-from ._source import Source, file_position
+from ._file_batches import regular_fd
+from ._source import Source
 from .stream import flush, write_all
 
 _BLOCK = 1 << 20
@@ -42,14 +43,16 @@ def copy_rest(source: Source, dst: Any, src_at: tuple[int, int] | None = None) -
     """Copy what `source` has left onto `dst`.
 
     `src_at`, (descriptor, offset), names where the rest lies in a regular
-    file, whatever `source` has buffered: with a regular file as `dst` too it
-    is copied in the kernel, and `dst` is left at the end of what it wrote."""
-    at = file_position(dst)
-    if src_at is not None and at is not None:
+    file (see regular_fd), whatever `source` has buffered: with such a file
+    as `dst` too it is copied in the kernel, and `dst` is left at the end of
+    what it wrote."""
+    dst_fd = regular_fd(dst)
+    if src_at is not None and dst_fd is not None:
         flush(dst)
-        copied = _in_kernel(*src_at, dst.fileno(), at[0])
+        at = dst.tell()
+        copied = _in_kernel(*src_at, dst_fd, at)
         if copied is not None:
-            dst.seek(at[0] + copied)
+            dst.seek(at + copied)
             return
     buffer = bytearray(_BLOCK)
     while n := source.readinto(buffer):

@@ -20,7 +20,8 @@ from typing import Any
 from . import _arguments, armor
 from ._copy import copy_rest
 from ._replace import replacing
-from ._source import Source, file_position
+from ._file_batches import regular_fd
+from ._source import Source
 from ._typing import Identity, Reader, Recipient, StrPath, Writer
 from .header import make_header, open_file_key
 from .stream import flush, write_all
@@ -41,13 +42,16 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
     """Read the header of the age file `src`, binary or armored, and recover
     its file key with `identities` (errors as decrypt's)."""
     identities = _arguments.identities(identities)
-    start = file_position(_arguments.reader("src", src))
+    # Only a standard file object's offsets are the file's (a GzipFile's are
+    # not), so only from one is the payload copied by offset.
+    src_fd = regular_fd(_arguments.reader("src", src))
+    start: int = 0 if src_fd is None else getattr(src, "tell")()
     source = Source(src)
     armored = armor.starts_armored(source)
     if armored:
         source = Source(armor.ArmorReader(source))
     file_key = open_file_key(source, identities)
-    payload_at = None if armored or start is None else (getattr(src, "fileno")(), start[0] + source.consumed)
+    payload_at = None if armored or src_fd is None else (src_fd, start + source.consumed)
     return OpenedFile(source, armored, file_key, payload_at)
 
 

@@ -243,3 +243,47 @@ def test_library_rekey_and_rekey_io(tmp_path, keys):
         agefast.rekey(src, tmp_path / "never", [keys["new"]],
                       [agefast.passphrase.Recipient("pw", work_factor=2), keys["old"].to_public()])
     assert not (tmp_path / "never").exists()
+
+
+@pytest.fixture
+def kernel_copies(monkeypatch):
+    """The calls of os.copy_file_range made meanwhile, as (src offset, dst offset)."""
+    calls = []
+    real = os.copy_file_range
+
+    def counting(src, dst, count, offset_src=None, offset_dst=None):
+        calls.append((offset_src, offset_dst))
+        return real(src, dst, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", counting)
+    return calls
+
+
+def test_rekey_io_between_files_at_offsets(tmp_path, keys, kernel_copies):
+    """An age file inside a larger file, onto a file that holds something already:
+    the kernel copies from and to the right offsets."""
+    data = agefast.encrypt(PLAINTEXT, [keys["old"].to_public()])
+    (tmp_path / "in").write_bytes(b"prefix" * 1000 + data)
+    (tmp_path / "out").write_bytes(b"kept")
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "r+b") as dst:
+        src.seek(6000)
+        dst.seek(4)
+        agefast.rekey_io(src, dst, [keys["old"]], [keys["new"].to_public()])
+    out = (tmp_path / "out").read_bytes()
+    assert out.startswith(b"kept") and split_header(out[4:])[1] == split_header(data)[1]
+    assert agefast.decrypt(out[4:], [keys["new"]]) == PLAINTEXT
+    header = len(split_header(data)[0])
+    assert kernel_copies[0] == (6000 + header, 4 + len(split_header(out[4:])[0]))
+
+
+def test_rekey_io_from_a_file_object_with_its_own_offsets(tmp_path, keys, kernel_copies):
+    """A GzipFile has the descriptor of its compressed file: its payload is read, not copied by offset."""
+    import gzip
+
+    data = agefast.encrypt(PLAINTEXT, [keys["old"].to_public()])
+    with gzip.open(tmp_path / "in.gz", "wb") as f:
+        f.write(data)
+    with gzip.open(tmp_path / "in.gz", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        agefast.rekey_io(src, dst, [keys["old"]], [keys["new"].to_public()])
+    assert kernel_copies == []
+    assert split_header((tmp_path / "out").read_bytes())[1] == split_header(data)[1]
