@@ -1,9 +1,10 @@
 """Copying the rest of a file: inside the kernel where both ends are regular
 files (copy_file_range), else through a buffer (pipes, armor, file objects).
 
-copy_file_range shares extents (a reflink) on file systems that can, but
-only between block-aligned offsets; where it cannot, the kernel copies the
-bytes itself, page cache to page cache, without a trip through user space.
+copy_file_range shares extents (a reflink) on file systems that can (btrfs,
+XFS), but only between block-aligned offsets; where it cannot, the kernel
+copies the bytes itself, page cache to page cache, without a trip through
+user space.
 """
 
 import errno
@@ -48,12 +49,20 @@ def copy_rest(source: Source, dst: Any, src_at: tuple[int, int] | None = None) -
     what it wrote."""
     dst_fd = regular_fd(dst)
     if src_at is not None and dst_fd is not None:
+        src_fd, offset = src_at
         flush(dst)
         at = dst.tell()
-        copied = _in_kernel(*src_at, dst_fd, at)
+        # The bytes up to dst's next block boundary are written here, so that
+        # the rest lies at aligned offsets in dst: where it does in src too
+        # (a header as long as the old one, modulo the block), it is shared.
+        head = os.pread(src_fd, -at % os.fstat(dst_fd).st_blksize, offset)
+        write_all(dst, head)
+        flush(dst)
+        copied = _in_kernel(src_fd, offset + len(head), dst_fd, at + len(head))
         if copied is not None:
-            dst.seek(at + copied)
+            dst.seek(at + len(head) + copied)
             return
+        dst.seek(at)    # the loop below writes the head again
     buffer = bytearray(_BLOCK)
     while n := source.readinto(buffer):
         write_all(dst, memoryview(buffer)[:n])

@@ -261,7 +261,8 @@ def kernel_copies(monkeypatch):
 
 def test_rekey_io_between_files_at_offsets(tmp_path, keys, kernel_copies):
     """An age file inside a larger file, onto a file that holds something already:
-    the kernel copies from and to the right offsets."""
+    the kernel copies from and to the right offsets, the output's block-aligned
+    (so that file systems with reflinks can share the blocks)."""
     data = agefast.encrypt(PLAINTEXT, [keys["old"].to_public()])
     (tmp_path / "in").write_bytes(b"prefix" * 1000 + data)
     (tmp_path / "out").write_bytes(b"kept")
@@ -272,8 +273,11 @@ def test_rekey_io_between_files_at_offsets(tmp_path, keys, kernel_copies):
     out = (tmp_path / "out").read_bytes()
     assert out.startswith(b"kept") and split_header(out[4:])[1] == split_header(data)[1]
     assert agefast.decrypt(out[4:], [keys["new"]]) == PLAINTEXT
-    header = len(split_header(data)[0])
-    assert kernel_copies[0] == (6000 + header, 4 + len(split_header(out[4:])[0]))
+    payload_in = 6000 + len(split_header(data)[0])
+    payload_out = 4 + len(split_header(out[4:])[0])
+    src_at, dst_at = kernel_copies[0]
+    assert dst_at % os.stat(tmp_path / "out").st_blksize == 0
+    assert src_at - payload_in == dst_at - payload_out > 0
 
 
 def test_rekey_io_from_a_file_object_with_its_own_offsets(tmp_path, keys, kernel_copies):
@@ -287,3 +291,19 @@ def test_rekey_io_from_a_file_object_with_its_own_offsets(tmp_path, keys, kernel
         agefast.rekey_io(src, dst, [keys["old"]], [keys["new"].to_public()])
     assert kernel_copies == []
     assert split_header((tmp_path / "out").read_bytes())[1] == split_header(data)[1]
+
+
+def test_files_the_kernel_cannot_copy_between(tmp_path, keys, monkeypatch):
+    """copy_file_range refusing the pair (EXDEV: another file system, on some
+    kernels) leaves the copy to the buffer, over the head already written."""
+    import errno
+
+    def refuse(*args):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    src = encrypted_file(tmp_path, [keys["old"].to_public()])
+    agefast.rekey(src, tmp_path / "out", [keys["old"]], [keys["new"].to_public()])
+    out = (tmp_path / "out").read_bytes()
+    assert split_header(out)[1] == split_header(src.read_bytes())[1]
+    assert agefast.decrypt(out, [keys["new"]]) == PLAINTEXT
