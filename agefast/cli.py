@@ -418,7 +418,7 @@ def _encrypt(args: Arguments) -> None:
                 agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
 
 
-class PassphrasePrompt:
+class _PassphrasePrompt:
     """An identity that asks for a passphrase only if the file has an scrypt stanza.
 
     This is how age decrypts passphrase-encrypted files without a -p flag on
@@ -436,7 +436,7 @@ class PassphrasePrompt:
         return file_key
 
 
-class RefusePassphrase:
+class _RefusePassphrase:
     """Tried after the -i and -j identities: a passphrase-encrypted file needs no -i."""
 
     def unwrap(self, stanzas: list[Stanza]) -> None:
@@ -449,7 +449,7 @@ class RefusePassphrase:
 def opening_identities(args: Arguments,
                        loaded: "list[keys.LoadedIdentity | _batchpass.Identity]") -> list[Identity]:
     """What opens a file: the identities `loaded` from the -i and -j flags, or a passphrase prompt without them."""
-    return [*loaded, RefusePassphrase()] if args.identity_flags else [PassphrasePrompt()]
+    return [*loaded, _RefusePassphrase()] if args.identity_flags else [_PassphrasePrompt()]
 
 
 @contextlib.contextmanager
