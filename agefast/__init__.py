@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .encrypting_reader import EncryptingReader, encrypting_reader
     from .errors import DecryptError, EncryptError, IdentityError, RecipientError
     from .keys import load_identities, parse_identities, parse_recipients
+    from .rekeying import rekey, rekey_io
 
 __all__ = [
     "Decryptor",
@@ -54,6 +55,8 @@ __all__ = [
     "passphrase",
     "plugin",
     "pq",
+    "rekey",
+    "rekey_io",
     "ssh",
     "tag",
     "tagpq",
@@ -72,6 +75,7 @@ _HOMES = {
     **dict.fromkeys(("EncryptingReader", "encrypting_reader"), "encrypting_reader"),
     **dict.fromkeys(("DecryptError", "EncryptError", "IdentityError", "RecipientError"), "errors"),
     **dict.fromkeys(("load_identities", "parse_identities", "parse_recipients"), "keys"),
+    **dict.fromkeys(("rekey", "rekey_io"), "rekeying"),
 }
 
 

@@ -29,7 +29,7 @@ from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
 from .payload.rules import CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key, \
     plaintext_size, sealed_size
 from .payload.stream import PayloadReader, PayloadWriter, open_batch
-from .io.writes import write_all
+from .io.writes import flush, write_all
 
 _READ_SIZE = 1 << 20
 
@@ -63,16 +63,10 @@ def _open_file(src: Reader, identities: Iterable[Identity],
     return source, open_header(source, identities), bool(armored)
 
 
-def _flush(dst: object) -> None:
-    flush = getattr(dst, "flush", None)
-    if flush is not None:
-        flush()
-
-
 def _finish_file(out: object, dst: object) -> None:
     if isinstance(out, armor.ArmorWriter):
         out.close()
-    _flush(dst)
+    flush(dst)
 
 
 class AbortOnError:
@@ -465,7 +459,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
                 offset, write_at, counter = head.finish()
                 read_full = Source(reader).readinto   # from the rest: source read ahead of the batches
             open_stream(read_full, writer, key, engine, read_at=offset, write_at=write_at, counter=counter)
-        _flush(writer)
+        flush(writer)
 
 
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:

@@ -59,10 +59,11 @@ def _no_match(types: list[str]) -> NoIdentityMatchError:
         f"No matching keys found: no identity matched any of the recipients (the file's stanzas: {named})", types)
 
 
-def open_header(source: "Source", identities: "Iterable[Identity]") -> bytes:
-    """Parse the header from `source` and return the payload key.
+def open_file_key(source: "Source", identities: "Iterable[Identity]") -> bytes:
+    """Parse the header from `source` and return the file key, once the
+    header MAC matches it.
 
-    Leaves `source` at the first chunk. Raises HeaderError,
+    Leaves `source` at the payload (its nonce). Raises HeaderError,
     NoIdentityMatchError or HeaderMACError, in age's order of checks.
     """
     header = parse_header(source)
@@ -77,6 +78,16 @@ def open_header(source: "Source", identities: "Iterable[Identity]") -> bytes:
         raise HeaderError("unwrapped file key has the wrong length")
     if not hmac_sha256_matches(_mac_key(file_key), header.mac_input, header.mac):
         raise HeaderMACError("header MAC does not match: the header was modified, or the key is wrong")
+    return file_key
+
+
+def open_header(source: "Source", identities: "Iterable[Identity]") -> bytes:
+    """Parse the header from `source` and return the payload key.
+
+    Leaves `source` at the first chunk; errors as open_file_key's, or
+    HeaderError if the file ends before the payload nonce.
+    """
+    file_key = open_file_key(source, identities)
     nonce = bytearray(NONCE_SIZE)
     if source.readinto(nonce) != NONCE_SIZE:
         raise HeaderError("the file ends before the payload nonce")

@@ -48,6 +48,7 @@ man_pages = [
     ("man/agefast", "agefast", "simple, modern, and secure file encryption", [author], 1),
     ("man/agefast-keygen", "agefast-keygen", "generate age key pairs", [author], 1),
     ("man/agefast-inspect", "agefast-inspect", "inspect age encrypted files", [author], 1),
+    ("man/agefast-rekey", "agefast-rekey", "re-key age encrypted files for new recipients", [author], 1),
 ]
 man_show_urls = False
 

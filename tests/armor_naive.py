@@ -14,7 +14,8 @@ BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
 END = b"-----END AGE ENCRYPTED FILE-----"
 COLUMNS = 64
 BYTES_PER_LINE = COLUMNS // 4 * 3
-_WHITESPACE = b" \t\r\n"
+_WHITESPACE = b" \t\n\v\f\r"
+MAX_WHITESPACE = 1024
 
 
 def _strip_eol(line: bytes) -> bytes:
@@ -48,24 +49,33 @@ class ArmorReader:
         return _strip_eol(line)
 
     def _start(self) -> None:
+        blank = 0  # whitespace before the BEGIN line, at most MAX_WHITESPACE bytes
         while True:
-            line = self._src.readline(len(BEGIN) + 4096)
+            line = self._src.readline(MAX_WHITESPACE + len(BEGIN) + 2 - blank)
             if not line:
                 self._fail("no BEGIN line")
-            if line.strip(_WHITESPACE):
+            text = line.lstrip(_WHITESPACE)
+            blank += len(line) - len(text)
+            if blank > MAX_WHITESPACE:
+                self._fail(f"more than {MAX_WHITESPACE} bytes of whitespace before the BEGIN line")
+            if text:
                 break
-        if _strip_eol(line.lstrip(_WHITESPACE)) != BEGIN or not line.endswith(b"\n"):
-            self._fail(f"bad BEGIN line {line[:40]!r}")
+        if text not in (BEGIN + b"\n", BEGIN + b"\r\n"):
+            self._fail(f"bad BEGIN line {text[:len(BEGIN) + 2]!r}")
         self._started = True
 
     def _finish(self) -> None:
-        # Only whitespace may follow the END line.
+        # Only whitespace may follow the END line, less than MAX_WHITESPACE bytes.
+        seen = 0
         while True:
-            rest = self._src.readline(4096)
+            rest = self._src.readline(MAX_WHITESPACE - seen)
             if not rest:
                 break
             if rest.strip(_WHITESPACE):
                 self._fail("data after the END line")
+            seen += len(rest)
+            if seen == MAX_WHITESPACE:
+                self._fail(f"{MAX_WHITESPACE} bytes or more of whitespace after the END line")
         self._done = True
 
     def _next_line(self) -> bytes:

@@ -6,6 +6,7 @@ import os
 import random
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import termios
@@ -115,7 +116,11 @@ class TtyResult:
 
 def _take_controlling_tty():
     # Runs in the child after setsid(): make the pty on fd 2 the controlling
-    # terminal, so the program can open /dev/tty as age does.
+    # terminal, so the program can open /dev/tty as age does. SIGINT and
+    # SIGHUP start at their defaults, as in a shell's foreground, not as this
+    # test run inherited them (ignored under nohup or by some job runners).
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
     fcntl.ioctl(2, termios.TIOCSCTTY, 0)
 
 

@@ -20,6 +20,29 @@ class Trickle(io.RawIOBase):
         return n
 
 
+class Repeating(io.RawIOBase):
+    """A reader serving `prefix`, then `byte` repeated up to `size` bytes in
+    all (without end if None); `served` counts what it handed out."""
+
+    def __init__(self, byte: bytes, size: int | None = None, prefix: bytes = b""):
+        self._prefix = prefix
+        self._byte = byte
+        self._left = size
+        self.served = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = len(b) if self._left is None else min(len(b), self._left - self.served)
+        head = self._prefix[:n]
+        b[:len(head)] = head
+        b[len(head):n] = self._byte * (n - len(head))
+        self._prefix = self._prefix[len(head):]
+        self.served += n
+        return n
+
+
 class ShortWriter(io.RawIOBase):
     """A raw writer that accepts at most `step` bytes per call; `lengths`
     records how much each call took."""

@@ -17,7 +17,7 @@ import armor_naive
 from agefast.format import armor
 from agefast.io.source import Source
 from agefast.errors import ArmorError
-from streams import Trickle
+from streams import Repeating, Trickle
 
 
 def armored(data: bytes) -> bytes:
@@ -60,7 +60,7 @@ def block_lines(request, monkeypatch):
 
 
 # Bytes whose place in the text decides the outcome.
-SPECIAL = [b"\n", b"\r", b"\r\n", b" ", b"\t", b"=", b"==", b"A", b"/", b"*", b"-", b"\x00", b""]
+SPECIAL = [b"\n", b"\r", b"\r\n", b" ", b"\t", b"\v", b"=", b"==", b"A", b"/", b"*", b"-", b"\x00", b""]
 
 
 @st.composite
@@ -121,6 +121,20 @@ def test_block_edges(text, step, size):
     same_reads(text, step, [size])
 
 
+@pytest.mark.parametrize("text", [
+    # Whitespace around the PEM block, up to the limit and past it.
+    *[ws + armor.BEGIN + b"\n" + body(2) + armor.END + b"\n" for ws in [
+        b"\n" * 1024, b"\n" * 1025, b" " * 1024, b" " * 1025, b"\r\n" * 512, b"\r\n" * 513, b" \t\v\f\r\n" * 170,
+        b"\n" * 1020 + b"   ", b"\n" * 1020 + b"     ", b"\n" * 1020 + b"\n\n\n\n" + b" \n"]],
+    *[armor.BEGIN + b"\n" + body(2) + armor.END + ws for ws in [
+        b"\n" * 1024, b"\n" * 1025, b"\n" * 1023 + b"x", b"\n" * 1024 + b"x", b"\r\n" * 511 + b"\n", b"\r\n" * 512]],
+    b"\n" * 1024, b"\n" * 1025,
+])
+@pytest.mark.parametrize("step", [1, 1 << 20])
+def test_whitespace_edges(text, step):
+    same_reads(text, step, [100])
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=3000), st.lists(st.integers(1, 700), min_size=1, max_size=8))
 def test_writes_match_the_line_by_line_codec(data, steps):
@@ -154,3 +168,37 @@ def test_large_round_trip():
     got = bytearray(len(data) + 10)
     assert reader.readinto(got) == len(data)
     assert got[:len(data)] == data
+
+
+@pytest.mark.parametrize("byte", [b"\n", b" ", b"\r", b"\t"])
+def test_leading_whitespace_is_read_only_to_the_limit(byte):
+    """A stream of whitespace is refused after a few kilobytes, not read to its end."""
+    endless = Repeating(byte)
+    source = Source(endless)
+    assert not armor.starts_armored(source)
+    with pytest.raises(ArmorError, match="more than 1024 bytes of whitespace before the BEGIN line"):
+        armor.ArmorReader(source).readinto(bytearray(100))
+    assert endless.served <= 8192
+
+
+def test_trailing_whitespace_is_read_only_to_the_limit():
+    endless = Repeating(b"\n", prefix=armored(b"data"))
+    reader = armor.ArmorReader(Source(endless))
+    with pytest.raises(ArmorError, match="1024 bytes or more of whitespace after the END line"):
+        reader.readinto(bytearray(100))
+    assert endless.served <= 8192
+
+
+@pytest.mark.parametrize("before, after", [
+    (b"\n" * 1024, b"\n" * 1023),
+    (b" \t\v\f\r\n" * 170 + b"    ", b"\r\n" * 511 + b"\n"),
+    (b"\r\n" * 512, b""),
+])
+def test_whitespace_within_the_limits_is_accepted(before, after):
+    data = bytes(range(256)) * 3
+    text = before + armored(data) + after
+    assert armor.starts_armored(Source(io.BytesIO(text)))
+    reader = armor.ArmorReader(Source(io.BytesIO(text)))
+    out = bytearray(len(data) + 1)
+    assert reader.readinto(out) == len(data)
+    assert out[:len(data)] == data

@@ -291,6 +291,29 @@ def test_bad_input(name, tmp_path, age_key, encrypt_to_age_key, run_agefast, mak
     assert os.listdir(out_dir) == []
 
 
+@pytest.mark.parametrize("byte", [b"\n", b" "])
+def test_endless_leading_whitespace(byte, tmp_path, age_key):
+    """A pipe of whitespace fails at once, having read a few kilobytes of it:
+    only armor may start with whitespace, and at most 1024 bytes of it."""
+    key_path, _ = age_key
+    proc = subprocess.Popen([*AGEFAST, "-d", "-i", key_path, "-o", tmp_path / "out"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    block = byte * (1 << 20)
+    written = 0
+    try:
+        while written < 256 << 20:
+            proc.stdin.write(block)
+            written += len(block)
+    except BrokenPipeError:
+        pass
+    stderr = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 1
+    _assert_one_error_line(stderr, "starts with whitespace")
+    # What the pipe held when the command had given up, not the 256 MiB.
+    assert written < 64 << 20
+    assert not (tmp_path / "out").exists()
+
+
 def test_wrong_key(tmp_path, other_key, encrypt_to_age_key, run_agefast):
     out_dir = tmp_path / "out"
     out_dir.mkdir()

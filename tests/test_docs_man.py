@@ -16,7 +16,7 @@ import sys
 import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
-COMMANDS = ("agefast", "agefast-keygen", "agefast-inspect")
+COMMANDS = ("agefast", "agefast-keygen", "agefast-inspect", "agefast-rekey")
 
 # A flag is a dash, or two, and a name, not inside a word ("ML-KEM-768",
 # "agefast-keygen" and "post-quantum" are not flags).
@@ -43,7 +43,8 @@ def documented_flags(roff: str) -> set[str]:
     return set(FLAG.findall(text))
 
 
-PARSERS = {"agefast": "agefast.cli.age", "agefast-keygen": "agefast.cli.keygen", "agefast-inspect": "agefast.cli.inspect"}
+PARSERS = {"agefast": "agefast.cli.age", "agefast-keygen": "agefast.cli.keygen", "agefast-inspect": "agefast.cli.inspect",
+           "agefast-rekey": "agefast.cli.rekey"}
 
 
 def accepted_flags(command: str) -> set[str]:

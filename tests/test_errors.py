@@ -2,11 +2,12 @@
 
 import io
 import random
+import time
 
 import pytest
 
 import agefast
-from streams import Trickle
+from streams import Repeating, Trickle
 from agefast import errors, passphrase
 from agefast.format.grammar import Stanza, b64decode, b64encode, encode_header_without_mac, encode_mac_line
 
@@ -242,3 +243,33 @@ def test_armored_io_and_file(tmp_path):
     with pytest.raises(errors.ArmorError):
         agefast.decrypt_file(src, tmp_path / "out", [IDENTITY], armored=True)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("byte", [b"\n", b" "])
+@pytest.mark.parametrize("armored, error", [(None, errors.HeaderError), (False, errors.HeaderError),
+                                            (True, errors.ArmorError)])
+def test_leading_whitespace_is_bounded(byte, armored, error):
+    """64 MiB of whitespace fails after reading a few kilobytes of it, as age
+    does: only armor may start with whitespace, at most 1024 bytes of it."""
+    src = Repeating(byte, 64 << 20)
+    with pytest.raises(error, match="whitespace|bad version line"):
+        agefast.decryptor(src, [IDENTITY], armored=armored)
+    assert src.served <= 8192
+
+
+def test_armored_decryptor_over_64_mib_of_newlines_fails_fast(tmp_path):
+    path = tmp_path / "newlines"
+    path.write_bytes(b"\n" * (64 << 20))
+    start = time.monotonic()
+    with open(path, "rb") as f, pytest.raises(errors.ArmorError, match="more than 1024 bytes of whitespace"):
+        agefast.decryptor(f, [IDENTITY], armored=True)
+    assert time.monotonic() - start < 2
+
+
+def test_whitespace_before_armor_up_to_the_limit():
+    armored = agefast.encrypt(DATA[:1000], [RECIPIENT], armored=True)
+    assert agefast.decrypt(b"\r\n" * 512 + armored + b"\n" * 1023, [IDENTITY]) == DATA[:1000]
+    with pytest.raises(errors.HeaderError, match="starts with whitespace"):
+        agefast.decrypt(b"\n" * 1025 + armored, [IDENTITY])
+    with pytest.raises(errors.ArmorError, match="whitespace after the END line"):
+        agefast.decrypt(armored + b"\n" * 1024, [IDENTITY])

@@ -42,6 +42,8 @@ assert_type(agefast.encrypt_io(io.BytesIO(), io.BytesIO(), [recipient]), None)
 assert_type(agefast.decrypt_io(io.BytesIO(), io.BytesIO(), [identity]), None)
 assert_type(agefast.encrypt_file("in", "out", [recipient], direct=True), None)
 assert_type(agefast.decrypt_file(b"in", Path("out"), [identity]), None)
+assert_type(agefast.rekey(Path("in"), "in", [identity], [recipient]), None)
+assert_type(agefast.rekey_io(io.BytesIO(), io.BytesIO(), [identity], [recipient]), None)
 
 encryptor = agefast.encryptor(io.BytesIO(), [recipient], armored=True)
 assert_type(encryptor, agefast.Encryptor)

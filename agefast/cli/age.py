@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
@@ -281,7 +281,7 @@ def _plugin_identity(name: str) -> "batchpass.Identity | agefast.plugin.Identity
     return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
 
 
-def _load_identities(args: Arguments) -> "list[keys.LoadedIdentity | batchpass.Identity]":
+def load_identities(args: Arguments) -> "list[keys.LoadedIdentity | batchpass.Identity]":
     """The identities of the -i files and -j plugins, in the order given."""
     identities: "list[keys.LoadedIdentity | batchpass.Identity]" = []
     for kind, value in args.identity_flags:
@@ -289,7 +289,7 @@ def _load_identities(args: Arguments) -> "list[keys.LoadedIdentity | batchpass.I
     return identities
 
 
-def _public_keys(identity: "keys.LoadedIdentity | batchpass.Identity") -> Sequence[Recipient]:
+def public_keys(identity: "keys.LoadedIdentity | batchpass.Identity") -> Sequence[Recipient]:
     """The recipients -e -i (or -e -j) encrypts to for one identity."""
     if isinstance(identity, batchpass.Identity):
         return [batchpass.recipient()]
@@ -315,7 +315,8 @@ def _parse_recipient(text: str) -> "keys.ParsedRecipient":
         raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
 
 
-def _load_recipients(args: Arguments) -> list[Recipient]:
+def listed_recipients(args: Arguments) -> list[Recipient]:
+    """The recipients of -p (asking for the passphrase), or of -r and -R."""
     if args.passphrase:
         return [agefast.passphrase.Recipient(_new_passphrase())]
     recipients: list[Recipient] = [_parse_recipient(text) for text in args.recipients]
@@ -331,8 +332,13 @@ def _load_recipients(args: Arguments) -> list[Recipient]:
         except agefast.RecipientError as e:
             _refuse_missing_plugins(_plugin_names(text))
             raise agefast.RecipientError(f"recipients file {path}: {e}") from None
-    for identity in _load_identities(args):
-        recipients += _public_keys(identity)
+    return recipients
+
+
+def _load_recipients(args: Arguments) -> list[Recipient]:
+    recipients = listed_recipients(args)
+    for identity in load_identities(args):
+        recipients += public_keys(identity)
     return recipients
 
 
@@ -350,7 +356,7 @@ def _new_passphrase() -> str:
 
 
 @contextlib.contextmanager
-def _open_input(path: str | None) -> Iterator[IO[bytes]]:
+def open_input(path: str | None) -> Iterator[IO[bytes]]:
     if path is not None and path != "-":
         try:
             f = open(path, "rb")
@@ -401,7 +407,7 @@ def _encrypt(args: Arguments) -> None:
     # are open, changes no outcome; any other key is loaded first, as age does.
     recipients = [] if early else _load_recipients(args)
     tty_in = _stdin_is_input(args)
-    with _open_input(args.input) as src:
+    with open_input(args.input) as src:
         source = _terminal_input(src, False) if tty_in else src
         with output.open_output(args.output, False, tty_in) as dst:
             if early:
@@ -443,26 +449,36 @@ class _RefusePassphrase:
         return None
 
 
+def opening_identities(args: Arguments,
+                       loaded: "list[keys.LoadedIdentity | batchpass.Identity]") -> list[Identity]:
+    """What opens a file: the identities `loaded` from the -i and -j flags, or a passphrase prompt without them."""
+    return [*loaded, _RefusePassphrase()] if args.identity_flags else [_PassphrasePrompt()]
+
+
+@contextlib.contextmanager
+def identities_required(args: Arguments) -> Iterator[None]:
+    """age's error for a file no identity opened when none were given."""
+    try:
+        yield
+    except errors.NoIdentityMatchError:
+        if not args.identity_flags:
+            raise UsageError("the file is not passphrase-encrypted, identities are required",
+                             "specify identities with -i/--identity or -j to decrypt this file") from None
+        raise
+
+
 def _decrypt(args: Arguments) -> None:
     tty_in = _stdin_is_input(args)
-    with _open_input(args.input) as src:
+    with open_input(args.input) as src:
         # Ciphertext typed at the terminal is read before anything else
         # (a passphrase prompt, the output) uses the terminal.
         source = _terminal_input(src, True) if tty_in else src
-        if args.identity_flags:
-            identities: list[Identity] = [*_load_identities(args), _RefusePassphrase()]
-        else:
-            identities = [_PassphrasePrompt()]
+        identities = opening_identities(args, load_identities(args))
         if hasattr(source, "peek") and not source.peek(1):
             raise errors.HeaderError("failed to read header: file is empty")
         with output.open_output(args.output, True, tty_in) as dst, _progress(source) as reader:
-            try:
+            with identities_required(args):
                 agefast.decrypt_io(reader, dst, identities, threads=args.threads)
-            except errors.NoIdentityMatchError:
-                if not args.identity_flags:
-                    raise UsageError("the file is not passphrase-encrypted, identities are required",
-                                     "specify identities with -i/--identity or -j to decrypt this file") from None
-                raise
 
 
 # What to put before the library's message, most specific class first. The
@@ -537,9 +553,14 @@ def _cleanup_on_termination() -> Iterator[None]:
 
 def main(argv: Iterable[str] | None = None) -> int:
     malloc.keep_freed_memory()
+    return run_cleaning_up(_run, sys.argv[1:] if argv is None else list(argv))
+
+
+def run_cleaning_up(run: Callable[[list[str]], int], argv: list[str]) -> int:
+    """run(argv), with SIGTERM and SIGHUP unwinding it so that a temporary OUTPUT is removed."""
     try:
         with _cleanup_on_termination():
-            return _run(sys.argv[1:] if argv is None else list(argv))
+            return run(argv)
     except _Terminated as e:
         # Cleaned up; now die of the signal, so the caller sees what happened.
         signal.signal(e.signum, signal.SIG_DFL)
@@ -556,26 +577,35 @@ def _run(argv: list[str]) -> int:
         return status
     values, positional = parsed
     args = Arguments(values, positional)
+    return report_failure("agefast", lambda: _act(argv, positional, args))
+
+
+def _act(argv: list[str], positional: list[str], args: Arguments) -> None:
+    if args.warm_up:
+        _warm_up()
+        return
+    if len(positional) > 1:
+        raise _too_many_inputs(argv, positional)
+    _check_flags(args)
+    _warn_duplicates(args.recipients, "recipient")
+    _warn_duplicates(args.recipients_files, "recipients file")
+    _warn_duplicates(args.identities, "identity file")
+    # An SSH identity's PATH.pub is read too (for keys that don't hold their public key).
+    public_keys = [f"{path}.pub" for path in args.identities if path != "-"]
+    output.refuse_output_onto_an_input(args.output, [*args.identities, *public_keys, *args.recipients_files,
+                                                      args.input])
+    output.check_terminal_output(args.output, args.decrypt, args.armor)
+    if args.decrypt:
+        _decrypt(args)
+    else:
+        _encrypt(args)
+
+
+def report_failure(command: str, work: Callable[[], None]) -> int:
+    """work(); 0 if it succeeds, else 1 once the failure is told on stderr as `COMMAND: error: ...`."""
     hints: tuple[str, ...] = ()
     try:
-        if args.warm_up:
-            _warm_up()
-            return 0
-        if len(positional) > 1:
-            raise _too_many_inputs(argv, positional)
-        _check_flags(args)
-        _warn_duplicates(args.recipients, "recipient")
-        _warn_duplicates(args.recipients_files, "recipients file")
-        _warn_duplicates(args.identities, "identity file")
-        # An SSH identity's PATH.pub is read too (for keys that don't hold their public key).
-        public_keys = [f"{path}.pub" for path in args.identities if path != "-"]
-        output.refuse_output_onto_an_input(args.output, [*args.identities, *public_keys, *args.recipients_files,
-                                                          args.input])
-        output.check_terminal_output(args.output, args.decrypt, args.armor)
-        if args.decrypt:
-            _decrypt(args)
-        else:
-            _encrypt(args)
+        work()
         return 0
     except (UsageError, OutputRefused) as e:
         message, hints = str(e), e.hints
@@ -591,7 +621,7 @@ def _run(argv: list[str]) -> int:
         message = describe(e)
     except KeyboardInterrupt:
         message = "interrupted"
-    print(f"agefast: error: {message}", file=sys.stderr)
+    print(f"{command}: error: {message}", file=sys.stderr)
     for hint in hints:
-        print(f"agefast: hint: {hint}", file=sys.stderr)
+        print(f"{command}: hint: {hint}", file=sys.stderr)
     return 1

@@ -6,9 +6,12 @@ carries the file being encrypted or decrypted. getpass is not used: when
 would consume the input data as the passphrase.
 """
 
+import contextlib
 import os
+import signal
 import sys
 import termios
+from collections.abc import Iterator
 from io import FileIO
 from typing import Any
 
@@ -34,28 +37,67 @@ def _open_tty() -> FileIO:
     return open(fd, "r+b", buffering=0)
 
 
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Let Ctrl-C at a prompt raise KeyboardInterrupt, even if the command
+    was started with SIGINT ignored (as a script's background jobs and some
+    job runners start commands).
+
+    Ignored, a Ctrl-C would only make the terminal discard the line typed so
+    far, and the command would take the empty line that followed for the
+    answer (which, for a new passphrase, means "autogenerate one"). Python's
+    own handler is installed for as long as the prompt reads, which keeps the
+    terminal as the user knows it: its line editing and its other signal keys
+    (Ctrl-Z, Ctrl-\\) work as at any prompt. That is plainer than reading the
+    terminal in a mode where the interrupt key arrives as a byte, which would
+    take those away. A handler the program installed is left alone, and so is
+    SIGINT outside the main thread, where Python can set no handler.
+    """
+    previous = None
+    try:
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+            previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        pass  # not the main thread
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def read_passphrase(prompt: str) -> str:
     """Prompt on /dev/tty and read one line with echo turned off.
 
     The terminal is switched with TCSANOW, not TCSAFLUSH: what was typed
     ahead of the prompt (by a fast typist, or a script driving the
     terminal: expect, tmux, testscript's ttyin) is the answer, as with age.
+    End of input, or a terminal that hung up, is a TerminalError and Ctrl-C
+    a KeyboardInterrupt: never an empty answer.
     """
-    with _open_tty() as tty:
+    with _open_tty() as tty, _interruptible():
         fd = tty.fileno()
-        saved = termios.tcgetattr(fd)
-        quiet = termios.tcgetattr(fd)
+        try:
+            saved = termios.tcgetattr(fd)
+        except termios.error as e:
+            raise TerminalError(f"could not read passphrase: {e.args[-1]}") from None
+        quiet = list(saved)
         quiet[3] = (quiet[3] & ~termios.ECHO) | termios.ICANON | termios.ISIG
         quiet[0] |= termios.ICRNL
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
         try:
             tty.write(f"{prompt} ".encode())
             line = _read_line(tty)
+        except OSError as e:
+            raise TerminalError(f"could not read passphrase: {e.strerror}") from None
         finally:
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
-            # The user's Enter was not echoed: end the prompt line, and erase
-            # it (cursor up, erase line) so that prompts leave no trace.
-            tty.write(b"\r\n\x1b[F\x1b[K")
+            try:
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
+                # The user's Enter was not echoed: end the prompt line, and erase
+                # it (cursor up, erase line) so that prompts leave no trace.
+                tty.write(b"\r\n\x1b[F\x1b[K")
+            except (termios.error, OSError):
+                pass  # the terminal hung up: there is nothing left to restore
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError:

@@ -4,7 +4,9 @@ Armored files are malleable unless the parser is strict, so only the
 canonical encoding is accepted: 64-column lines of padded base64, no headers,
 no blank lines, no trailing spaces. The only leniencies are the ones age
 allows: CRLF line endings, whitespace before and after the PEM block, and a
-missing newline after the END line.
+missing newline after the END line. The whitespace is bounded as in age
+(MAX_WHITESPACE), so a file of nothing but whitespace fails after reading
+a kilobyte of it, not at its end.
 
 The body is decoded and encoded in blocks of many lines through pybase64's
 SIMD codec. A block is decoded whole only where every line in it is a full
@@ -30,25 +32,28 @@ BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
 END = b"-----END AGE ENCRYPTED FILE-----"
 COLUMNS = 64
 BYTES_PER_LINE = COLUMNS // 4 * 3
-_WHITESPACE = b" \t\r\n"
+_WHITESPACE = b" \t\n\v\f\r"  # ASCII whitespace, as bytes.isspace() and Go's bytes.TrimSpace
+# How much whitespace may surround the PEM block, as in age 1.3: at most this
+# many bytes before the BEGIN line (cmd/age looks for armor in a peek of
+# 1024 bytes plus the BEGIN line), and fewer than this after the END line
+# (armor.NewReader reads at most 1024 bytes past it). A reader that skipped
+# any amount would read a stream of newlines to its end before failing.
+MAX_WHITESPACE = 1024
 # Lines per block: 768 KiB of data, about 1 MiB of text, which stays in cache
 # between the passes over it.
 BLOCK_LINES = 16384
 
 
 def starts_armored(source: "Source") -> bool:
-    """Whether a Source holds armor: after any whitespace, a PEM dash line.
+    """Whether a Source holds armor: after at most MAX_WHITESPACE bytes of
+    whitespace, a PEM dash line.
 
     Any leading "-----" counts, so a wrong PEM label is reported as an armor
-    failure rather than as a garbled binary header.
+    failure rather than as a garbled binary header. More whitespace than
+    that is no armor, and the binary header parser rejects it at once.
     """
-    probe = 64
-    while True:
-        head = source.peek(probe)
-        rest = head.lstrip(_WHITESPACE)
-        if rest or len(head) < probe:
-            return rest.startswith(b"-----")
-        probe *= 2
+    head = source.peek(MAX_WHITESPACE + len(b"-----"))
+    return head.lstrip(_WHITESPACE).startswith(b"-----")
 
 
 def _strip_eol(line: bytes) -> bytes:
@@ -59,9 +64,9 @@ def _strip_eol(line: bytes) -> bytes:
     return line
 
 
-def _leading(data: bytes, byte: bytes) -> int:
-    """How many bytes at the start of `data` equal `byte`."""
-    return len(data) - len(data.lstrip(byte))
+def _leading(data: bytes, chars: bytes) -> int:
+    """How many bytes at the start of `data` are among `chars`."""
+    return len(data) - len(data.lstrip(chars))
 
 
 class ArmorReader:
@@ -90,24 +95,25 @@ class ArmorReader:
         return _strip_eol(line)
 
     def _start(self) -> None:
-        while True:
-            line = self._src.readline(len(BEGIN) + 4096)
-            if not line:
-                self._fail("no BEGIN line")
-            if line.strip(_WHITESPACE):
-                break
-        if _strip_eol(line.lstrip(_WHITESPACE)) != BEGIN or not line.endswith(b"\n"):
+        blank = _leading(self._src.peek(MAX_WHITESPACE + 1), _WHITESPACE)
+        if blank > MAX_WHITESPACE:
+            self._fail(f"more than {MAX_WHITESPACE} bytes of whitespace before the BEGIN line")
+        self._src.skip(blank)
+        line = self._src.readline(len(BEGIN) + 2)
+        if not line:
+            self._fail("no BEGIN line")
+        if _strip_eol(line) != BEGIN or not line.endswith(b"\n"):
             self._fail(f"bad BEGIN line {line[:40]!r}")
         self._started = True
 
     def _finish(self) -> None:
         # Only whitespace may follow the END line.
-        while True:
-            rest = self._src.readline(4096)
-            if not rest:
-                break
-            if rest.strip(_WHITESPACE):
-                self._fail("data after the END line")
+        rest = self._src.peek(MAX_WHITESPACE)
+        if rest.strip(_WHITESPACE):
+            self._fail("data after the END line")
+        if len(rest) == MAX_WHITESPACE:
+            self._fail(f"{MAX_WHITESPACE} bytes or more of whitespace after the END line")
+        self._src.skip(len(rest))
         self._done = True
 
     def _next_line(self) -> bytes:

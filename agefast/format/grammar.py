@@ -155,11 +155,20 @@ def _read_line(src: "Source", consumed: int) -> bytes:
 def parse_header(src: "Source") -> Header:
     """Read a header from a Source, leaving it positioned at the payload."""
     raw = bytearray()
-    line = _read_line(src, 0)
+    # No longer than the version line: anything else is not an age file, and
+    # a first line of a gigabyte of spaces need not be read to say so.
+    line = src.readline(len(VERSION_LINE))
+    if len(line) < len(VERSION_LINE) and not line.endswith(b"\n"):
+        raise HeaderError("header ends early: unexpected end of file")
     raw += line
     if line != VERSION_LINE:
         if line.startswith(b"age-encryption.org/"):
             raise HeaderError(f"unsupported age format version: {line[:64]!r}")
+        if line.isspace():
+            from .armor import MAX_WHITESPACE  # here: only this error needs the armor module
+
+            raise HeaderError("not an age file: it starts with whitespace, which only an armored file may, "
+                              f"and at most {MAX_WHITESPACE} bytes of it")
         raise HeaderError("not an age file: bad version line")
     stanzas: list[Stanza] = []
 

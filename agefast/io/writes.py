@@ -43,3 +43,10 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
             raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
         mv = mv[n:]
         piece = size if n == piece else piece - n
+
+
+def flush(dst: object) -> None:
+    """Flush `dst` if it buffers (a raw writer need not have flush())."""
+    method = getattr(dst, "flush", None)
+    if method is not None:
+        method()

@@ -1,0 +1,68 @@
+"""Copying the rest of a file: inside the kernel where both ends are regular
+files (copy_file_range), else through a buffer (pipes, armor, file objects).
+
+copy_file_range shares extents (a reflink) on file systems that can (btrfs,
+XFS), but only between block-aligned offsets; where it cannot, the kernel
+copies the bytes itself, page cache to page cache, without a trip through
+user space.
+"""
+
+import errno
+import os
+from typing import Any
+
+from ..payload.file_batches import regular_fd
+from .source import Source
+from .writes import flush, write_all
+
+_BLOCK = 1 << 20
+_KERNEL_STEP = 1 << 30
+# What copy_file_range answers for a pair it can't copy between (across file
+# systems on some kernels, an O_APPEND output, a file system or a kernel
+# without it): those are copied through a buffer instead. Only the first call
+# may fail this way; later, such an error is a real one.
+_UNSUPPORTED = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF})
+
+
+def _in_kernel(src_fd: int, src_at: int, dst_fd: int, dst_at: int) -> int | None:
+    """Copy src_fd from offset src_at to its end into dst_fd at dst_at;
+    the bytes copied, or None if the kernel can't copy between the two."""
+    copied = 0
+    while True:
+        try:
+            n = os.copy_file_range(src_fd, dst_fd, _KERNEL_STEP, src_at + copied, dst_at + copied)
+        except OSError as e:
+            if copied == 0 and e.errno in _UNSUPPORTED:
+                return None
+            raise
+        if n == 0:
+            return copied
+        copied += n
+
+
+def copy_rest(source: Source, dst: Any, src_at: tuple[int, int] | None = None) -> None:
+    """Copy what `source` has left onto `dst`.
+
+    `src_at`, (descriptor, offset), names where the rest lies in a regular
+    file (see regular_fd), whatever `source` has buffered: with such a file
+    as `dst` too it is copied in the kernel, and `dst` is left at the end of
+    what it wrote."""
+    dst_fd = regular_fd(dst)
+    if src_at is not None and dst_fd is not None:
+        src_fd, offset = src_at
+        flush(dst)
+        at = dst.tell()
+        # The bytes up to dst's next block boundary are written here, so that
+        # the rest lies at aligned offsets in dst: where it does in src too
+        # (a header as long as the old one, modulo the block), it is shared.
+        head = os.pread(src_fd, -at % os.fstat(dst_fd).st_blksize, offset)
+        write_all(dst, head)
+        flush(dst)
+        copied = _in_kernel(src_fd, offset + len(head), dst_fd, at + len(head))
+        if copied is not None:
+            dst.seek(at + len(head) + copied)
+            return
+        dst.seek(at)    # the loop below writes the head again
+    buffer = bytearray(_BLOCK)
+    while n := source.readinto(buffer):
+        write_all(dst, memoryview(buffer)[:n])

@@ -1,0 +1,113 @@
+"""Re-keying: an age file's payload under a new header, for new recipients.
+
+The file key is recovered from the old header, whose MAC must match it, and
+wrapped for the new recipients under a new header MAC; the payload (its nonce
+and chunks) is copied byte for byte, neither decrypted nor encrypted again.
+
+What it does not do: the file key stays the same, so anyone who could
+decrypt the file before and kept its file key, or a copy of the old file,
+still can. Taking a reader's access away needs the file encrypted anew.
+
+Nothing of the payload is checked, only the header: a damaged or truncated
+payload is copied as it is, and fails to decrypt in the new file where it
+failed in the old one. Checking it would mean reading every chunk into
+memory, the cost that copying in the kernel spares.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from . import _arguments
+from .format import armor
+from .io.copy import copy_rest
+from .io.replace import replacing
+from .payload.file_batches import regular_fd
+from .io.source import Source
+from ._typing import Identity, Reader, Recipient, StrPath, Writer
+from .header import make_header, open_file_key
+from .io.writes import flush, write_all
+
+
+class OpenedFile:
+    """An age file whose file key was recovered; `source` is at its payload."""
+
+    def __init__(self, source: Source, armored: bool, file_key: bytes, payload_at: tuple[int, int] | None) -> None:
+        self.source = source
+        self.armored = armored
+        self.file_key = file_key
+        # (descriptor, offset) of the payload in a regular binary file.
+        self.payload_at = payload_at
+
+
+def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
+    """Read the header of the age file `src`, binary or armored, and recover
+    its file key with `identities` (errors as decrypt's)."""
+    identities = _arguments.identities(identities)
+    # Only a standard file object's offsets are the file's (a GzipFile's are
+    # not), so only from one is the payload copied by offset.
+    src_fd = regular_fd(_arguments.reader("src", src))
+    start: int = 0 if src_fd is None else getattr(src, "tell")()
+    source = Source(src)
+    armored = armor.starts_armored(source)
+    if armored:
+        source = Source(armor.ArmorReader(source))
+    file_key = open_file_key(source, identities)
+    payload_at = None if armored or src_fd is None else (src_fd, start + source.consumed)
+    return OpenedFile(source, armored, file_key, payload_at)
+
+
+def new_header(opened: OpenedFile, recipients: Iterable[Recipient]) -> bytes:
+    """The header wrapping the file key of `opened` for exactly `recipients`.
+
+    Recipient sets age refuses (a passphrase beside anything, post-quantum
+    beside classic recipients) raise EncryptError, as in encryption."""
+    return make_header(_arguments.recipients(recipients), opened.file_key)[0]
+
+
+def write_file(opened: OpenedFile, header: bytes, dst: Writer) -> None:
+    """Write `header` and the payload of `opened` onto `dst`, armored if the input was."""
+    out: Any = armor.ArmorWriter(dst) if opened.armored else dst
+    write_all(out, header)
+    copy_rest(opened.source, out, opened.payload_at)
+    if opened.armored:
+        out.close()
+    flush(dst)
+
+
+def rekey_io(src: Reader, dst: Writer, identities: Iterable[Identity], recipients: Iterable[Recipient]) -> None:
+    """Write the age file `src` onto `dst` with its header made anew for
+    exactly `recipients`, once `identities` open it; the payload is copied,
+    not encrypted again (see `rekey` for what that leaves readable).
+
+    Armored input gives armored output. Nothing is written before the header
+    is opened and the new one made."""
+    _arguments.writer("dst", dst)
+    checked = _arguments.recipients(recipients)
+    _arguments.distinct_files(src, dst)
+    opened = open_file(src, identities)
+    write_file(opened, new_header(opened, checked), dst)
+
+
+def rekey(infile: StrPath, outfile: StrPath, identities: Iterable[Identity],
+          recipients: Iterable[Recipient]) -> None:
+    """Re-key the age file `infile` for exactly `recipients` into `outfile`,
+    which may be `infile`, and is replaced only on success.
+
+    `identities` must open the file: its file key is recovered, checked
+    against the header MAC, and wrapped for `recipients` in a new header;
+    the payload is copied byte for byte (in the kernel, between regular
+    files), binary or armored as it was. Nothing of the payload is checked.
+
+    The file key does not change: whoever could decrypt the file before and
+    kept its file key, or a copy of the old file, still can. To take access
+    away, decrypt and encrypt the file anew.
+    """
+    source = _arguments.path("infile", infile)
+    target = _arguments.path("outfile", outfile)
+    checked_identities = _arguments.identities(identities)
+    checked_recipients = _arguments.recipients(recipients)
+    with open(source, "rb") as src:
+        opened = open_file(src, checked_identities)
+        header = new_header(opened, checked_recipients)
+        with replacing(target) as dst:
+            write_file(opened, header, dst)
