@@ -92,13 +92,13 @@ def test_an_input_that_grew_is_sealed_whole(tmp_path, make_plaintext):
 
 
 def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch):
-    real = kernels.FileBatches.wait
+    real = kernels.FileJob.wait
 
     def shrank(self):
         real(self)
         raise EOFError("the input ended before its last batch")
 
-    monkeypatch.setattr(kernels.FileBatches, "wait", shrank)
+    monkeypatch.setattr(kernels.FileJob, "wait", shrank)
     with pytest.raises(EncryptError, match="shrank"):
         seal(tmp_path, bytes(33 * MiB), RECIPIENTS[:1])
 

@@ -131,13 +131,13 @@ def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path):
 
 @pytest.mark.parametrize("direction,error", [("seal", agefast.EncryptError), ("open", PayloadError)])
 def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch, direction, error):
-    real = kernels.FileBatches.wait
+    real = kernels.FileJob.wait
 
     def shrank(self):
         real(self)
         raise EOFError("the input ended before its last batch")
 
-    monkeypatch.setattr(kernels.FileBatches, "wait", shrank)
+    monkeypatch.setattr(kernels.FileJob, "wait", shrank)
     (tmp_path / "in").write_bytes(bytes(SIZE))
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
             file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, choose(SIZE, None)) as head:

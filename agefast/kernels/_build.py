@@ -1,6 +1,6 @@
 """Compile the kernels' C functions with Numba into native code that runs without Numba.
 
-Numba compiles _engine.batch_c and _engine.file_batches_c as C functions (cfuncs
+Numba compiles _aead.batch_c and _file_io.file_batches_c as C functions (cfuncs
 over raw pointers, every buffer passed in by the caller, so they need nothing
 of Numba's runtime); their final LLVM modules, linked into one, become an
 object file for the CPU Numba compiles for, emitted by Numba's own target
@@ -17,12 +17,12 @@ import subprocess
 import llvmlite.binding as ll
 from numba import cfunc, types
 
-from . import _abi, _engine
+from . import _abi, _aead, _file_io
 
 # The cfunc wrapper Numba generates reports a failed call through Numba's C
 # runtime and CPython (numba_gil_ensure, numba_do_raise, PyErr_*), which a
 # process without numba does not have. The kernels raise nothing (there is no
-# raise in _engine's call graphs; Numba's status checks after each call are
+# raise in the kernels' call graphs; Numba's status checks after each call are
 # generic), so that wrapper is dropped and this one takes its place: the
 # same C signature, -1 for a failed status. Numba's array decref, which stays,
 # calls NRT_MemInfo_call_dtor when a reference count reaches zero; every array
@@ -46,9 +46,9 @@ _LLVM_TYPES = {"voidptr": "ptr", "uint64": "i64", "int64": "i64"}
 # What the object may leave to the process: the C library's memory functions,
 # and file_batches' file I/O and mutex.
 _EXTERNAL = ("memcpy", "memset", "memmove", "pread", "pwrite", "pthread_mutex_lock", "pthread_mutex_unlock")
-# Each C function: (symbol, its Python in _engine, argument and result type names).
-_FUNCTIONS = ((_abi.SYMBOL, _engine.batch_c, _abi.BATCH_ARGS, _abi.BATCH_RESULT),
-              (_abi.FILE_SYMBOL, _engine.file_batches_c, _abi.FILE_ARGS, _abi.FILE_RESULT))
+# Each C function: (symbol, its Python in _aead or _file_io, argument and result type names).
+_FUNCTIONS = ((_abi.SYMBOL, _aead.batch_c, _abi.BATCH_ARGS, _abi.BATCH_RESULT),
+              (_abi.FILE_SYMBOL, _file_io.file_batches_c, _abi.FILE_ARGS, _abi.FILE_RESULT))
 
 
 def _signature(args, result):

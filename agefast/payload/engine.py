@@ -14,7 +14,6 @@ Chunk i of a batch starting at `counter` gets chunk counter + i's nonce
 import os
 import sys
 import threading
-import warnings
 from types import ModuleType
 
 from .._typing import Buffer
@@ -50,65 +49,32 @@ def _forced() -> str:
     return engine
 
 
-class _Loader:
-    """The kernels as this process has them: loaded, failed, or compiling in the background."""
-
-    def __init__(self) -> None:
-        self.unloadable = False     # loading the kernels failed in this process: not tried again
-        self.compiling: threading.Thread | None = None
-        self.lock = threading.Lock()
-
-    def after_fork_in_child(self) -> None:
-        # A lock another thread held at fork stays held in the child, and its compile thread is gone.
-        self.lock = threading.Lock()
-        self.compiling = None
-
-    @staticmethod
-    def warm() -> ModuleType | None:
-        """The kernels module where this process has loaded the kernels, else None (loads nothing)."""
-        loaded = sys.modules.get("agefast.kernels")
-        # A module still being imported by another thread has no is_warm yet.
-        return loaded if loaded is not None and getattr(loaded, "is_warm", bool)() else None
-
-    def load(self) -> ModuleType | None:
-        """The kernels, loaded (compiled first if need be); None for cryptography where
-        they cannot be (warned once, not tried again)."""
-        if self.unloadable:
-            return None
-        from .. import kernels
-
-        try:
-            kernels.warm_up()
-            return kernels
-        except Exception as e:      # e.g. a cache on a noexec mount: the job still gets done
-            self.unloadable = True
-            _warn(e)
-            return None
-
-    def load_if_cached(self) -> ModuleType | None:
-        """The kernels where the cache holds them for this machine (no compile); else None."""
-        if self.unloadable:
-            return None
-        from .. import kernels
-
-        return self.load() if kernels.cached() else None
-
-    def compile_in_background(self) -> None:
-        """Start compiling the kernels in a thread of their own, once per process."""
-        with self.lock:
-            if self.compiling is not None or self.unloadable:
-                return
-            self.compiling = threading.Thread(target=self.load, name="agefast-engine-load", daemon=True)
-            self.compiling.start()
+def _warm() -> ModuleType | None:
+    """The kernels module where this process has loaded the kernels, else None (loads nothing)."""
+    loaded = sys.modules.get("agefast.kernels")
+    # A module still being imported by another thread has no is_warm yet.
+    return loaded if loaded is not None and getattr(loaded, "is_warm", bool)() else None
 
 
-def _warn(e: Exception) -> None:
-    # cryptography serves on, correctly; say why
-    warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}", RuntimeWarning)
+def _loaded() -> ModuleType | None:
+    """The kernels, loaded (compiled first if need be); None where they cannot be
+    (agefast.kernels.load_or_warn: warned once, not tried again)."""
+    from .. import kernels
+
+    return kernels if kernels.load_or_warn() else None
 
 
-LOADER = _Loader()
-os.register_at_fork(after_in_child=LOADER.after_fork_in_child)
+def _loaded_if_cached() -> ModuleType | None:
+    """The kernels where the cache holds them for this machine (no compile); else None."""
+    from .. import kernels
+
+    return _loaded() if kernels.cached() else None
+
+
+def _compile_in_background() -> None:
+    from .. import kernels
+
+    kernels.compile_in_background()
 
 
 class Engine:
@@ -145,14 +111,14 @@ class Engine:
         with self._lock:
             if self.kernels is not None:
                 return
-            self.kernels = LOADER.warm()
+            self.kernels = _warm()
             if self.kernels is not None or self._moved is None or self.threads == 1:
                 return
             before, self._moved = self._moved, self._moved + n
             if before < ENGINE_AFTER <= self._moved:
-                self.kernels = LOADER.load_if_cached()
+                self.kernels = _loaded_if_cached()
             if self.kernels is None and self._moved >= COMPILE_AFTER:
-                LOADER.compile_in_background()
+                _compile_in_background()
         if self.kernels is not None:
             self._watch = False
 
@@ -244,8 +210,8 @@ def choose(size: int | None, threads: int | None) -> Engine:
         kernels.warm_up()       # forced: a failure to load is the caller's to see
         return Engine(kernels, threads, forced=True)
     if threads is not None and threads > 1:
-        return Engine(LOADER.load(), threads)
-    warm = LOADER.warm()
+        return Engine(_loaded(), threads)
+    warm = _warm()
     if warm is not None:
         return Engine(warm, threads)
     if threads == 1 or size is None:
@@ -253,9 +219,9 @@ def choose(size: int | None, threads: int | None) -> Engine:
     if size < KERNEL_MIN_BATCH:
         return Engine(None, threads)    # a small job never loads the kernels
     if size >= ENGINE_AFTER:
-        cached = LOADER.load_if_cached()
+        cached = _loaded_if_cached()
         if cached is not None:
             return Engine(cached, threads)
         if size >= COMPILE_AFTER:
-            LOADER.compile_in_background()
+            _compile_in_background()
     return Engine(None, threads, watch=True)

@@ -1,8 +1,112 @@
-"""Bytes-in, bytes-out calls into the private single-message kernels."""
+"""The single-message kernels (RFC 8439 ChaCha20, Poly1305, ChaCha20-Poly1305), built
+from the batch kernels' parts, and bytes-in, bytes-out calls into them. Only
+the tests use them.
+
+Numba's on-disk cache keys a function on its own file's timestamp and does
+not notice an edit to a callee in another module (a stale cache once ran
+old code), and every kernel these call lives in agefast/kernels/. So their
+cache entries are keyed on the hash of the kernel sources, the list the
+compiled batch kernel's cache key covers (agefast.kernels._cache._SOURCES),
+and kept where Numba keeps the user's caches (NUMBA_CACHE_DIR, else
+~/.cache/numba), never in the source tree.
+"""
+
+import hashlib
+import os
 
 import numpy as np
+from numba import njit
+from numba.core import caching
 
-from agefast.kernels import _engine
+from agefast.kernels import _cache
+from agefast.kernels._aead import _open_one, _scratch, _seal_one
+from agefast.kernels._chacha20 import _chacha20_xor, _set_key, _set_nonce
+from agefast.kernels._common import _copy, _fill, GROUP, LANE_MIN
+from agefast.kernels._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag
+
+
+def _kernel_sources() -> str:
+    h = hashlib.sha256()
+    for name in _cache._SOURCES:
+        with open(os.path.join(os.path.dirname(_cache.__file__), name), "rb") as f:
+            h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+class _KernelSourcesStamp:
+    def get_source_stamp(self):
+        return _kernel_sources()
+
+
+class _UserProvided(_KernelSourcesStamp, caching.UserProvidedCacheLocator):
+    pass
+
+
+class _UserWide(_KernelSourcesStamp, caching.UserWideCacheLocator):
+    pass
+
+
+class _KernelCache(caching.FunctionCache):
+    class _impl_class(caching.CompileResultCacheImpl):
+        _locator_classes = [_UserProvided, _UserWide]
+
+
+def _kernel(func):
+    """As the batch kernels: GIL released, no boundscheck, no fastmath; cached as above."""
+    dispatcher = njit(nogil=True)(func)
+    dispatcher._cache = _KernelCache(func)      # what cache=True does, with these locators
+    return dispatcher
+
+
+@_kernel
+def chacha20_kernel(key, nonce, counter, src, dst):
+    """RFC 8439 ChaCha20 with a 12-byte nonce and 32-bit initial block counter."""
+    scr = _scratch()
+    st = scr[0]
+    _set_key(st, key)
+    _set_nonce(st, nonce)
+    st[12] = np.uint32(counter)
+    _chacha20_xor(st, src, dst, scr[5][1024:2048])
+
+
+@_kernel
+def poly1305_kernel(key, msg, out):
+    """RFC 8439 Poly1305 of msg under a 32-byte one-time key; tag to out[:16]."""
+    st, ctx, hl, pw16, pwfin, buf = _scratch()
+    groups = msg.size // GROUP if msg.size >= LANE_MIN else 0
+    _poly_begin(ctx, hl, pw16, pwfin, key, 0, groups > 0)
+    if groups:
+        if groups > 1:
+            _poly_lanes(hl, pw16, msg, 0, groups - 1)
+        _poly_lanes(hl, pwfin, msg, GROUP * (groups - 1), 1)
+        _poly_fold(ctx, hl)
+    full = msg.size // 16
+    _poly_blocks(ctx, msg, GROUP * groups, full - 16 * groups, 1)
+    rem = msg.size - 16 * full
+    if rem:
+        blk = buf[2064:2080]
+        _fill(blk, 16, np.uint8(0))
+        _copy(blk, 0, msg, 16 * full, rem)
+        blk[rem] = 1
+        _poly_blocks(ctx, blk, 0, 1, 0)
+    _poly_tag(ctx, out, 0)
+
+
+@_kernel
+def aead_seal_kernel(key, nonce, aad, src, dst):
+    """ChaCha20-Poly1305 seal of one message: dst = ciphertext || tag."""
+    scr = _scratch()
+    _set_key(scr[0], key)
+    _set_nonce(scr[0], nonce)
+    _seal_one(scr, aad, src, dst)
+
+
+@_kernel
+def aead_open_kernel(key, nonce, aad, src, dst):
+    scr = _scratch()
+    _set_key(scr[0], key)
+    _set_nonce(scr[0], nonce)
+    return _open_one(scr, aad, src, dst)
 
 
 def arr(data) -> np.ndarray:
@@ -11,26 +115,26 @@ def arr(data) -> np.ndarray:
 
 def chacha20(key: bytes, counter: int, nonce: bytes, data: bytes) -> bytes:
     out = np.zeros(len(data), np.uint8)
-    _engine._chacha20(arr(key), arr(nonce), counter, arr(data), out)
+    chacha20_kernel(arr(key), arr(nonce), counter, arr(data), out)
     return out.tobytes()
 
 
 def poly1305(key: bytes, msg: bytes) -> bytes:
     out = np.zeros(16, np.uint8)
-    _engine._poly1305(arr(key), arr(msg), out)
+    poly1305_kernel(arr(key), arr(msg), out)
     return out.tobytes()
 
 
 def aead_seal(key: bytes, nonce: bytes, plaintext: bytes, aad: bytes = b"") -> bytes:
     out = np.zeros(len(plaintext) + 16, np.uint8)
-    _engine._aead_seal(arr(key), arr(nonce), arr(aad), arr(plaintext), out)
+    aead_seal_kernel(arr(key), arr(nonce), arr(aad), arr(plaintext), out)
     return out.tobytes()
 
 
 def aead_open(key: bytes, nonce: bytes, sealed: bytes, aad: bytes = b""):
     """The plaintext, or None when the tag did not verify (then nothing was written)."""
     out = np.full(len(sealed) - 16, 0xA5, np.uint8)
-    if _engine._aead_open(arr(key), arr(nonce), arr(aad), arr(sealed), out):
+    if aead_open_kernel(arr(key), arr(nonce), arr(aad), arr(sealed), out):
         return out.tobytes()
     assert not (out != 0xA5).any(), "unverified plaintext was written"
     return None

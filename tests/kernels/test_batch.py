@@ -109,9 +109,9 @@ def test_validation():
 
 def test_isa_names_the_compiled_instruction_set():
     assert kernels.isa() in ("avx512ifma", "avx512f", "avx2", "baseline")
-    from agefast.kernels import _engine
+    from agefast.kernels import _common
 
-    assert (kernels.isa() == "avx512ifma") == _engine.IFMA
+    assert (kernels.isa() == "avx512ifma") == _common.IFMA
 
 
 def test_chunks_dispatch(monkeypatch):

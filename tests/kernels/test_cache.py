@@ -116,10 +116,26 @@ def test_lookup_misses_on_a_damaged_entry(warm, monkeypatch, damage):
     assert _cache.lookup(key) is None
 
 
+def test_the_key_covers_every_module_the_kernels_are_compiled_from():
+    # The build imports every module whose code goes into the compiled object;
+    # each must be in the key, or an edit to it would load stale machine code.
+    probe = ("import sys\nfrom agefast import kernels\nbefore = set(sys.modules)\n"
+             "from agefast.kernels import _build\n"
+             "print(*sorted(m for m in set(sys.modules) - before if m.startswith('agefast.')))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    compiled = {f"{name.rsplit('.', 1)[1]}.py" for name in done.stdout.split()}
+    assert {"_build.py", "_aead.py", "_file_io.py", "_chacha20.py", "_poly1305.py", "_common.py"} <= compiled
+    assert compiled <= {os.path.basename(source) for source in _cache._SOURCES}
+    # and the modules the entry points read constants from, imported before the build
+    assert {"_abi.py", os.path.join("..", "io", "writes.py")} <= set(_cache._SOURCES)
+
+
 def test_an_edited_kernel_source_gets_a_new_entry(warm, tmp_path):
+    # _chacha20 holds no C entry point, only what the entry points call: the
+    # edit Numba's own cache would not notice.
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "agefast", tree / "agefast", ignore=shutil.ignore_patterns("__pycache__"))
-    with open(tree / "agefast" / "kernels" / "_engine.py", "a") as f:
+    with open(tree / "agefast" / "kernels" / "_chacha20.py", "a") as f:
         f.write("\n# an edit\n")
     before = entries(warm)
     assert probe(warm, cwd=tree)["numba"]       # the old entry is not this source's

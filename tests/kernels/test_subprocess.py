@@ -60,10 +60,11 @@ from agefast.payload.engine import choose
             pass
         else:
             raise AssertionError("no EOFError")
-        print("reference ok", kernels._functions.batch.__module__)
+        from agefast.kernels import _loader
+        print("reference ok", _loader._functions.batch.__module__)
     """)
     out = run(["-c", script], NUMBA_DISABLE_JIT="1", cwd=tmp_path)
-    assert out == "reference ok agefast.kernels\n"
+    assert out == "reference ok agefast.kernels._loader\n"
 
 
 def test_a_forked_child_keeps_using_the_engine():
@@ -121,17 +122,18 @@ def test_the_kernel_caches_live_outside_the_package(tmp_path):
     # leaves it behind on uninstall; the user-wide cache or NUMBA_CACHE_DIR
     # take it instead, for the compiled batch kernel and for Numba's own cache
     # of the single-message kernels the tests call.
-    probe = ("from agefast.kernels import _cache, _engine\n"
-             "loc = _engine._chacha20._cache._impl.locator\n"
+    probe = ("from agefast.kernels import _cache\n"
+             "from tests.kernels import calls\n"
+             "loc = calls.chacha20_kernel._cache._impl.locator\n"
              "print(type(loc).__name__, loc.get_cache_path(), _cache.directory())\n")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     kind, path, ours = done.stdout.split()
-    assert kind == "UserWideCacheLocator" and path.startswith(str(tmp_path / "xdg")), done.stderr
+    assert kind == "_UserWide" and path.startswith(str(tmp_path / "xdg")), done.stderr
     assert ours == str(tmp_path / "xdg" / "agefast" / "kernels")
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     kind, path, ours = done.stdout.split()
-    assert kind == "UserProvidedCacheLocator" and path.startswith(str(tmp_path / "own")), done.stderr
+    assert kind == "_UserProvided" and path.startswith(str(tmp_path / "own")), done.stderr
     assert ours == str(tmp_path / "own" / "agefast-kernels")

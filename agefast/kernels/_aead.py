@@ -1,0 +1,191 @@
+"""ChaCha20-Poly1305 over a batch of age STREAM chunks, and its C entry point (batch_c).
+
+Sealing encrypts a chunk, then MACs the ciphertext (from L2). Opening MACs
+first and decrypts only a verified chunk. Kernels take contiguous typed
+arrays and never raise on user input; agefast.kernels validates.
+"""
+
+import numpy as np
+from numba import carray, types
+from numba.extending import intrinsic
+
+from . import _abi
+from ._abi import SEAL
+from ._common import _inner, _put_le64, _U1, CHUNK, GROUP, LANE_MIN, LANES, TAG
+from ._chacha20 import _chacha20_xor, _chacha_xor_1k, _set_age_nonce, _set_key
+from ._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag, _poly_zero_padded, _put_limbs
+
+
+@_inner
+def _scratch():
+    """Everything a batch needs, allocated once per call: (state, ctx, lanes, r^16, r^(16-l), bytes)."""
+    st = np.zeros(16, np.uint32)
+    ctx = np.zeros(8, np.uint64)
+    hl = np.zeros(5 * LANES, np.uint64)
+    pw16 = np.zeros(9 * LANES, np.uint64)
+    pwfin = np.zeros(9 * LANES, np.uint64)
+    # bytes: [0:1024] zeros, [1024:2048] keystream / tail, [2048:2064] tag, [2064:2080] pad block
+    buf = np.zeros(_abi.BYTES_SIZE, np.uint8)
+    return st, ctx, hl, pw16, pwfin, buf
+
+
+@_inner
+def _mac_begin(scr, aad, n):
+    """Derive the Poly1305 key (block 0), absorb aad; returns the number of 16-lane groups for n ct bytes.
+
+    Leaves the ChaCha20 counter at 1.
+    """
+    st, ctx, hl, pw16, pwfin, buf = scr
+    st[12] = 0
+    _chacha_xor_1k(st, buf, 0, buf, 1024)
+    st[12] = 1
+    groups = n // GROUP if n >= LANE_MIN else 0
+    _poly_begin(ctx, hl, pw16, pwfin, buf, 1024, groups > 0)
+    _poly_zero_padded(ctx, aad, buf[2064:2080])
+    if groups:
+        # the aad's running sum joins the first block of lane 0
+        _put_limbs(hl, LANES, 0, ctx[4], ctx[5], ctx[6])
+    return groups
+
+
+@_inner
+def _mac_end(scr, ct, groups, aadlen, out, ooff):
+    """MAC ct (after _mac_begin); tag to out[ooff:ooff+16]."""
+    st, ctx, hl, pw16, pwfin, buf = scr
+    if groups:
+        if groups > 1:
+            _poly_lanes(hl, pw16, ct, 0, groups - 1)
+        _poly_lanes(hl, pwfin, ct, GROUP * (groups - 1), 1)
+        _poly_fold(ctx, hl)
+    _poly_zero_padded(ctx, ct[GROUP * groups:], buf[2064:2080])
+    blk = buf[2064:2080]
+    _put_le64(blk, 0, np.uint64(aadlen))
+    _put_le64(blk, 8, np.uint64(ct.size))
+    _poly_blocks(ctx, blk, 0, 1, 1)
+    _poly_tag(ctx, out, ooff)
+
+
+@_inner
+def _seal_one(scr, aad, src, dst):
+    """dst[:n] = ChaCha20(src), dst[n:n+16] = tag, for the key and nonce in scr's state.
+
+    Two passes: encrypt the whole message, then MAC the ciphertext (a 64 KiB
+    chunk stays in L2 between them; a KiB-by-KiB interleave in one IR function
+    measured no faster, docs/engine.md).
+    """
+    st, ctx, hl, pw16, pwfin, buf = scr
+    n = src.size
+    groups = _mac_begin(scr, aad, n)
+    _chacha20_xor(st, src, dst[:n], buf[1024:2048])
+    _mac_end(scr, dst[:n], groups, aad.size, dst, n)
+
+
+@_inner
+def _open_one(scr, aad, src, dst):
+    """Open src (ciphertext || tag) into dst; returns whether the tag verified.
+
+    dst is written only after the tag matched (compared in constant time).
+    """
+    st, ctx, hl, pw16, pwfin, buf = scr
+    n = src.size - TAG
+    groups = _mac_begin(scr, aad, n)
+    _mac_end(scr, src[:n], groups, aad.size, buf, 2048)
+    diff = np.uint8(0)
+    for i in range(TAG):
+        diff |= buf[2048 + i] ^ src[n + i]
+    ok = diff == 0
+    if ok:
+        _chacha20_xor(st, src[:n], dst[:n], buf[1024:2048])
+    return ok
+
+
+@_inner
+def _seal_batch(key, counter, src, dst, final, scr):
+    """Seal src as consecutive chunks into dst (agefast.payload.engine.Engine.seal semantics); returns bytes written."""
+    _set_key(scr[0], key)
+    aad = scr[5][:0]
+    n = src.size
+    pos = 0
+    out = 0
+    i = np.uint64(0)
+    while True:
+        end = min(pos + CHUNK, n)
+        last = end == n
+        _set_age_nonce(scr[0], np.uint64(counter) + i, 1 if (last and final) else 0)
+        size = end - pos
+        _seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
+        out += size + TAG
+        pos = end
+        i += _U1
+        if last:
+            return out
+
+
+@_inner
+def _open_batch(key, counter, src, dst, final, scr):
+    """Open consecutive sealed chunks; returns how many verified (index of the first failure).
+
+    Per chunk: MAC, compare, then decrypt; stops at the first failure.
+    """
+    _set_key(scr[0], key)
+    aad = scr[5][:0]
+    n = src.size
+    pos = 0
+    out = 0
+    done = 0
+    while pos < n:
+        end = min(pos + CHUNK + TAG, n)
+        if end - pos < TAG:
+            return done
+        _set_age_nonce(scr[0], np.uint64(counter) + np.uint64(done), 1 if (end == n and final) else 0)
+        size = end - pos - TAG
+        if not _open_one(scr, aad, src[pos:end], dst[out:out + size]):
+            return done
+        out += size
+        pos = end
+        done += 1
+    return done
+
+
+@_inner
+def _batch(key, counter, src, dst, final, mode, scr):
+    """Seal (mode SEAL: returns bytes written) or open (OPEN: verify then
+    decrypt each chunk, stop at the first failure; returns the number of
+    chunks verified) a batch, with the caller's scratch `scr` (_scratch())."""
+    if mode == SEAL:
+        return _seal_batch(key, counter, src, dst, final, scr)
+    return _open_batch(key, counter, src, dst, final, scr)
+
+
+@intrinsic
+def _at(typingctx, ptr, offset):
+    """ptr + offset bytes, for carving the caller's scratch into arrays."""
+    sig = types.voidptr(types.voidptr, types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return sig, codegen
+
+
+@_inner
+def _carve(scratch):
+    """The caller's scratch (_abi.SCRATCH_SIZE bytes) as the arrays _scratch() makes."""
+    return (carray(_at(scratch, _abi.STATE_AT), 16, np.uint32),
+            carray(_at(scratch, _abi.CTX_AT), 8, np.uint64),
+            carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
+            carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
+            carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),
+            carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
+
+
+def batch_c(key, counter, src, n, dst, m, final, mode, scratch):
+    """The batch kernel over raw pointers, compiled by _build as a C function (_abi.BATCH_ARGS).
+
+    key: 32 bytes; src: n bytes; dst: m bytes; scratch: _abi.SCRATCH_SIZE
+    zeroed bytes, 8-byte aligned, owned by this call. Every buffer comes
+    from the caller, so the compiled code allocates nothing and needs nothing
+    of Numba's runtime.
+    """
+    return _batch(carray(key, 32, np.uint8), counter, carray(src, n, np.uint8), carray(dst, m, np.uint8),
+                  final != 0, mode, _carve(scratch))

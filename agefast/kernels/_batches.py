@@ -1,0 +1,149 @@
+"""seal_chunks and open_chunks: a batch of chunks in buffers, split into ranges, one per thread.
+
+The arguments are checked here; the compiled kernel never raises on them.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ..io import cpus
+from . import _abi, _loader, _native
+from ._pool import map_spans
+
+if TYPE_CHECKING:
+    import ctypes
+    from collections.abc import Iterator
+
+CHUNK_SIZE = _abi.CHUNK
+TAG_SIZE = _abi.TAG
+SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
+_U64 = (1 << 64) - 1
+
+
+# The helpers below run once per call; a 64 KiB chunk seals in ~17 µs.
+
+def key_buffer(key: Any) -> "ctypes.Array[ctypes.c_char]":
+    if type(key) is not bytes:
+        try:
+            key = bytes(memoryview(key).cast("B"))
+        except TypeError:
+            raise TypeError("key must be a bytes-like object") from None
+    if len(key) != 32:
+        raise ValueError("key must be 32 bytes")
+    return _native.key_buffer(key)
+
+
+def _counter(counter: object) -> int:
+    if type(counter) is not int:
+        raise TypeError("counter must be an int")
+    if not 0 <= counter < 1 << 64:
+        raise ValueError("counter out of range")
+    return counter
+
+
+def threads_for(threads: object, chunks: int) -> int:
+    if threads is None:
+        threads = cpus.count()
+    if not isinstance(threads, int) or isinstance(threads, bool):
+        raise TypeError("threads must be an int or None")
+    if threads < 1:
+        raise ValueError("threads must be at least 1")
+    return min(threads, chunks)
+
+
+def _ranges(chunks: int, parts: int) -> "Iterator[tuple[int, int]]":
+    """Split chunk indices 0..chunks into `parts` contiguous (start, stop) ranges."""
+    step, extra = divmod(chunks, parts)
+    start = 0
+    for i in range(parts):
+        stop = start + step + (i < extra)
+        yield start, stop
+        start = stop
+
+
+def _lend_source(src: object) -> _native.Lent:
+    return _native.Lent(src, writable=False)
+
+
+def _lend_destination(dst: object, size: int) -> _native.Lent:
+    try:
+        lent = _native.Lent(dst, writable=True)
+    except BufferError:
+        raise TypeError("dst must be a writable buffer") from None
+    if lent.size < size:
+        lent.release()
+        raise ValueError(f"dst must hold at least {size} bytes")
+    return lent
+
+
+def _run(mode: int, k: "ctypes.Array[ctypes.c_char]", counter: int, s: _native.Lent, d: _native.Lent,
+         final: bool, threads: int | None, chunks: int, step_in: int, step_out: int) -> list[int]:
+    """Run the batch over `chunks` chunks of s into d, split into per-thread ranges; the per-range results."""
+    parts = threads_for(threads, chunks)
+    batch = _loader.functions().batch
+
+    def run(span: tuple[int, int]) -> int:
+        a, b = span
+        src_at, dst_at = a * step_in, a * step_out
+        size = min(b * step_in, s.size) - src_at
+        result = batch(k, (counter + a) & _U64, s.address + src_at, size, d.address + dst_at, d.size - dst_at,
+                       final and b == chunks, mode, _native.scratch())
+        if result < 0:      # the compiled wrapper's report of a failed call (_build)
+            raise RuntimeError("the batch kernel failed")
+        return result
+
+    if parts == 1:
+        return [run((0, chunks))]
+    return map_spans(run, list(_ranges(chunks, parts)))
+
+
+def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
+    """Seal the plaintext in `src` as consecutive chunks into `dst`; returns bytes written.
+
+    `src` must hold a whole number of chunks unless `final`. `threads=None`
+    uses every CPU this process may run on.
+    """
+    k, ctr = key_buffer(key), _counter(counter)
+    final = bool(final)
+    s = _lend_source(src)
+    try:
+        n = s.size
+        if not final and (n == 0 or n % CHUNK_SIZE):
+            raise ValueError("a non-final batch must hold whole chunks")
+        chunks = max(1, -(-n // CHUNK_SIZE))
+        d = _lend_destination(dst, n + chunks * TAG_SIZE)
+        try:
+            return sum(_run(_abi.SEAL, k, ctr, s, d, final, threads, chunks, CHUNK_SIZE, SEALED_CHUNK_SIZE))
+        finally:
+            d.release()
+    finally:
+        s.release()
+
+
+def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
+    """Open consecutive sealed chunks from `src` into `dst`; returns how many leading chunks verified.
+
+    A chunk is decrypted into `dst` only after its tag verified, so `dst` only
+    ever holds verified plaintext. When the return value k is short of the
+    number of chunks in `src`, chunk k failed and its part of `dst` was not
+    written. With one thread nothing of `dst` after it was touched either;
+    with several, each thread verifies and decrypts its own range in one pass
+    and stops at its first failure, so chunks after k (in other threads'
+    ranges) may hold their verified plaintext. Release only the first k.
+    """
+    k, ctr = key_buffer(key), _counter(counter)
+    final = bool(final)
+    s = _lend_source(src)
+    try:
+        n = s.size
+        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
+            raise ValueError("a batch must hold whole sealed chunks")
+        chunks = -(-n // SEALED_CHUNK_SIZE)
+        d = _lend_destination(dst, max(0, n - chunks * TAG_SIZE))
+        try:
+            reached = _run(_abi.OPEN, k, ctr, s, d, final, threads, chunks, SEALED_CHUNK_SIZE, CHUNK_SIZE)
+        finally:
+            d.release()
+    finally:
+        s.release()
+    spans = list(_ranges(chunks, len(reached)))
+    return next((a + r for r, (a, b) in zip(reached, spans) if a + r < b), chunks)

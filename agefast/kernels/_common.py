@@ -1,0 +1,114 @@
+"""What the compiled kernels share: the target's features, sizes, LLVM IR helpers and byte helpers.
+
+The kernels are split by job (_chacha20, _poly1305, _aead, _file_io); a new
+kernel module goes beside them and into the cache key's list of sources
+(agefast.kernels._cache._SOURCES), since Numba does not notice an edit to a
+callee in another module.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import config
+from numba.extending import register_jitable
+
+from . import _abi
+
+
+# Helpers are compiled into their callers only (no machine code, no CPython
+# wrapper of their own): that cut the cold compile of the batch kernels ~3x.
+_inner = register_jitable
+
+
+def _target_features():
+    """The CPU features Numba compiles for: NUMBA_CPU_FEATURES, else the host's."""
+    if config.CPU_FEATURES is not None:
+        features = config.CPU_FEATURES
+    else:
+        import llvmlite.binding as ll
+        features = ll.get_host_cpu_features().flatten()
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+FEATURES = _target_features()
+# Poly1305 lanes in radix 2^44 with vpmadd52luq/huq where the target has
+# AVX-512 IFMA, else radix 2^26 with vpmuludq. A compile-time constant: Numba's
+# cache index is keyed on the CPU name and features, so a build for other
+# features never loads this one's machine code.
+IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
+
+CHUNK = _abi.CHUNK
+TAG = _abi.TAG
+BLOCK16 = 1024          # bytes of keystream per 16-lane ChaCha20 call
+GROUP = 256             # bytes per 16-lane Poly1305 Horner step
+LANES = 16
+LANE_MIN = 1024         # shorter messages use only the radix-2^64 Poly1305 path
+
+_M26 = np.uint64(0x3FFFFFF)
+_M44 = np.uint64((1 << 44) - 1)
+_M42 = np.uint64((1 << 42) - 1)
+_U20 = np.uint64(20)
+_U1 = np.uint64(1)
+_U5 = np.uint64(5)
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_I128 = ir.IntType(128)
+_V16 = ir.VectorType(_I32, 16)
+
+
+def _data_ptr(context, builder, ty, value, offset):
+    ary = context.make_array(ty)(context, builder, value=value)
+    return builder.gep(ary.data, [offset])
+
+
+def _call_outlined(builder, name, emit, args):
+    """Call `name`, defined once per LLVM module and never inlined.
+
+    Emitting the big vector bodies inline at every call site multiplied
+    LLVM's work in each caller; one out-of-line copy per module keeps the cold
+    compile down, and a call per KiB costs nothing measurable.
+    """
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), [a.type for a in args]), name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+        body = ir.IRBuilder(fn.append_basic_block("entry"))
+        emit(body, *fn.args)
+        body.ret_void()
+    builder.call(fn, args)
+
+
+@_inner
+def _le64(buf, p):
+    v = np.uint64(0)
+    for i in range(8):
+        v |= np.uint64(buf[p + i]) << np.uint64(8 * i)
+    return v
+
+
+@_inner
+def _le32(buf, p):
+    return np.uint32(np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << np.uint32(8))
+                     | (np.uint32(buf[p + 2]) << np.uint32(16)) | (np.uint32(buf[p + 3]) << np.uint32(24)))
+
+
+@_inner
+def _put_le64(buf, p, v):
+    for i in range(8):
+        buf[p + i] = np.uint8((v >> np.uint64(8 * i)) & np.uint64(0xFF))
+
+
+@_inner
+def _copy(dst, doff, src, soff, n):
+    # explicit loops: Numba's slice assignment costs seconds of compile time
+    for i in range(n):
+        dst[doff + i] = src[soff + i]
+
+
+@_inner
+def _fill(dst, n, v):
+    for i in range(n):
+        dst[i] = v

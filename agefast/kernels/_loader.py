@@ -1,0 +1,181 @@
+"""Loading the compiled kernels: from the cache in milliseconds, or compiled once per machine (seconds).
+
+Numba compiles the kernels (_chacha20, _poly1305, _aead, _file_io) into C
+functions (_build), kept in a cache (_cache); every later process loads them
+and calls them through ctypes (_native) without importing numba or numpy.
+NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead (with numpy), for
+tests. A job that would rather not wait for a compile starts one in the
+background (compile_in_background) and runs on cryptography meanwhile;
+kernels that cannot be loaded leave every job to cryptography (load_or_warn).
+"""
+
+import os
+import threading
+import warnings
+from typing import Any
+
+from . import _abi, _cache, _native
+
+_functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
+_isa: str | None = None
+_load_lock = threading.Lock()
+_unloadable = False     # loading failed in this process: not tried again
+_compiling: threading.Thread | None = None      # the background load, once started
+_start_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has only the thread that forked: a lock another thread
+    # held stays held, and a background compile is gone. The loaded kernel is
+    # plain memory and stays valid.
+    global _load_lock, _start_lock, _compiling
+    _load_lock, _start_lock = threading.Lock(), threading.Lock()
+    _compiling = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _isa_of(features: str) -> str:
+    have = {f[1:] for f in features.split(",") if f.startswith("+")}
+    if "avx512ifma" in have and "avx512f" in have:
+        return "avx512ifma"
+    for name in ("avx512f", "avx2"):
+        if name in have:
+            return name
+    return "baseline"
+
+
+def _jit_disabled() -> bool:
+    return os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0")
+
+
+def _reference() -> tuple[_native.Functions, str]:
+    """NUMBA_DISABLE_JIT=1: the kernels' own Python (slow), called as the compiled functions are."""
+    import numpy as np
+
+    from . import _aead, _common, _file_io
+
+    def array(address: int, size: int, dtype: Any = np.uint8) -> Any:
+        if not size:
+            return np.zeros(0, dtype)
+        return np.ctypeslib.as_array(_native.at(address, size)).view(dtype)
+
+    # The kernel modules are exempt from type checking (pyproject.toml): their kernels are Numba's.
+    def batch(key: Any, counter: int, src: int, n: int, dst: int, m: int, final: bool, mode: int,
+              scratch: object) -> int:
+        k = np.frombuffer(bytearray(key.raw), np.uint8)
+        result: int = _aead._batch(  # type: ignore[no-untyped-call]
+            k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
+            _aead._scratch())  # type: ignore[no-untyped-call]
+        return result
+
+    def file_batches(key: Any, mode: int, src_fd: int, src_at: int, dst_fd: int, dst_at: int, first: int,
+                     stride: int, batches: int, src: int, dst: int, scratch: object, stop: int, lock: int) -> int:
+        k = np.frombuffer(bytearray(key.raw), np.uint8)
+        arrays = _aead._scratch()  # type: ignore[no-untyped-call]
+        result: int = _file_io._file_batches(  # type: ignore[no-untyped-call]
+            k, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batches, array(src, _abi.FILE_BUFFER_SIZE),
+            array(dst, _abi.FILE_BUFFER_SIZE), arrays, array(stop, 8, np.int64), lock)
+        return result
+
+    return _native.Functions(batch, file_batches), _isa_of(",".join("+" + f for f in _common.FEATURES))
+
+
+def _compile(key: str) -> tuple[_native.Functions, str]:
+    """Numba's cold compile (seconds); stores the result in the cache where it can."""
+    import tempfile
+
+    from . import _build
+
+    obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as the kernel modules
+    meta = {"cpu": cpu, "features": features}
+    with tempfile.TemporaryDirectory(prefix="agefast-kernels-") as scratch_dir:
+        shared = _build.link_shared(obj, scratch_dir)
+        if shared is None:
+            kind, data = "o", obj
+        else:
+            kind = "so"
+            with open(shared, "rb") as f:
+                data = f.read()
+        try:
+            shared = _cache.store(key, kind, data, meta)
+        except OSError:
+            pass    # an unwritable cache: this process runs what it compiled, the next compiles again
+        # kind "so": shared is the library's path
+        functions = _native.load_library(shared) if kind == "so" else _native.load_object(data)  # type: ignore[arg-type]
+    return functions, _isa_of(features)
+
+
+def _load() -> tuple[_native.Functions, str]:
+    if _jit_disabled():
+        return _reference()
+    key = _cache.key()
+    entry = _cache.lookup(key)
+    if entry is None:
+        return _compile(key)
+    kind, path, data, meta = entry
+    functions = _native.load_library(path) if kind == "so" else _native.load_object(data)
+    return functions, _isa_of(meta["features"])
+
+
+def warm_up() -> None:
+    """Load the compiled kernels (from the cache: milliseconds; the first time on a machine, compile: seconds)."""
+    global _functions, _isa
+    if _functions is None:
+        with _load_lock:
+            if _functions is None:
+                functions, _isa = _load()
+                _functions = functions
+
+
+def is_warm() -> bool:
+    """Whether the kernels are loaded in this process, so calls cost no compile or load."""
+    return _functions is not None
+
+
+def cached() -> bool:
+    """Whether warm_up would load the kernels from the cache (milliseconds) rather than compile them."""
+    return _functions is not None or _jit_disabled() or _cache.lookup(_cache.key()) is not None
+
+
+def isa() -> str:
+    """The widest vector instruction set the kernels are compiled for.
+
+    "avx512ifma" (Poly1305 in radix 2^44 on vpmadd52luq/huq, ChaCha20 in zmm),
+    "avx512f", "avx2" or "baseline".
+    """
+    warm_up()
+    return _isa  # type: ignore[return-value]  # set by warm_up
+
+
+def functions() -> _native.Functions:
+    """The loaded C functions, loaded first where need be."""
+    warm_up()
+    return _functions  # type: ignore[return-value]  # set by warm_up
+
+
+def load_or_warn() -> bool:
+    """warm_up(); False where the kernels cannot be loaded in this process (say,
+    a cache on a noexec mount): warned once, not tried again, and the job
+    stays on cryptography."""
+    global _unloadable
+    if _unloadable:
+        return False
+    try:
+        warm_up()
+        return True
+    except Exception as e:
+        _unloadable = True
+        warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}",
+                      RuntimeWarning)
+        return False
+
+
+def compile_in_background() -> None:
+    """Load the kernels (compiling them if the cache is cold) in a thread of their own, once per process."""
+    global _compiling
+    with _start_lock:
+        if _compiling is None and not _unloadable and _functions is None:
+            _compiling = threading.Thread(target=load_or_warn, name="agefast-engine-load", daemon=True)
+            _compiling.start()
