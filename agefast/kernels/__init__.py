@@ -44,7 +44,7 @@ SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
 FILE_BATCH = _abi.FILE_BATCH     # chunks in a batch of seal_file and open_file
 _U64 = (1 << 64) - 1
 
-__all__ = ["seal_chunks", "open_chunks", "seal_file", "open_file", "isa", "warm_up", "is_warm", "cached"]
+__all__ = ["seal_chunks", "open_chunks", "seal_file", "open_file", "FileBatches", "WriteError", "isa", "warm_up", "is_warm", "cached"]
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -362,11 +362,16 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     return next((a + r for r, (a, b) in zip(reached, spans) if a + r < b), chunks)
 
 
+class WriteError(OSError):
+    """A write of the output file failed (FileBatches.wait): its errno says why."""
+
+
 class FileBatches:
     """Whole batches of one file being sealed or opened into another on worker threads (seal_file, open_file)."""
 
     def __init__(self, mode: int, key: "ctypes.Array[ctypes.c_char]", src_fd: int, src_at: int, dst_fd: int,
                  dst_at: int, batches: int, workers: int) -> None:
+        self._batches = batches
         self._stop = _native.Flag()
         self._lock = _native.Mutex()
         # Each worker's (result, errno), or what it raised instead: until it ends, an error.
@@ -402,8 +407,9 @@ class FileBatches:
         """Return once every batch is done: None, or the first batch that did not
         verify (open_file; every batch before it was opened and written).
 
-        Raises OSError for a failed read or write, EOFError where the input
-        ended before its last batch (the file shrank while it was read).
+        Raises OSError for a failed read, WriteError for a failed write,
+        EOFError where the input ended before its last batch (the file shrank
+        while it was read).
         """
         for thread in self._threads:
             thread.join()
@@ -414,7 +420,7 @@ class FileBatches:
             result, code = outcome
             if result in (_abi.READ_FAILED, _abi.WRITE_FAILED):
                 code = code or errno.EIO   # a write that moved nothing set no errno
-                raise OSError(code, os.strerror(code))
+                raise (WriteError if result == _abi.WRITE_FAILED else OSError)(code, os.strerror(code))
             if result == _abi.INPUT_ENDED:
                 raise EOFError("the input ended before its last batch")
             if result >= _abi.FAILED_AT:
@@ -425,6 +431,26 @@ class FileBatches:
             elif result != _abi.FILE_DONE:
                 raise RuntimeError("the file kernel failed" if result < 0 else "the file batches were stopped")
         return failed
+
+    def written(self) -> int:
+        """How many leading batches are written whole, once the workers ended
+        (after wait() or stop()), however they ended.
+
+        Each worker writes its batches in order, so one that ended with every
+        batch done or at a batch that did not verify wrote all of its batches
+        before that one; of one that ended otherwise (a failed read or write,
+        stopped) only that none of its batches from its first on is known
+        whole. Every batch below the least of those bounds was written.
+        """
+        known = self._batches
+        for first, outcome in enumerate(self._results):
+            if isinstance(outcome, tuple) and outcome[0] == _abi.FILE_DONE:
+                continue
+            if isinstance(outcome, tuple) and outcome[0] >= _abi.FAILED_AT:
+                known = min(known, outcome[0] - _abi.FAILED_AT)
+            else:
+                known = min(known, first)
+        return known
 
 
 def _file_batches(mode: int, key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
@@ -464,6 +490,6 @@ def open_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, ba
     only once every chunk of it verified. A worker ends at its first batch
     that does not verify; wait() returns the least such batch. Batches after
     it (other workers') may have been written: verified plaintext, but not to
-    be released.
+    be released (agefast._file_batches cuts the output back to written()).
     """
     return _file_batches(_abi.OPEN, key, src_fd, src_at, dst_fd, dst_at, batches, threads)
