@@ -92,6 +92,9 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
             yield f
         os.chmod(tmp, _replaced_mode(target))
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename == tmp:
+            # A failed write (a full disk) names the file the caller asked for.
+            raise OSError(e.errno, e.strerror, path) from None
         raise

@@ -22,7 +22,7 @@ from .header import make_header, open_header, payload_key
 from .pipeline import open_stream, seal_stream
 from .seekable import SeekablePayload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all
+from .stream import NONCE_SIZE, PayloadReader, PayloadWriter, open_batch, write_all, write_failed
 
 _READ_SIZE = 1 << 20
 
@@ -59,7 +59,10 @@ def _open_file(src: Reader, identities: Iterable[Identity],
 def _flush(dst: object) -> None:
     flush = getattr(dst, "flush", None)
     if flush is not None:
-        flush()
+        try:
+            flush()
+        except OSError as e:
+            raise write_failed(dst, e) from None
 
 
 def _finish_file(out: object, dst: object) -> None:
@@ -439,8 +442,11 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
                armored: bool | None = None, threads: int | None = None) -> None:
     """Decrypt all of `reader` onto `writer` (`armored` as for Decryptor).
 
-    Only verified plaintext is written, but on a PayloadError part of it has
-    been: discard the output then (decrypt_file does).
+    Only verified plaintext is written, chunk after chunk, as age writes it:
+    on a PayloadError `writer` holds, from where it was, the plaintext of
+    every chunk before the first that failed, and nothing after it (a file
+    is cut back to that). It is not the whole plaintext: discard it, or keep
+    it knowing it is a prefix (decrypt_file keeps nothing).
     """
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)
