@@ -87,7 +87,8 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
             os.close(fd)
             f = DirectWriter(tmp)
         else:
-            f = os.fdopen(fd, "wb")
+            # Named by its path, which a failed write's OSError then names (stream.write_failed).
+            f = open(tmp, "wb", opener=lambda _path, _flags: fd)
         with f:
             yield f
         os.chmod(tmp, _replaced_mode(target))
