@@ -107,7 +107,7 @@ class Batches:
         plain = bytearray(self._batch_chunks * CHUNK_SIZE)
         _, verified, problem = open_batch(self._key, batch * self._batch_chunks, sealed, plain, False, threads=1,
                                           split=False)
-        at = self._write_at + batch * self._batch_chunks * CHUNK_SIZE
+        at = self._write_at + batch * self._batch_chunks * self._out
         self._verified = at
         view = memoryview(plain)[:verified]
         try:
