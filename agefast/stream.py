@@ -43,16 +43,30 @@ WRITE_SIZE = 128 << 10
 FILE_WRITE_SIZE = 32 << 10
 
 
+def write_failed(dst: Any, error: OSError) -> OSError:
+    """`error`, raised writing to `dst`, naming `dst`'s file where it names
+    none (a file object's write or flush does not), so that "No space left
+    on device" says where, as Go age's "write PATH: ..." does."""
+    name = getattr(dst, "name", None)
+    if error.filename is not None or not error.errno or isinstance(error, BlockingIOError) \
+            or not isinstance(name, str):
+        return error
+    return OSError(error.errno, error.strerror, name)
+
+
 def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
     """Write all of `data`, also to raw writers that accept only part of it.
     `at`, where known, is the file offset data lands at: pieces are then at
     most FILE_WRITE_SIZE, cut at the file's FILE_WRITE_SIZE boundaries; else
-    at most WRITE_SIZE."""
+    at most WRITE_SIZE. A failed write's OSError names the file (write_failed)."""
     mv = memoryview(data).cast("B")
     size = WRITE_SIZE if at is None else FILE_WRITE_SIZE
     piece = size if at is None else size - at % size
     while mv:
-        n = dst.write(mv[:piece])
+        try:
+            n = dst.write(mv[:piece])
+        except OSError as e:
+            raise write_failed(dst, e) from None
         if n is None:
             raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
         mv = mv[n:]
@@ -60,10 +74,14 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
 
 
 def flush(dst: object) -> None:
-    """Flush `dst` if it buffers (a raw writer need not have flush())."""
+    """Flush `dst` if it buffers (a raw writer need not have flush()); a
+    failure names the file, as write_all's do."""
     method = getattr(dst, "flush", None)
     if method is not None:
-        method()
+        try:
+            method()
+        except OSError as e:
+            raise write_failed(dst, e) from None
 
 
 def open_batch(key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
