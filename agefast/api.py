@@ -435,8 +435,11 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
                armored: bool | None = None, threads: int | None = None) -> None:
     """Decrypt all of `reader` onto `writer` (`armored` as for Decryptor).
 
-    Only verified plaintext is written, but on a PayloadError part of it has
-    been: discard the output then (decrypt_file does).
+    Only verified plaintext is written, chunk after chunk, as age writes it:
+    on a PayloadError `writer` holds, from where it was, the plaintext of
+    every chunk before the first that failed, and nothing after it (a file
+    is cut back to that). It is not the whole plaintext: discard it, or keep
+    it knowing it is a prefix (decrypt_file keeps nothing).
     """
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)

@@ -171,9 +171,9 @@ def test_a_file_that_misreports_its_position_still_round_trips(tmp_path):
 @pytest.mark.parametrize("prefix", [0, 100, 4096 + 17])
 def test_files_written_from_an_offset(tmp_path, prefix):
     # Outputs are placed by the destination's offset too, and cut at the
-    # file's FILE_WRITE_SIZE boundaries (agefast.io.writes says why), not each
+    # file's FILE_WRITE_SIZE boundaries (agefast.io.pieces says why), not each
     # batch's; a file already holding data keeps it.
-    from agefast.io.writes import FILE_WRITE_SIZE
+    from agefast.io.pieces import FILE_WRITE_SIZE
 
     data = random.Random(prefix).randbytes(3 * BATCH + 4321)
     (tmp_path / "plain").write_bytes(data)

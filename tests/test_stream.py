@@ -9,7 +9,8 @@ import random
 import pytest
 
 import agefast
-from agefast.io.writes import FILE_WRITE_SIZE, WRITE_SIZE, write_all
+from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
+from agefast.io.writes import write_all
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
 CHUNK = 64 * 1024

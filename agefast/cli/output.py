@@ -11,6 +11,7 @@ from typing import IO, ContextManager
 
 from ..io import pipes
 from ..io.replace import replacing
+from ..io.writes import write_failed
 from .._typing import Writer
 from .terminal import is_terminal
 
@@ -85,11 +86,24 @@ def _terminal(check_printable: bool) -> Iterator[IO[bytes]]:
     sys.stdout.buffer.flush()
 
 
+# How a failed write to stdout names it, as Go age's "write /dev/stdout: ..." does.
+STDOUT_NAME = "/dev/stdout"
+
+
 @contextlib.contextmanager
 def _stdout() -> Iterator[IO[bytes]]:
     pipes.widen(sys.stdout.fileno())
-    yield sys.stdout.buffer
-    sys.stdout.buffer.flush()
+    out = sys.stdout.buffer
+    try:
+        yield out
+        try:
+            out.flush()
+        except OSError as e:
+            raise write_failed(out, e) from None
+    except OSError as e:
+        if e.filename != out.name:
+            raise
+        raise OSError(e.errno, e.strerror, STDOUT_NAME) from None
 
 
 def check_terminal_output(output: str | None, decrypting: bool, armored: bool) -> None:

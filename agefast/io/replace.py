@@ -87,11 +87,15 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
             os.close(fd)
             f = DirectWriter(tmp)
         else:
-            f = os.fdopen(fd, "wb")
+            # Named by its path, which a failed write's OSError then names (agefast.io.writes.write_failed).
+            f = open(tmp, "wb", opener=lambda _path, _flags: fd)
         with f:
             yield f
         os.chmod(tmp, _replaced_mode(target))
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename == tmp:
+            # A failed write (a full disk) names the file the caller asked for.
+            raise OSError(e.errno, e.strerror, path) from None
         raise

@@ -1,44 +1,36 @@
-"""Writing all of a buffer, in pieces sized for the destination.
-
-The compiled file kernel writes its batches by the same rule
-(agefast.kernels._abi.WRITE_PIECE is FILE_WRITE_SIZE).
-"""
+"""Writing all of a buffer, in pieces sized for the destination (agefast.io.pieces),
+and naming the file a failed write was for."""
 
 from typing import Any
 
 from .._typing import Buffer
+from .pieces import FILE_WRITE_SIZE, WRITE_SIZE
 
-# Each write(2) of a file at a known offset hands it at most FILE_WRITE_SIZE
-# bytes, cut at the file's FILE_WRITE_SIZE boundaries. On Linux a write into
-# the page cache gets folios as large as the write and its alignment in the
-# file allow, and on the project's VM, once the host has taken back memory
-# the guest freed, the large ones often come from memory the host must fault
-# in again (32 KiB is order 3, the largest order the page allocator keeps
-# per-CPU lists of). The command decrypting 1 GiB into a new file wrote
-# 128 KiB pieces at 3.2-3.9 GB/s until 0.7-0.9 GiB in, then at 0.3-0.5 GB/s;
-# 32 KiB pieces went at a steady 2.2-2.9 GB/s. Over whole commands on 1 GiB,
-# interleaved, 32 KiB pieces were the faster in 22 of 24 pairs (median
-# 0.59 / 0.53 s decrypting / encrypting, against 2.13 / 1.98 s; Go age, whose
-# decryption writes 32 KiB too, 1.35 / 1.09 s); on 256 MiB, before any
-# slowdown, they cost 0.02 s (0.186 s against 0.163 s). Pieces that start
-# off a boundary get runs of smaller folios, so each ends on one
-# (benchmarks/HISTORY.md, "Write size, again" and after). Other destinations
-# (pipes, wrappers such as the armor writer, memory) get WRITE_SIZE pieces:
-# fewer calls.
-WRITE_SIZE = 128 << 10
-FILE_WRITE_SIZE = 32 << 10
+
+def write_failed(dst: Any, error: OSError) -> OSError:
+    """`error`, raised writing to `dst`, naming `dst`'s file where it names
+    none (a file object's write or flush does not), so that "No space left
+    on device" says where, as Go age's "write PATH: ..." does."""
+    name = getattr(dst, "name", None)
+    if error.filename is not None or not error.errno or isinstance(error, BlockingIOError) \
+            or not isinstance(name, str):
+        return error
+    return OSError(error.errno, error.strerror, name)
 
 
 def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
     """Write all of `data`, also to raw writers that accept only part of it.
     `at`, where known, is the file offset data lands at: pieces are then at
     most FILE_WRITE_SIZE, cut at the file's FILE_WRITE_SIZE boundaries; else
-    at most WRITE_SIZE."""
+    at most WRITE_SIZE. A failed write's OSError names the file (write_failed)."""
     mv = memoryview(data).cast("B")
     size = WRITE_SIZE if at is None else FILE_WRITE_SIZE
     piece = size if at is None else size - at % size
     while mv:
-        n = dst.write(mv[:piece])
+        try:
+            n = dst.write(mv[:piece])
+        except OSError as e:
+            raise write_failed(dst, e) from None
         if n is None:
             raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
         mv = mv[n:]
@@ -46,7 +38,11 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
 
 
 def flush(dst: object) -> None:
-    """Flush `dst` if it buffers (a raw writer need not have flush())."""
+    """Flush `dst` if it buffers (a raw writer need not have flush()); a
+    failure names the file, as write_all's do."""
     method = getattr(dst, "flush", None)
     if method is not None:
-        method()
+        try:
+            method()
+        except OSError as e:
+            raise write_failed(dst, e) from None

@@ -30,8 +30,9 @@ import os
 os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 from ._batches import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE, open_chunks, seal_chunks  # noqa: E402
-from ._file_job import FILE_BATCH, FileJob, open_file, seal_file  # noqa: E402
+from ._file_job import FILE_BATCH, FileJob, WriteError, open_file, seal_file  # noqa: E402
 from ._loader import cached, compile_in_background, is_warm, isa, load_or_warn, warm_up  # noqa: E402
 
 __all__ = ["CHUNK_SIZE", "FILE_BATCH", "FileJob", "SEALED_CHUNK_SIZE", "TAG_SIZE", "cached", "compile_in_background",
-           "is_warm", "isa", "load_or_warn", "open_chunks", "open_file", "seal_chunks", "seal_file", "warm_up"]
+           "is_warm", "isa", "load_or_warn", "open_chunks", "open_file", "seal_chunks", "seal_file", "warm_up",
+           "WriteError"]

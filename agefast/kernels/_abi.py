@@ -4,7 +4,7 @@ No numba here: a process that loads the kernels from the cache reads this
 module and never imports numba.
 """
 
-from ..io.writes import FILE_WRITE_SIZE
+from ..io.pieces import FILE_WRITE_SIZE
 
 CHUNK = 65536          # age STREAM chunk plaintext
 TAG = 16
@@ -35,12 +35,16 @@ FILE_RESULT = "int64"
 FILE_BATCH = 32
 PAGE = 4096            # a batch lies in its buffer at its file offset's place within a page
 FILE_BUFFER_SIZE = FILE_BATCH * (CHUNK + TAG) + PAGE     # each of the two buffers
-WRITE_PIECE = FILE_WRITE_SIZE  # writes are cut at the output file's multiples of this (io.writes says why)
+WRITE_PIECE = FILE_WRITE_SIZE  # writes are cut at the output file's multiples of this (agefast.io.pieces says why)
 MUTEX_SIZE = 64        # room for a pthread_mutex_t (40 bytes on x86-64 glibc, 48 on arm64)
-# file_batches' results: every batch done, or why it ended (the C library's
-# errno tells why for READ_FAILED and WRITE_FAILED); FAILED_AT + b: batch b
-# did not verify.
-FILE_DONE, FILE_STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED, FAILED_AT = 0, 1, -1, -2, -3, 2
+# file_batches' results: FILE_DONE, every batch done; else ENDED_AT + b *
+# ENDINGS + why: the worker ended at its batch b, every one of its batches
+# before b written whole and none from b on (b itself may be written in
+# part), because it was STOPPED, a read or a write of b failed (READ_FAILED,
+# WRITE_FAILED: the C library's errno tells why), the input ended in b
+# (INPUT_ENDED) or a chunk of b did not verify (NOT_VERIFIED).
+FILE_DONE, ENDED_AT = 0, 1
+STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED, NOT_VERIFIED, ENDINGS = 1, 2, 3, 4, 5, 6   # none is FILE_DONE
 
 # The caller's scratch for one batch call, zeroed: ChaCha20 state (16 uint32),
 # Poly1305 context (8 uint64), lane state (5 x 16 uint64), powers r^16 and

@@ -98,7 +98,7 @@ if config.DISABLE_JIT:
 @_inner
 def _write_batch(dst_fd, dst, place, size, at):
     """pwrite dst[place:place+size] at `at` in pieces that end at the file's
-    multiples of WRITE_PIECE (agefast.io.writes says why); whether all of it was written."""
+    multiples of WRITE_PIECE (agefast.io.pieces says why); whether all of it was written."""
     done = 0
     while done < size:
         piece = min(_abi.WRITE_PIECE - (at + done) % _abi.WRITE_PIECE, size - done)
@@ -107,6 +107,12 @@ def _write_batch(dst_fd, dst, place, size, at):
             return False
         done += n
     return True
+
+
+@_inner
+def _ended(b, why):
+    """The result of a worker that ended at its batch b, and why (_abi's file_batches results)."""
+    return _abi.ENDED_AT + b * _abi.ENDINGS + why
 
 
 @_inner
@@ -119,28 +125,28 @@ def _file_batches(key, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batc
     b = first
     while b < batches:
         if stop[0] != 0:
-            return _abi.FILE_STOPPED
+            return _ended(b, _abi.STOPPED)
         at = src_at + b * size_in
         place = at % _abi.PAGE
         got = 0
         while got < size_in:
             n = _pread(src_fd, src, place + got, size_in - got, at + got)
             if n < 0:
-                return _abi.READ_FAILED
+                return _ended(b, _abi.READ_FAILED)
             if n == 0:
-                return _abi.INPUT_ENDED
+                return _ended(b, _abi.INPUT_ENDED)
             got += n
         out_at = dst_at + b * size_out
         out_place = out_at % _abi.PAGE
         done = _batch(key, np.uint64(b * _abi.FILE_BATCH), src[place:place + size_in],
                       dst[out_place:out_place + size_out], False, mode, scr)
         if mode == OPEN and done != _abi.FILE_BATCH:
-            return _abi.FAILED_AT + b
+            return _ended(b, _abi.NOT_VERIFIED)
         _lock(lock)
         written = _write_batch(dst_fd, dst, out_place, size_out, out_at)
         _unlock(lock)
         if not written:
-            return _abi.WRITE_FAILED
+            return _ended(b, _abi.WRITE_FAILED)
         b += stride
     return _abi.FILE_DONE
 

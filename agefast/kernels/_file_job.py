@@ -14,11 +14,16 @@ if TYPE_CHECKING:
 FILE_BATCH = _abi.FILE_BATCH     # chunks in a batch of seal_file and open_file
 
 
+class WriteError(OSError):
+    """A write of the output file failed (FileJob.wait): its errno says why."""
+
+
 class FileJob:
     """Whole batches of one file being sealed or opened into another on worker threads (seal_file, open_file)."""
 
     def __init__(self, mode: int, key: "ctypes.Array[ctypes.c_char]", src_fd: int, src_at: int, dst_fd: int,
                  dst_at: int, batches: int, workers: int) -> None:
+        self._batches = batches
         self._stop = _native.Flag()
         self._lock = _native.Mutex()
         # Each worker's (result, errno), or what it raised instead: until it ends, an error.
@@ -50,33 +55,63 @@ class FileJob:
         for thread in self._threads:
             thread.join()
 
+    def _endings(self) -> "list[tuple[int, int, int] | BaseException]":
+        """Each worker's (batch it ended at, why, errno) by _abi's file_batches
+        results (batches for every batch done), or what it raised instead."""
+        endings: "list[tuple[int, int, int] | BaseException]" = []
+        for outcome in self._results:
+            if isinstance(outcome, BaseException):
+                endings.append(outcome)
+                continue
+            result, code = outcome
+            if result < 0:      # the compiled wrapper's report of a failed call (_build)
+                endings.append(RuntimeError("the file kernel failed"))
+            elif result == _abi.FILE_DONE:
+                endings.append((self._batches, _abi.FILE_DONE, 0))
+            else:
+                batch, why = divmod(result - _abi.ENDED_AT, _abi.ENDINGS)
+                endings.append((batch, why, code))
+        return endings
+
     def wait(self) -> int | None:
         """Return once every batch is done: None, or the first batch that did not
         verify (open_file; every batch before it was opened and written).
 
-        Raises OSError for a failed read or write, EOFError where the input
-        ended before its last batch (the file shrank while it was read).
+        Raises OSError for a failed read, WriteError for a failed write,
+        EOFError where the input ended before its last batch (the file shrank
+        while it was read).
         """
         for thread in self._threads:
             thread.join()
         failed = None
-        for outcome in self._results:
-            if isinstance(outcome, BaseException):
-                raise outcome
-            result, code = outcome
-            if result in (_abi.READ_FAILED, _abi.WRITE_FAILED):
+        for ending in self._endings():
+            if isinstance(ending, BaseException):
+                raise ending
+            batch, why, code = ending
+            if why in (_abi.READ_FAILED, _abi.WRITE_FAILED):
                 code = code or errno.EIO   # a write that moved nothing set no errno
-                raise OSError(code, os.strerror(code))
-            if result == _abi.INPUT_ENDED:
+                raise (WriteError if why == _abi.WRITE_FAILED else OSError)(code, os.strerror(code))
+            if why == _abi.INPUT_ENDED:
                 raise EOFError("the input ended before its last batch")
-            if result >= _abi.FAILED_AT:
+            if why == _abi.NOT_VERIFIED:
                 # Each worker went through its batches in order up to its
                 # first failure, so every batch below the least one verified.
-                batch = result - _abi.FAILED_AT
                 failed = batch if failed is None else min(failed, batch)
-            elif result != _abi.FILE_DONE:
-                raise RuntimeError("the file kernel failed" if result < 0 else "the file batches were stopped")
+            elif why == _abi.STOPPED:
+                raise RuntimeError("the file batches were stopped")
         return failed
+
+    def written(self) -> int:
+        """How many leading batches are written whole, once the workers ended
+        (after wait() or stop()), however they ended.
+
+        Each worker writes its batches in order, and ends at a batch before
+        which all of its own are written; one that raised instead is known to
+        have written none from its first. Every batch below the least of
+        those was written.
+        """
+        return min([self._batches, *(first if isinstance(ending, BaseException) else ending[0]
+                                     for first, ending in enumerate(self._endings()))])
 
 
 def _start(mode: int, key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
@@ -116,6 +151,6 @@ def open_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, ba
     only once every chunk of it verified. A worker ends at its first batch
     that does not verify; wait() returns the least such batch. Batches after
     it (other workers') may have been written: verified plaintext, but not to
-    be released.
+    be released (agefast.payload.file_batches cuts the output back to written()).
     """
     return _start(_abi.OPEN, key, src_fd, src_at, dst_fd, dst_at, batches, threads)

@@ -104,6 +104,31 @@ def test_stop_ends_the_workers_before_it_returns(tmp_path):
     assert size < batches * SEALED_BATCH
 
 
+def test_written_counts_the_leading_batches_written_whole(tmp_path):
+    # Done, every batch; stopped part way, a prefix of them, each whole; a
+    # failed write, none; a short input, the batches before the end.
+    plain = random.Random(5).randbytes(24 * BATCH)
+    with files(tmp_path, plain) as (src, dst):
+        job = kernels.seal_file(KEY, src, 0, dst, 0, 6, 2)
+        job.wait()
+        assert job.written() == 6
+        os.ftruncate(dst, 0)
+        job = kernels.seal_file(KEY, src, 0, dst, 0, 24, 2)
+        job.stop()
+        done = job.written()
+        assert os.pread(dst, done * SEALED_BATCH, 0) == reference(plain[:done * BATCH])
+    with files(tmp_path, plain[:4 * BATCH], write=False) as (src, dst):
+        job = kernels.seal_file(KEY, src, 0, dst, 0, 4, 2)
+        with pytest.raises(kernels.WriteError):
+            job.wait()
+        assert job.written() == 0
+    with files(tmp_path, plain[:3 * BATCH - 1]) as (src, dst):
+        job = kernels.seal_file(KEY, src, 0, dst, 0, 4, 1)
+        with pytest.raises(EOFError):
+            job.wait()
+        assert job.written() == 2
+
+
 def test_validation(tmp_path):
     with pytest.raises(ValueError, match="32 bytes"):
         kernels.seal_file(KEY[:31], 0, 0, 1, 0, 1)

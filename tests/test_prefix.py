@@ -1,0 +1,245 @@
+"""What a failure leaves in the output: the plaintext of every chunk before
+the first that failed, as Go age leaves it, never anything after it and never
+a hole; or nothing, where the output is replaced only on success.
+
+The files are just large enough for the file kernel (agefast.payload.file_batches),
+whose workers write their batches in any order: 35 MiB, 17 batches through
+the kernel (chunks 0-543), the last one (chunks 544-560) through the pipeline.
+"""
+
+import errno
+import io
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+
+import fsspec
+import pytest
+
+import agefast
+from agefast import kernels
+from agefast.payload import file_batches, rules
+from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
+from agefast.errors import PayloadError
+
+AGEFAST = [sys.executable, "-m", "agefast"]
+MiB = 1 << 20
+SIZE = file_batches.MIN_SIZE + 3 * MiB + 17
+KERNEL_CHUNKS = (rules.sealed_size(SIZE) - 1) // (kernels.FILE_BATCH * SEALED_CHUNK_SIZE) * kernels.FILE_BATCH
+# The first failing chunk: in the first batch, in the second (as in the damaged
+# file of issue 25), in the last batch through the kernel, in the pipeline's
+# tail, and the first of two in batches of different workers.
+DAMAGES = [(5,), (47,), (KERNEL_CHUNKS - 4,), (KERNEL_CHUNKS + 6,), (300, 70)]
+OWN = b"o" * 4095   # what a caller's file holds before decrypt_io starts
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_cache():
+    # The file kernel applies only where the kernels are in the cache (agefast.payload.engine.choose).
+    kernels.warm_up()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """(folder, identity file, plaintext, sealed file) shared by the module's tests."""
+    folder = tmp_path_factory.mktemp("prefix")
+    identity = agefast.x25519.Identity.generate()
+    (folder / "key.txt").write_text(f"{identity}\n")
+    plain = random.Random(25).randbytes(SIZE)
+    (folder / "plain").write_bytes(plain)
+    agefast.encrypt_file(folder / "plain", folder / "sealed", [identity.to_public()])
+    return folder, folder / "key.txt", plain, folder / "sealed"
+
+
+@pytest.fixture(scope="module")
+def damaged(files):
+    """damaged(*chunks): a copy of the sealed file with one byte flipped in each of `chunks` (made once)."""
+    folder, _, _, sealed = files
+    made = {}
+
+    def make(*damage):
+        if damage not in made:
+            data = bytearray(sealed.read_bytes())
+            payload_at = len(data) - rules.sealed_size(SIZE)
+            for chunk in damage:
+                data[payload_at + chunk * SEALED_CHUNK_SIZE + 100] ^= 0xFF
+            path = folder / ("damaged-" + "-".join(map(str, damage)))
+            path.write_bytes(data)
+            made[damage] = path
+        return made[damage]
+
+    return make
+
+
+def identities(key):
+    return agefast.load_identities(key.read_bytes())
+
+
+def run(args, stdout=subprocess.PIPE, **kwargs):
+    return subprocess.run([*AGEFAST, *map(str, args)], stdin=subprocess.DEVNULL, stdout=stdout,
+                          stderr=subprocess.PIPE, timeout=120, **kwargs)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_decrypt_io_into_a_file_leaves_the_prefix_from_its_offset(tmp_path, files, damaged, damage):
+    _, key, plain, _ = files
+    with open(damaged(*damage), "rb") as src, open(tmp_path / "out", "wb") as dst:
+        dst.write(OWN)
+        with pytest.raises(PayloadError, match=f"failed to authenticate payload chunk {min(damage)}$"):
+            agefast.decrypt_io(src, dst, identities(key))
+        assert dst.tell() == len(OWN) + min(damage) * CHUNK_SIZE
+    assert (tmp_path / "out").read_bytes() == OWN + plain[:min(damage) * CHUNK_SIZE]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_stdout_to_a_regular_file_leaves_the_prefix(tmp_path, files, damaged, damage):
+    _, key, plain, _ = files
+    with open(tmp_path / "out", "wb") as out:
+        done = run(["-d", "-i", key, damaged(*damage)], stdout=out)
+    assert done.returncode == 1
+    assert f"failed to authenticate payload chunk {min(damage)}".encode() in done.stderr
+    assert (tmp_path / "out").read_bytes() == plain[:min(damage) * CHUNK_SIZE]
+
+
+@pytest.mark.requires_tool("age")
+def test_the_prefix_is_go_ages(tmp_path, files, damaged):
+    # The damaged file of issue 25: chunk 47, 3,080,192 bytes before it.
+    _, key, plain, _ = files
+    with open(tmp_path / "go", "wb") as out:
+        assert subprocess.run(["age", "-d", "-i", key, damaged(47)], stdout=out, stderr=subprocess.DEVNULL,
+                              timeout=120).returncode == 1
+    with open(tmp_path / "agefast", "wb") as out:
+        assert run(["-d", "-i", key, damaged(47)], stdout=out).returncode == 1
+    with open(damaged(47), "rb") as src, open(tmp_path / "decrypt_io", "wb") as dst:
+        with pytest.raises(PayloadError):
+            agefast.decrypt_io(src, dst, identities(key))
+    go = (tmp_path / "go").read_bytes()
+    assert len(go) == 3_080_192 and go == plain[:len(go)]
+    assert (tmp_path / "agefast").read_bytes() == go and (tmp_path / "decrypt_io").read_bytes() == go
+
+
+@pytest.mark.parametrize("damage", [DAMAGES[0], DAMAGES[2]])
+def test_outputs_replaced_on_success_only_are_left_as_they_were(tmp_path, files, damaged, damage):
+    _, key, _, _ = files
+    (tmp_path / "kept").write_bytes(b"before")
+    done = run(["-d", "-i", key, "-o", tmp_path / "kept", damaged(*damage)])
+    assert done.returncode == 1 and (tmp_path / "kept").read_bytes() == b"before"
+    with pytest.raises(PayloadError):
+        agefast.decrypt_file(damaged(*damage), tmp_path / "new", identities(key))
+    assert sorted(os.listdir(tmp_path)) == ["kept"]
+
+
+def test_the_fsspec_layer_releases_nothing_past_the_damage(tmp_path, files, damaged):
+    # The filesystem reads through the seekable decryptor, not the file
+    # kernel: a copy out of it stops at the damaged chunk, a prefix.
+    _, key, plain, _ = files
+    fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(key))
+    with pytest.raises(PayloadError):
+        fs.get_file(str(damaged(47)), str(tmp_path / "out"))
+    left = (tmp_path / "out").read_bytes() if (tmp_path / "out").exists() else b""
+    assert len(left) <= 47 * CHUNK_SIZE and left == plain[:len(left)]
+
+
+def _no_larger_files_than(size):
+    def limit():
+        # Writes past the limit fail with EFBIG rather than killing the process.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+@pytest.mark.parametrize("limit", [3 * MiB + 5, 20 * MiB + 5])
+def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limit):
+    folder, key, plain, sealed = files
+    with open(tmp_path / "out", "wb") as out:
+        done = run(["-d", "-i", key, sealed], stdout=out, preexec_fn=_no_larger_files_than(limit))
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == ["agefast: error: /dev/stdout: File too large"]
+    left = (tmp_path / "out").read_bytes()
+    assert len(left) <= limit and left == plain[:len(left)]
+    done = run(["-d", "-i", key, "-o", tmp_path / "named", sealed], preexec_fn=_no_larger_files_than(limit))
+    assert done.stderr.decode().splitlines() == [f"agefast: error: {tmp_path / 'named'}: File too large"]
+    assert not (tmp_path / "named").exists()
+
+
+def test_a_failed_write_keeps_the_batches_before_it(tmp_path, files):
+    # One worker writes its batches in order: batch 2 fails part way, 4 MiB
+    # are left whole before it.
+    _, key, plain, sealed = files
+    limit = len(OWN) + 5 * MiB + 5
+    previous = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    with open(sealed, "rb") as src, open(tmp_path / "out", "wb") as dst:
+        dst.write(OWN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, previous[0][1]))
+        try:
+            with pytest.raises(OSError) as failed:
+                agefast.decrypt_io(src, dst, identities(key), threads=1)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, previous[0])
+            signal.signal(signal.SIGXFSZ, previous[1])
+    assert (failed.value.errno, failed.value.filename) == (errno.EFBIG, str(tmp_path / "out"))
+    assert (tmp_path / "out").read_bytes() == OWN + plain[:4 * MiB]
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 20 MiB tmpfs (root only: skipped where mounting is not permitted)."""
+    folder = tmp_path / "tmpfs"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", folder], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", folder], check=True)
+
+
+def released(age_file, identities_):
+    """The plaintext a decryptor releases from `age_file` before its payload fails."""
+    class Stream:       # read as a stream, chunk after chunk: not seekable
+        def __init__(self):
+            self._data = io.BytesIO(age_file)
+
+        def readinto(self, b):
+            return self._data.readinto(b)
+
+    out = bytearray()
+    reader = agefast.decryptor(Stream(), identities_)
+    with pytest.raises(PayloadError):
+        while data := reader.read(MiB):
+            out += data
+    return bytes(out)
+
+
+@pytest.mark.parametrize("decrypting", [True, False])
+def test_a_full_tmpfs_leaves_a_prefix_without_holes(full_tmpfs, files, decrypting):
+    _, key, plain, sealed = files
+    recipient = str(identities(key)[0].to_public())
+    args = ["-d", "-i", key, sealed] if decrypting else ["-r", recipient, files[0] / "plain"]
+    with open(full_tmpfs / "out", "wb") as out:
+        done = run(args, stdout=out)
+    assert done.stderr.decode().splitlines() == ["agefast: error: /dev/stdout: No space left on device"]
+    # The workers may have written batches past a hole before the disk was
+    # full: the file is cut back to where the first hole began.
+    left = (full_tmpfs / "out").read_bytes()
+    assert len(left) <= 20 * MiB
+    if not decrypting:
+        left = released(left, identities(key))
+    assert left == plain[:len(left)]
+    os.unlink(full_tmpfs / "out")
+    done = run([*args[:-1], "-o", full_tmpfs / "named", args[-1]])
+    assert done.stderr.decode().splitlines() == [f"agefast: error: {full_tmpfs / 'named'}: No space left on device"]
+    assert os.listdir(full_tmpfs) == []
+
+
+def test_decrypt_io_onto_a_full_tmpfs(full_tmpfs, files):
+    _, key, plain, sealed = files
+    with open(sealed, "rb") as src, open(full_tmpfs / "out", "wb") as dst:
+        with pytest.raises(OSError) as failed:
+            agefast.decrypt_io(src, dst, identities(key))
+    assert failed.value.filename == str(full_tmpfs / "out")
+    left = (full_tmpfs / "out").read_bytes()
+    assert left == plain[:len(left)]
