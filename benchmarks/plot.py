@@ -1,8 +1,10 @@
-"""Turn benchmarks/results/*.json into docs/img/*.png and the tables of docs/performance.md.
+"""Turn benchmarks/results/*.json into docs/img/*.png and the per-benchmark tables of benchmarks/HISTORY.md.
 
 Each table lives between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in
-docs/performance.md and is replaced whole; the prose around it is written by
-hand. A result file that is missing leaves its table as it was.
+benchmarks/HISTORY.md and is replaced whole; the prose around it is written
+by hand. A result file that is missing leaves its table as it was. The
+user's page, docs/performance.md, holds one table per machine, written by
+hand from these.
 
     python benchmarks/plot.py
 """
@@ -20,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the file-only bac
 from common import RESULTS, size_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "performance.md"
+DOC = ROOT / "benchmarks" / "HISTORY.md"
 IMG = ROOT / "docs" / "img"
 MiB = 1 << 20
 
@@ -161,7 +163,7 @@ def files_plot(result: dict) -> None:
 def replace(doc: str, name: str, text: str) -> str:
     pattern = re.compile(rf"(<!-- table:{re.escape(name)} -->\n).*?(<!-- /table:{re.escape(name)} -->)", re.S)
     if not pattern.search(doc):
-        print(f"docs/performance.md has no place for table {name}", file=sys.stderr)
+        print(f"benchmarks/HISTORY.md has no place for table {name}", file=sys.stderr)
         return doc
     return pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(2), doc)
 
