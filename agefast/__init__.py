@@ -11,20 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     # Type checkers see the lazily imported names as what they are.
     from . import passphrase, plugin, pq, ssh, tag, tagpq, x25519
-    from .api import (
-        Decryptor,
-        Encryptor,
-        decrypt,
-        decrypt_file,
-        decrypt_into,
-        decrypt_io,
-        decryptor,
-        encrypt,
-        encrypt_file,
-        encrypt_into,
-        encrypt_io,
-        encryptor,
-    )
+    from .api import decrypt, decrypt_file, decrypt_into, decrypt_io, encrypt, encrypt_file, encrypt_into, encrypt_io
+    from .streaming import Decryptor, Encryptor, decryptor, encryptor
     from .encrypting_reader import EncryptingReader, encrypting_reader
     from .errors import DecryptError, EncryptError, IdentityError, RecipientError
     from .keys import load_identities, parse_identities, parse_recipients
@@ -70,8 +58,9 @@ __all__ = [
 # (agefast.cli.early_payload), and most files need no recipient type but X25519.
 _MODULES = frozenset({"passphrase", "plugin", "pq", "ssh", "tag", "tagpq", "x25519"})
 _HOMES = {
-    **dict.fromkeys(("Decryptor", "Encryptor", "decrypt", "decrypt_file", "decrypt_into", "decrypt_io", "decryptor",
-                     "encrypt", "encrypt_file", "encrypt_into", "encrypt_io", "encryptor"), "api"),
+    **dict.fromkeys(("decrypt", "decrypt_file", "decrypt_into", "decrypt_io", "encrypt", "encrypt_file", "encrypt_into",
+                     "encrypt_io"), "api"),
+    **dict.fromkeys(("Decryptor", "Encryptor", "decryptor", "encryptor"), "streaming"),
     **dict.fromkeys(("EncryptingReader", "encrypting_reader"), "encrypting_reader"),
     **dict.fromkeys(("DecryptError", "EncryptError", "IdentityError", "RecipientError"), "errors"),
     **dict.fromkeys(("load_identities", "parse_identities", "parse_recipients"), "keys"),

@@ -9,12 +9,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from .format.grammar import Stanza
-
 # A bytes-like object: anything memoryview() accepts (bytes, bytearray,
 # memoryview, array, mmap, a NumPy array). collections.abc.Buffer is 3.12's;
 # on 3.11 type checkers take typing_extensions' (they ship it), and at run
 # time, where it only documents, the common cases stand for it.
+if TYPE_CHECKING:
+    from .format.grammar import Stanza
+
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer as Buffer
 elif TYPE_CHECKING:
@@ -29,13 +30,13 @@ StrPath: TypeAlias = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 class Recipient(Protocol):
     """Anything that wraps a file key in stanzas: an age recipient."""
 
-    def wrap(self, file_key: bytes, /) -> list[Stanza]: ...
+    def wrap(self, file_key: bytes, /) -> "list[Stanza]": ...
 
 
 class Identity(Protocol):
     """Anything that unwraps a file key from stanzas (None if none is its own)."""
 
-    def unwrap(self, stanzas: list[Stanza], /) -> bytes | None: ...
+    def unwrap(self, stanzas: "list[Stanza]", /) -> bytes | None: ...
 
 
 class SupportsRead(Protocol):

@@ -1,16 +1,14 @@
-"""The public encryption and decryption entry points.
+"""The public encryption and decryption entry points, but the streaming objects (agefast.streaming).
 
-`encryptor`/`decryptor` are file objects for streaming. `encrypt_io`,
-`decrypt_io` and the `*_file` functions run the whole payload through the
-overlapped pipeline, and `encrypt`/`decrypt` of in-memory bytes hand the whole
-payload to the chunk engine in one call.
+`encrypt_io`, `decrypt_io` and the `*_file` functions run the whole payload
+through the file kernel and the overlapped pipeline, and `encrypt`/`decrypt`
+of in-memory bytes hand the whole payload to the engine in steps.
 """
 
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO
 
 from . import _arguments
 from .io import cpus, reserve
@@ -21,230 +19,15 @@ from .io.buffers import Fill, new_bytes, ready_now
 from .io.replace import replacing
 from .io.source import MemoryReader, Source, file_position
 from .io.direct import DirectReader
-from .errors import EncryptError, PayloadError
+from .errors import PayloadError
 from .header import make_header, open_header
 from .payload.pipeline import open_stream, seal_stream
-from .payload.seekable import SeekablePayload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .payload.rules import CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key, \
-    plaintext_size, sealed_size
-from .payload.stream import PayloadReader, PayloadWriter, open_batch
-from .io.writes import flush, write_all
-
-_READ_SIZE = 1 << 20
-
-
-def _begin_file(dst: Writer, recipients: Iterable[Recipient], armored: bool) -> tuple[Any, bytes]:
-    """Write the header and nonce; return (payload destination, payload key).
-
-    The arguments are checked before anything is written."""
-    _arguments.writer("dst", dst)
-    _arguments.flag("armored", armored)
-    header, file_key = make_header(_arguments.recipients(recipients))
-    out = armor.ArmorWriter(dst) if armored else dst
-    nonce = os.urandom(NONCE_SIZE)
-    write_all(out, header + nonce)
-    return out, payload_key(file_key, nonce)
-
-
-def _open_file(src: Reader, identities: Iterable[Identity],
-               armored: bool | None = None) -> tuple[Source, bytes, bool]:
-    """Read the header; return (Source at the first chunk, payload key, armored).
-
-    armored=None looks at the start of the file to tell; True reads armor
-    only, as Go's armor.NewReader does (leading garbage is an ArmorError),
-    and False a binary file only."""
-    identities = _arguments.identities(identities)
-    source = Source(_arguments.reader("src", src))
-    if _arguments.armored_or_not(armored) is None:
-        armored = armor.starts_armored(source)
-    if armored:
-        source = Source(armor.ArmorReader(source))
-    return source, open_header(source, identities), bool(armored)
-
-
-def _finish_file(out: object, dst: object) -> None:
-    if isinstance(out, armor.ArmorWriter):
-        out.close()
-    flush(dst)
-
-
-class AbortOnError:
-    """close() on leaving a `with` block normally; abort() on leaving it
-    through an exception, or when collected unclosed: an unfinished file must
-    never look complete. For writers with close(), abort() and `closed`."""
-
-    if TYPE_CHECKING:  # what the classes it is mixed into provide
-        closed: bool
-
-        def close(self) -> None: ...
-
-        def abort(self) -> None: ...
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        if not self.closed:
-            self.abort()
-
-
-class Encryptor(AbortOnError, io.RawIOBase):
-    """A writable binary stream that encrypts onto `dst`.
-
-    close() seals the final chunk. Leaving a `with` block through an exception
-    does not: an interrupted file must never look complete, so it is left
-    without a final chunk and fails to decrypt.
-    """
-
-    def __init__(self, dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
-                 close_dst: bool = False, threads: int | None = None) -> None:
-        super().__init__()
-        self._dst = dst
-        self._close_dst = close_dst
-        self._out, key = _begin_file(dst, recipients, armored)
-        self._payload = PayloadWriter(self._out, key, choose(None, threads), _write_position(self._out))
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Buffer) -> int:
-        """Encrypt `data`; returns its length. Chunks are sealed and written as they fill."""
-        if self.closed:
-            raise EncryptError("write to a closed encryptor")
-        return self._payload.write(data)
-
-    def close(self) -> None:
-        """Seal the final chunk and finish the file (and close `dst` if close_dst)."""
-        if self.closed:
-            return
-        try:
-            self._payload.close()
-            _finish_file(self._out, self._dst)
-            if self._close_dst:
-                getattr(self._dst, "close")()
-        finally:
-            super().close()
-
-    def abort(self) -> None:
-        """Stop without sealing the final chunk: the output will not decrypt."""
-        io.RawIOBase.close(self)
-
-
-
-def read_all(readinto: Callable[[bytearray], int | None]) -> bytes:
-    """Everything a stream's readinto gives, read 1 MiB at a time (the
-    default readall reads 8 KiB at a time)."""
-    out = bytearray()
-    buf = bytearray(_READ_SIZE)
-    while n := readinto(buf):
-        out += memoryview(buf)[:n]
-    return bytes(out)
-
-
-def _is_seekable(src: object) -> bool:
-    seekable = getattr(src, "seekable", None)
-    return seekable is not None and bool(seekable())
-
-
-class Decryptor(io.RawIOBase):
-    """A readable binary stream of the plaintext of `src`.
-
-    `armored` says what the caller knows of the file: True for ASCII armor
-    (anything before the BEGIN line other than whitespace is an ArmorError),
-    False for a binary file, None (the default) to tell from its first bytes.
-
-    The header is read and checked on construction. Plaintext is released only
-    chunk by chunk after each chunk's tag verified; after a failure every
-    further read raises the same error.
-
-    Over a seekable, unarmored source the stream is seekable too: the final
-    chunk is authenticated on construction, and seek/tell/pread work anywhere.
-
-    A non-blocking source must have the header ready when the decryptor is
-    made; after that a read that finds nothing raises BlockingIOError, and
-    retrying it later carries on where it stopped.
-    """
-
-    def __init__(self, src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
-                 close_src: bool = False, threads: int | None = None) -> None:
-        super().__init__()
-        self._src = _arguments.reader("src", src)
-        self._close_src = close_src
-        start: int | None = getattr(src, "tell")() if _is_seekable(src) else None
-        source, key, armored = _open_file(src, identities, armored)
-        self._payload: SeekablePayload | PayloadReader
-        if start is not None and not armored:
-            self._payload = SeekablePayload(src, start + source.consumed, key, choose(None, threads))
-        else:
-            self._payload = PayloadReader(source, key, choose(None, threads))
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return isinstance(self._payload, SeekablePayload)
-
-    def _seekable_payload(self) -> SeekablePayload:
-        if not isinstance(self._payload, SeekablePayload):
-            raise io.UnsupportedOperation("the source is not seekable (or is armored)")
-        return self._payload
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        """Move to `offset` (from the start, the position or the end, by `whence`); returns the new position.
-
-        Seekable decryptors only (io.UnsupportedOperation otherwise); a position
-        past the end reads nothing."""
-        return self._seekable_payload().seek(offset, whence)
-
-    def tell(self) -> int:
-        """The position in the plaintext (seekable decryptors only)."""
-        return self._seekable_payload().pos
-
-    def pread(self, offset: int, size: int) -> bytes:
-        """Thread-safe positional read; does not move the stream position."""
-        return self._seekable_payload().pread(offset, size)
-
-    def readinto(self, b: Buffer) -> int:
-        """Fill the writable buffer `b` with verified plaintext; returns the count, 0 at the end."""
-        if self.closed:
-            raise ValueError("read from a closed decryptor")
-        return self._payload.readinto(b)
-
-    def readall(self) -> bytes:
-        """All the rest of the plaintext."""
-        return read_all(self.readinto)
-
-    def close(self) -> None:
-        """Close the stream (and `src` if close_src)."""
-        if not self.closed and self._close_src:
-            getattr(self._src, "close")()
-        super().close()
-
-
-def encryptor(dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
-              close_dst: bool = False, threads: int | None = None) -> Encryptor:
-    """A writable stream that encrypts to `recipients` onto the binary file `dst`.
-
-    The header is written now; close() (or leaving a `with` block normally)
-    seals the final chunk. `armored` writes ASCII armor, `close_dst` closes
-    `dst` with the stream, `threads` caps the engine's threads."""
-    return Encryptor(dst, recipients, armored=armored, close_dst=close_dst, threads=threads)
-
-
-def decryptor(src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
-              close_src: bool = False, threads: int | None = None) -> Decryptor:
-    """A readable stream of the plaintext of the age file `src`, read as it goes.
-
-    The header is read and checked now (errors as for decrypt); only verified
-    plaintext is released. Over a seekable, unarmored `src` the stream is
-    seekable and has pread. `armored` as for Decryptor, `close_src` closes
-    `src` with the stream."""
-    return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
+from .payload.rules import (CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key,
+                            plaintext_size, sealed_size)
+from .payload.stream import open_batch
+from .io.writes import flush
+from .streaming import Decryptor, begin_file, encryptor, finish_file, open_file, write_position
 
 
 def _steps(count: int) -> Iterator[tuple[int, int]]:
@@ -401,20 +184,15 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
     return size
 
 
-def _write_position(writer: object) -> int | None:
-    position = file_position(writer)
-    return None if position is None else position[0]
-
-
 def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], armored: bool = False, *,
                threads: int | None = None) -> None:
     """Encrypt all of `reader` onto `writer`, reading, sealing and writing at once."""
     _arguments.reader("reader", reader)
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
-    out, key = _begin_file(writer, recipients, armored)
+    out, key = begin_file(writer, recipients, armored)
     position = file_position(reader)
-    write_at = _write_position(out)
+    write_at = write_position(out)
     read_at = size = None
     plain = 0
     if position is not None:
@@ -428,7 +206,7 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
                 read_at, write_at, counter = head.finish()
             seal_stream(Source(reader).readinto, out, key, engine, read_at=read_at, write_at=write_at,
                         counter=counter)
-        _finish_file(out, writer)
+        finish_file(out, writer)
 
 
 def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *,
@@ -445,9 +223,9 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     _arguments.writer("writer", writer)
     _arguments.distinct_files(reader, writer)
     position = file_position(reader)
-    source, key, armored = _open_file(reader, identities, armored)
+    source, key, armored = open_file(reader, identities, armored)
     offset = None
-    write_at = _write_position(writer)
+    write_at = write_position(writer)
     size = None
     payload = 0
     if position is not None and not armored:

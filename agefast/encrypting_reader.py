@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from . import _arguments
 from .io.source import Source
 from ._typing import Buffer, Reader, Recipient
-from .api import Encryptor, read_all
+from .streaming import Encryptor, read_all
 from .payload.rules import CHUNK_SIZE, STREAM_BATCH
 
 _PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch

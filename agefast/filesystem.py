@@ -28,7 +28,7 @@ import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.spec import AbstractBufferedFile, make_instance
 
-from . import api, keys
+from . import keys, streaming
 from .io.buffers import new_bytes
 from .io.source import Source
 from ._typing import Buffer
@@ -290,7 +290,7 @@ class AgeReadFile(AbstractBufferedFile):
         # the plaintext size: it is found again below, authenticated.
         self._raw = fs.fs.open(path, "rb", cache_type="none")
         try:
-            self._payload = api.decryptor(self._raw, fs.identities(), threads=fs.threads)
+            self._payload = streaming.decryptor(self._raw, fs.identities(), threads=fs.threads)
             if not self._payload.seekable():
                 raise ValueError(f"{path} is armored: armored age files have no random access; "
                                  "decrypt them whole with agefast.decrypt")
@@ -369,7 +369,7 @@ class AgeReadFile(AbstractBufferedFile):
         super().close()
 
 
-class AgeWriteFile(api.AbortOnError, AbstractBufferedFile):
+class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     """Writes an age file through agefast's encryptor onto the wrapped filesystem.
 
     close() seals the final chunk. A close while an exception is being
@@ -384,7 +384,7 @@ class AgeWriteFile(api.AbortOnError, AbstractBufferedFile):
         recipients = fs.recipients()
         self._raw = fs.fs.open(path, mode)
         try:
-            self._encryptor = api.encryptor(self._raw, recipients, threads=fs.threads)
+            self._encryptor = streaming.encryptor(self._raw, recipients, threads=fs.threads)
         except BaseException:
             self._raw.close()
             raise

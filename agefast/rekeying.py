@@ -21,7 +21,7 @@ from . import _arguments
 from .format import armor
 from .io.copy import copy_rest
 from .io.replace import replacing
-from .payload.file_batches import regular_fd
+from .io.reserve import positional_fd
 from .io.source import Source
 from ._typing import Identity, Reader, Recipient, StrPath, Writer
 from .header import make_header, open_file_key
@@ -45,7 +45,7 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
     identities = _arguments.identities(identities)
     # Only a standard file object's offsets are the file's (a GzipFile's are
     # not), so only from one is the payload copied by offset.
-    src_fd = regular_fd(_arguments.reader("src", src))
+    src_fd = positional_fd(_arguments.reader("src", src))
     start: int = 0 if src_fd is None else getattr(src, "tell")()
     source = Source(src)
     armored = armor.starts_armored(source)

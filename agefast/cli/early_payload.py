@@ -22,6 +22,7 @@ from ..payload import file_batches
 from ..payload.engine import choose
 from ..payload.rules import NONCE_SIZE, payload_key, sealed_size
 from ..io import reserve
+from ..io.reserve import positional_fd
 from ..format import bech32
 from ..io.source import file_position
 from ..errors import EncryptError
@@ -96,7 +97,7 @@ def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> I
     """
     position = file_position(src)
     if position is None or position[1] - position[0] < file_batches.MIN_SIZE \
-            or file_batches.regular_fd(dst) is None or dst.tell() != 0 or os.fstat(dst.fileno()).st_size != 0:
+            or positional_fd(dst) is None or dst.tell() != 0 or os.fstat(dst.fileno()).st_size != 0:
         yield None
         return
     file_key, nonce = os.urandom(16), os.urandom(NONCE_SIZE)

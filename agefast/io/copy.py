@@ -11,7 +11,7 @@ import errno
 import os
 from typing import Any
 
-from ..payload.file_batches import regular_fd
+from .reserve import positional_fd
 from .source import Source
 from .writes import flush, write_all
 
@@ -44,10 +44,10 @@ def copy_rest(source: Source, dst: Any, src_at: tuple[int, int] | None = None) -
     """Copy what `source` has left onto `dst`.
 
     `src_at`, (descriptor, offset), names where the rest lies in a regular
-    file (see regular_fd), whatever `source` has buffered: with such a file
+    file (see positional_fd), whatever `source` has buffered: with such a file
     as `dst` too it is copied in the kernel, and `dst` is left at the end of
     what it wrote."""
-    dst_fd = regular_fd(dst)
+    dst_fd = positional_fd(dst)
     if src_at is not None and dst_fd is not None:
         src_fd, offset = src_at
         flush(dst)

@@ -22,6 +22,7 @@ the writes go on as they would have.
 
 import contextlib
 import fcntl
+import io
 import os
 import stat
 import sys
@@ -65,6 +66,27 @@ def regular_fd(writer: Any) -> int | None:
         return None if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else fd
     except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
         return None
+
+
+# The file kernel (and a copy in the kernel, agefast.io.copy) reads and writes
+# at the offsets a file object reports, so
+# only the standard library's own file objects qualify, over a plain FileIO:
+# their tell() is the file's (a subclass's may not be, and what it does on
+# each write would be bypassed).
+_STANDARD = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
+
+
+def positional_fd(f: Any) -> int | None:
+    """The descriptor of `f` where it is a standard file object of a regular
+    file that the file kernel may read or write at any offset: not opened
+    for appending (regular_fd: others may be writing too)
+    or with O_DIRECT (which takes only aligned transfers)."""
+    if type(f) not in _STANDARD or type(getattr(f, "raw", f)) is not io.FileIO:
+        return None
+    fd = regular_fd(f)
+    if fd is None or fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
+        return None
+    return fd
 
 
 def reserve(writer: Any, at: int | None, size: int) -> int | None:

@@ -24,15 +24,13 @@ through the pipeline alone, opening 104 ms against 138 ms.
 """
 
 import contextlib
-import fcntl
-import io
 import os
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
 from ..errors import EncryptError, PayloadError
-from ..io import reserve
+from ..io.reserve import positional_fd
 from ..io.writes import write_failed
 from .engine import ENGINE_AFTER, Engine
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
@@ -42,26 +40,6 @@ SEAL, OPEN = "seal", "open"
 # Below this a job stays on cryptography by default (engine.ENGINE_AFTER),
 # and loading the kernels and starting workers would not pay back.
 MIN_SIZE = ENGINE_AFTER
-
-
-# The file kernel reads and writes at the offsets a file object reports, so
-# only the standard library's own file objects qualify, over a plain FileIO:
-# their tell() is the file's (a subclass's may not be, and what it does on
-# each write would be bypassed).
-_STANDARD = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
-
-
-def regular_fd(f: Any) -> int | None:
-    """The descriptor of `f` where it is a standard file object of a regular
-    file that the file kernel may read or write at any offset: not opened
-    for appending (agefast.io.reserve.regular_fd: others may be writing too)
-    or with O_DIRECT (which takes only aligned transfers)."""
-    if type(f) not in _STANDARD or type(getattr(f, "raw", f)) is not io.FileIO:
-        return None
-    fd = reserve.regular_fd(f)
-    if fd is None or fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
-        return None
-    return fd
 
 
 class Head:
@@ -150,7 +128,7 @@ def started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int |
     output ends where the first chunk that failed begins (Head.stop).
     """
     head = None
-    src_fd, dst_fd = regular_fd(reader), regular_fd(writer)
+    src_fd, dst_fd = positional_fd(reader), positional_fd(writer)
     if read_at is not None and write_at is not None and src_fd is not None and dst_fd is not None \
             and size >= MIN_SIZE:
         kernels = engine.kernels

@@ -1,0 +1,245 @@
+"""The streaming file objects: `encryptor` (a writable stream) and `decryptor` (a readable one).
+
+Both write or read the header here and move the payload through the job's
+engine, a batch at a time (agefast.payload.stream; random access through
+agefast.payload.seekable). begin_file and open_file are the header's two
+halves that every other way in (agefast.api) shares.
+"""
+
+import io
+import os
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import _arguments
+from ._typing import Buffer, Identity, Reader, Recipient, Writer
+from .errors import EncryptError
+from .format import armor
+from .header import make_header, open_header
+from .io.source import Source, file_position
+from .io.writes import flush, write_all
+from .payload.engine import choose
+from .payload.rules import NONCE_SIZE, payload_key
+from .payload.seekable import SeekablePayload
+from .payload.stream import PayloadReader, PayloadWriter
+
+_READ_SIZE = 1 << 20
+
+
+def begin_file(dst: Writer, recipients: Iterable[Recipient], armored: bool) -> tuple[Any, bytes]:
+    """Write the header and nonce; return (payload destination, payload key).
+
+    The arguments are checked before anything is written."""
+    _arguments.writer("dst", dst)
+    _arguments.flag("armored", armored)
+    header, file_key = make_header(_arguments.recipients(recipients))
+    out = armor.ArmorWriter(dst) if armored else dst
+    nonce = os.urandom(NONCE_SIZE)
+    write_all(out, header + nonce)
+    return out, payload_key(file_key, nonce)
+
+
+def open_file(src: Reader, identities: Iterable[Identity],
+               armored: bool | None = None) -> tuple[Source, bytes, bool]:
+    """Read the header; return (Source at the first chunk, payload key, armored).
+
+    armored=None looks at the start of the file to tell; True reads armor
+    only, as Go's armor.NewReader does (leading garbage is an ArmorError),
+    and False a binary file only."""
+    identities = _arguments.identities(identities)
+    source = Source(_arguments.reader("src", src))
+    if _arguments.armored_or_not(armored) is None:
+        armored = armor.starts_armored(source)
+    if armored:
+        source = Source(armor.ArmorReader(source))
+    return source, open_header(source, identities), bool(armored)
+
+
+def finish_file(out: object, dst: object) -> None:
+    if isinstance(out, armor.ArmorWriter):
+        out.close()
+    flush(dst)
+
+
+class AbortOnError:
+    """close() on leaving a `with` block normally; abort() on leaving it
+    through an exception, or when collected unclosed: an unfinished file must
+    never look complete. For writers with close(), abort() and `closed`."""
+
+    if TYPE_CHECKING:  # what the classes it is mixed into provide
+        closed: bool
+
+        def close(self) -> None: ...
+
+        def abort(self) -> None: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        if not self.closed:
+            self.abort()
+
+
+class Encryptor(AbortOnError, io.RawIOBase):
+    """A writable binary stream that encrypts onto `dst`.
+
+    close() seals the final chunk. Leaving a `with` block through an exception
+    does not: an interrupted file must never look complete, so it is left
+    without a final chunk and fails to decrypt.
+    """
+
+    def __init__(self, dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
+                 close_dst: bool = False, threads: int | None = None) -> None:
+        super().__init__()
+        self._dst = dst
+        self._close_dst = close_dst
+        self._out, key = begin_file(dst, recipients, armored)
+        self._payload = PayloadWriter(self._out, key, choose(None, threads), write_position(self._out))
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Buffer) -> int:
+        """Encrypt `data`; returns its length. Chunks are sealed and written as they fill."""
+        if self.closed:
+            raise EncryptError("write to a closed encryptor")
+        return self._payload.write(data)
+
+    def close(self) -> None:
+        """Seal the final chunk and finish the file (and close `dst` if close_dst)."""
+        if self.closed:
+            return
+        try:
+            self._payload.close()
+            finish_file(self._out, self._dst)
+            if self._close_dst:
+                getattr(self._dst, "close")()
+        finally:
+            super().close()
+
+    def abort(self) -> None:
+        """Stop without sealing the final chunk: the output will not decrypt."""
+        io.RawIOBase.close(self)
+
+
+
+def read_all(readinto: Callable[[bytearray], int | None]) -> bytes:
+    """Everything a stream's readinto gives, read 1 MiB at a time (the
+    default readall reads 8 KiB at a time)."""
+    out = bytearray()
+    buf = bytearray(_READ_SIZE)
+    while n := readinto(buf):
+        out += memoryview(buf)[:n]
+    return bytes(out)
+
+
+def _is_seekable(src: object) -> bool:
+    seekable = getattr(src, "seekable", None)
+    return seekable is not None and bool(seekable())
+
+
+class Decryptor(io.RawIOBase):
+    """A readable binary stream of the plaintext of `src`.
+
+    `armored` says what the caller knows of the file: True for ASCII armor
+    (anything before the BEGIN line other than whitespace is an ArmorError),
+    False for a binary file, None (the default) to tell from its first bytes.
+
+    The header is read and checked on construction. Plaintext is released only
+    chunk by chunk after each chunk's tag verified; after a failure every
+    further read raises the same error.
+
+    Over a seekable, unarmored source the stream is seekable too: the final
+    chunk is authenticated on construction, and seek/tell/pread work anywhere.
+
+    A non-blocking source must have the header ready when the decryptor is
+    made; after that a read that finds nothing raises BlockingIOError, and
+    retrying it later carries on where it stopped.
+    """
+
+    def __init__(self, src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
+                 close_src: bool = False, threads: int | None = None) -> None:
+        super().__init__()
+        self._src = _arguments.reader("src", src)
+        self._close_src = close_src
+        start: int | None = getattr(src, "tell")() if _is_seekable(src) else None
+        source, key, armored = open_file(src, identities, armored)
+        self._payload: SeekablePayload | PayloadReader
+        if start is not None and not armored:
+            self._payload = SeekablePayload(src, start + source.consumed, key, choose(None, threads))
+        else:
+            self._payload = PayloadReader(source, key, choose(None, threads))
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return isinstance(self._payload, SeekablePayload)
+
+    def _seekable_payload(self) -> SeekablePayload:
+        if not isinstance(self._payload, SeekablePayload):
+            raise io.UnsupportedOperation("the source is not seekable (or is armored)")
+        return self._payload
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to `offset` (from the start, the position or the end, by `whence`); returns the new position.
+
+        Seekable decryptors only (io.UnsupportedOperation otherwise); a position
+        past the end reads nothing."""
+        return self._seekable_payload().seek(offset, whence)
+
+    def tell(self) -> int:
+        """The position in the plaintext (seekable decryptors only)."""
+        return self._seekable_payload().pos
+
+    def pread(self, offset: int, size: int) -> bytes:
+        """Thread-safe positional read; does not move the stream position."""
+        return self._seekable_payload().pread(offset, size)
+
+    def readinto(self, b: Buffer) -> int:
+        """Fill the writable buffer `b` with verified plaintext; returns the count, 0 at the end."""
+        if self.closed:
+            raise ValueError("read from a closed decryptor")
+        return self._payload.readinto(b)
+
+    def readall(self) -> bytes:
+        """All the rest of the plaintext."""
+        return read_all(self.readinto)
+
+    def close(self) -> None:
+        """Close the stream (and `src` if close_src)."""
+        if not self.closed and self._close_src:
+            getattr(self._src, "close")()
+        super().close()
+
+
+def encryptor(dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
+              close_dst: bool = False, threads: int | None = None) -> Encryptor:
+    """A writable stream that encrypts to `recipients` onto the binary file `dst`.
+
+    The header is written now; close() (or leaving a `with` block normally)
+    seals the final chunk. `armored` writes ASCII armor, `close_dst` closes
+    `dst` with the stream, `threads` caps the engine's threads."""
+    return Encryptor(dst, recipients, armored=armored, close_dst=close_dst, threads=threads)
+
+
+def decryptor(src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
+              close_src: bool = False, threads: int | None = None) -> Decryptor:
+    """A readable stream of the plaintext of the age file `src`, read as it goes.
+
+    The header is read and checked now (errors as for decrypt); only verified
+    plaintext is released. Over a seekable, unarmored `src` the stream is
+    seekable and has pread. `armored` as for Decryptor, `close_src` closes
+    `src` with the stream."""
+    return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
+
+
+def write_position(writer: object) -> int | None:
+    position = file_position(writer)
+    return None if position is None else position[0]
