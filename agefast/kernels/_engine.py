@@ -31,8 +31,35 @@ from numba import carray, config, njit, types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic, register_jitable
 
-from . import _abi
+from . import _abi, _cache
 from ._abi import OPEN, SEAL
+
+
+class _Trusted:
+    """A Numba cache locator that takes a folder only where no other account can write.
+
+    Numba loads pickles and machine code from its cache: a folder another
+    account can write into (a shared NUMBA_CACHE_DIR, say) would run that
+    account's code in this process. The folder is created 0700 and must pass
+    agefast's own cache checks (_cache.path_refusal), else this locator
+    declines it, with one warning.
+    """
+
+    def ensure_cache_path(self):
+        os.makedirs(self.get_cache_path(), 0o700, exist_ok=True)
+        super().ensure_cache_path()
+        why = _cache.path_refusal(self.get_cache_path())
+        if why:
+            _cache.warn_once(f"not using Numba's cache {why}")
+            raise PermissionError(why)
+
+
+class _UserProvided(_Trusted, caching.UserProvidedCacheLocator):
+    pass
+
+
+class _UserWide(_Trusted, caching.UserWideCacheLocator):
+    pass
 
 
 class _OutOfTreeCache(caching.FunctionCache):
@@ -43,14 +70,14 @@ class _OutOfTreeCache(caching.FunctionCache):
     uninstall, and the leftover agefast/kernels/__pycache__ then makes
     site-packages/agefast a namespace package that shadows a later editable
     install. So the order here is NUMBA_CACHE_DIR if set, else the user-wide
-    cache (~/.cache/numba, one subdirectory per source directory), and next
-    to the source only where neither is writable. Freshness works as
-    Numba's own: each entry is keyed on this file's timestamp and size.
+    cache (~/.cache/numba, one subdirectory per source directory), each only
+    where it is trusted (_Trusted), and no disk cache where neither is.
+    Freshness works as Numba's own: each entry is keyed on this file's
+    timestamp and size.
     """
 
     class _impl_class(caching.CompileResultCacheImpl):
-        _locator_classes = [caching.UserProvidedCacheLocator, caching.UserWideCacheLocator,
-                            caching.InTreeCacheLocator]
+        _locator_classes = [_UserProvided, _UserWide]
 
 
 def _jit(func):
@@ -60,7 +87,10 @@ def _jit(func):
     dispatcher = njit(nogil=True)(func)
     # What cache=True does (Dispatcher.enable_caching), with our locators;
     # cache=True itself would first create the in-tree cache directory.
-    dispatcher._cache = _OutOfTreeCache(func)
+    try:
+        dispatcher._cache = _OutOfTreeCache(func)
+    except RuntimeError:
+        pass     # no trusted folder ("no locator available"): compiled in each process, cached nowhere
     return dispatcher
 
 
