@@ -27,12 +27,12 @@ _ATTEMPTS = 100
 _EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
-def create_partial(directory: str, name: str) -> tuple[int, str]:
-    """A new file `.NAME.RANDOM.partial` in `directory`, open for writing."""
+def create_partial(directory: str, name: str, dir_fd: int | None = None) -> tuple[int, str]:
+    """A new file `.NAME.RANDOM.partial` in `directory` (relative to the folder `dir_fd`, if given), open for writing."""
     for _ in range(_ATTEMPTS):
         tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.partial")
         try:
-            return os.open(tmp, _EXCLUSIVE, 0o600), tmp
+            return os.open(tmp, _EXCLUSIVE, 0o600, dir_fd=dir_fd), tmp
         except FileExistsError:
             continue
         except OSError:
@@ -43,7 +43,7 @@ def create_partial(directory: str, name: str) -> tuple[int, str]:
             # the caller's cleanup: the file may exist, and is ours (its name
             # was free), so it goes. The descriptor closes as the process ends.
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
             raise
     raise FileExistsError(errno.EEXIST, "no unused name for a temporary file", directory)
 

@@ -18,13 +18,26 @@ gets a new key, so an entry never goes stale.
 
 Location, as for Numba's own cache of the kernels: NUMBA_CACHE_DIR if set,
 else the user-wide cache ($XDG_CACHE_HOME or ~/.cache), never the package.
+
+Trust: the cache holds machine code this process runs, so nothing in it may
+come from another account (as OpenSSH treats ~/.ssh). Every folder agefast
+creates is created 0700 and used only if it is owned by this process's
+effective user and not writable by group or others; a folder that fails is
+not used, with one warning, and the user-wide folder (or no cache) is used
+instead. The folder is opened once and every entry is opened relative to that
+descriptor, without following symbolic links, checked the same way with
+fstat, and read from that one descriptor: the bytes hashed are the bytes
+returned, and the caller loads those bytes, never the path again.
 """
 
+import errno
 import functools
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
+import warnings
 
 # SHA-256 from hashlib, not from cryptography: the command starts sealing a
 # large file before it imports cryptography (agefast.cli.early_payload), and
@@ -42,12 +55,118 @@ _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_aead.py", "_file_io.
 _NUMBA_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX")
 
 
-def directory() -> str:
-    base = os.environ.get("NUMBA_CACHE_DIR")
-    if base:
-        return os.path.join(base, "agefast-kernels")
+def _locations() -> list[tuple[str, tuple[str, ...]]]:
+    """Where the cache may be, best first: (a folder the user chose, the folders agefast creates in it)."""
     user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(user, "agefast", "kernels")
+    private = (user, ("agefast", "kernels"))
+    base = os.environ.get("NUMBA_CACHE_DIR")
+    return [(base, ("agefast-kernels",)), private] if base else [private]
+
+
+def directory() -> str:
+    """The folder the cache is kept in where it passes the trust checks."""
+    base, names = _locations()[0]
+    return os.path.join(base, *names)
+
+
+def refusal(st: os.stat_result) -> str | None:
+    """Why a file or folder is not trusted to hold code this process runs, or None: another user's, or writable by others."""
+    if st.st_uid != os.geteuid():
+        return f"it is owned by uid {st.st_uid}, not by uid {os.geteuid()}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"it is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def path_refusal(path: str) -> str | None:
+    """Why code must not be loaded by path from the folder `path` (Numba's cache), or None.
+
+    The folder must pass refusal(), and no other account may rename or
+    replace anything on the way to it: every folder above is this user's or
+    root's, and writable by others only if sticky (as /tmp).
+    """
+    real = os.path.realpath(path)
+    why = refusal(os.stat(real))
+    if why:
+        return f"{real}: {why}"
+    above = real
+    while above != os.path.dirname(above):
+        above = os.path.dirname(above)
+        st = os.stat(above)
+        if st.st_uid not in (0, os.geteuid()):
+            return f"{real}: {above} is owned by uid {st.st_uid}"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+            return f"{real}: {above} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(f"agefast: {message}", RuntimeWarning, stacklevel=3)
+
+
+class _Untrusted(Exception):
+    pass
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_folder(base: str, names: tuple[str, ...]) -> int:
+    """A descriptor of base/names..., each of `names` created 0700 where missing and checked.
+
+    Raises _Untrusted (a folder that fails the checks) or OSError (one that
+    cannot be created or opened).
+    """
+    os.makedirs(base, 0o700, exist_ok=True)
+    folder = os.open(base, _FOLDER_FLAGS)
+    path = base
+    try:
+        for name in names:
+            path = os.path.join(path, name)
+            try:
+                os.mkdir(name, 0o700, dir_fd=folder)
+            except FileExistsError:
+                pass
+            try:
+                # O_NOFOLLOW: a symbolic link here could point anywhere, another account's folder included.
+                inner = os.open(name, _FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=folder)
+            except OSError as e:
+                if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                    raise _Untrusted(f"{path}: it is a symbolic link or not a folder") from None
+                raise
+            os.close(folder)
+            folder = inner
+            why = refusal(os.fstat(folder))
+            if why:
+                raise _Untrusted(f"{path}: {why}")
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
+
+
+def _open_cache() -> int | None:
+    """A descriptor of the first trusted cache folder, or None (compile in the process, store nothing)."""
+    refused = []
+    for base, names in _locations():
+        try:
+            folder = _open_folder(base, names)
+        except _Untrusted as e:
+            refused.append(str(e))
+            continue
+        except OSError:
+            continue     # not creatable (a read-only home, say): as an unwritable cache always was, quietly
+        if refused:
+            warn_once(f"not using the kernel cache {'; '.join(refused)}; using {os.path.join(base, *names)}")
+        return folder
+    if refused:
+        warn_once(f"not using the kernel cache {'; '.join(refused)}; compiling the kernels in this process")
+    return None
 
 
 def _host_cpu() -> bytes:
@@ -107,48 +226,72 @@ def key() -> str:
 _FIELDS = ("format", "kind", "sha256", "cpu", "features")
 
 
-def lookup(entry_key: str) -> tuple[str, str, bytes, dict[str, str]] | None:
-    """(kind "so" or "o", path, bytes, record) of a verified entry, or None."""
-    folder = directory()
+def _read(folder: int, name: str) -> bytes:
+    """The bytes of the regular file `name` in `folder`, read through one descriptor checked by fstat.
+
+    Raises OSError where it is missing, a symbolic link, not a regular file or not trusted (refusal).
+    """
+    # O_NONBLOCK: a FIFO put here must not hang the open; a regular file ignores it.
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
     try:
-        with open(os.path.join(folder, entry_key + ".entry"), encoding="utf-8") as f:
-            meta = dict(line.rstrip("\n").split(" ", 1) for line in f)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or refusal(st):
+            raise PermissionError(errno.EPERM, "not a trusted cache entry", name)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def lookup(entry_key: str) -> tuple[str, bytes, dict[str, str]] | None:
+    """(kind "so" or "o", the compiled bytes, record) of a verified entry, or None.
+
+    The bytes are the ones that were hashed: load them, not the file again.
+    """
+    folder = _open_cache()
+    if folder is None:
+        return None
+    try:
+        meta = dict(line.split(" ", 1) for line in _read(folder, entry_key + ".entry").decode().splitlines())
         digest, kind = meta["sha256"], meta["kind"]
         if meta["format"] != str(_FORMAT) or kind not in ("so", "o") or set(meta) != set(_FIELDS):
             return None
-        path = os.path.join(folder, f"{digest}.{kind}")
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read(folder, f"{digest}.{kind}")
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    finally:
+        os.close(folder)
     if _sha256(data).hex() != digest:
         return None
-    return kind, path, data, meta
+    return kind, data, meta
 
 
-def _write_atomically(path: str, data: bytes) -> None:
+def _write_atomically(folder: int, name: str, data: bytes) -> None:
     # As outputs are written (a signal just after the temporary file is
-    # created does not leave it behind), and without importing tempfile.
+    # created does not leave it behind), and without importing tempfile. The
+    # rename replaces the name: an entry that is a symbolic link is replaced, not followed.
     from agefast.io.replace import create_partial
 
-    fd, temporary = create_partial(*os.path.split(path))
+    fd, temporary = create_partial("", name, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(temporary, path)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        os.unlink(temporary)
+        os.unlink(temporary, dir_fd=folder)
         raise
 
 
-def store(entry_key: str, kind: str, data: bytes, meta: dict[str, str]) -> str:
-    """Write an entry (meta: "cpu" and "features", single lines); returns the compiled file's path. Raises OSError where the cache is not writable."""
-    folder = directory()
-    os.makedirs(folder, exist_ok=True)
-    digest = _sha256(data).hex()
-    path = os.path.join(folder, f"{digest}.{kind}")
-    _write_atomically(path, data)
-    record = dict(meta, format=_FORMAT, kind=kind, sha256=digest)
-    text = "".join(f"{name} {record[name]}\n" for name in _FIELDS)
-    _write_atomically(os.path.join(folder, entry_key + ".entry"), text.encode())
-    return path
+def store(entry_key: str, kind: str, data: bytes, meta: dict[str, str]) -> None:
+    """Write an entry (meta: "cpu" and "features", single lines). Raises OSError where there is no writable trusted cache."""
+    folder = _open_cache()
+    if folder is None:
+        raise PermissionError(errno.EPERM, "no trusted kernel cache", directory())
+    try:
+        digest = _sha256(data).hex()
+        _write_atomically(folder, f"{digest}.{kind}", data)
+        record = dict(meta, format=_FORMAT, kind=kind, sha256=digest)
+        text = "".join(f"{name} {record[name]}\n" for name in _FIELDS)
+        _write_atomically(folder, entry_key + ".entry", text.encode())
+    finally:
+        os.close(folder)

@@ -98,13 +98,15 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
             kind = "so"
             with open(shared, "rb") as f:
                 data = f.read()
-        try:
-            shared = _cache.store(key, kind, data, meta)
-        except OSError:
-            pass    # an unwritable cache: this process runs what it compiled, the next compiles again
-        # kind "so": shared is the library's path
-        functions = _native.load_library(shared) if kind == "so" else _native.load_object(data)  # type: ignore[arg-type]
-    return functions, _isa_of(features)
+    try:
+        _cache.store(key, kind, data, meta)
+    except OSError:
+        pass    # an unwritable or untrusted cache: this process runs what it compiled, the next compiles again
+    return _loaded(kind, data), _isa_of(features)
+
+
+def _loaded(kind: str, data: bytes) -> _native.Functions:
+    return _native.load_library(data) if kind == "so" else _native.load_object(data)
 
 
 def _load() -> tuple[_native.Functions, str]:
@@ -114,9 +116,8 @@ def _load() -> tuple[_native.Functions, str]:
     entry = _cache.lookup(key)
     if entry is None:
         return _compile(key)
-    kind, path, data, meta = entry
-    functions = _native.load_library(path) if kind == "so" else _native.load_object(data)
-    return functions, _isa_of(meta["features"])
+    kind, data, meta = entry
+    return _loaded(kind, data), _isa_of(meta["features"])
 
 
 def warm_up() -> None:

@@ -10,6 +10,7 @@ keeps each one exported (not resizable) until released.
 """
 
 import ctypes
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,9 +36,21 @@ _SIGNATURES = ((_abi.SYMBOL, _abi.BATCH_RESULT, _abi.BATCH_ARGS),
                (_abi.FILE_SYMBOL, _abi.FILE_RESULT, _abi.FILE_ARGS))
 
 
-def load_library(path: str) -> Functions:
-    """The functions of a shared library the cache verified."""
-    library = ctypes.CDLL(path, use_errno=True)
+def load_library(data: bytes) -> Functions:
+    """The functions of the shared library whose bytes the cache verified.
+
+    The bytes are copied into an anonymous in-memory file (memfd) that the
+    loader opens as /proc/self/fd/N: what runs is what was hashed, whatever
+    happens to the file in the cache meanwhile (rewritten, renamed, swapped).
+    The memfd stays open for the life of the process: the loader knows a
+    library by its name, and a later load whose memfd got the same number
+    would otherwise be handed this one.
+    """
+    fd = os.memfd_create("agefast-kernels", os.MFD_CLOEXEC)
+    with open(fd, "wb", closefd=False) as f:
+        f.write(data)
+    _keep.append(fd)
+    library = ctypes.CDLL(f"/proc/self/fd/{fd}", use_errno=True)
     functions = []
     for symbol, result, args in _SIGNATURES:
         function = library[symbol]

@@ -8,7 +8,8 @@ old code), and every kernel these call lives in agefast/kernels/. So their
 cache entries are keyed on the hash of the kernel sources, the list the
 compiled batch kernel's cache key covers (agefast.kernels._cache._SOURCES),
 and kept where Numba keeps the user's caches (NUMBA_CACHE_DIR, else
-~/.cache/numba), never in the source tree.
+~/.cache/numba), only in a folder no other account can write, never in the
+source tree.
 """
 
 import hashlib
@@ -33,16 +34,33 @@ def _kernel_sources() -> str:
     return h.hexdigest()
 
 
-class _KernelSourcesStamp:
+class _Trusted:
+    """Keyed on the kernel sources, and in a folder only where no other account can write.
+
+    Numba loads pickles and machine code from its cache: a folder another
+    account can write into (a shared NUMBA_CACHE_DIR, say) would run that
+    account's code in this process. The folder is created 0700 and must pass
+    agefast's own cache checks (_cache.path_refusal), else this locator
+    declines it, with one warning.
+    """
+
     def get_source_stamp(self):
         return _kernel_sources()
 
+    def ensure_cache_path(self):
+        os.makedirs(self.get_cache_path(), 0o700, exist_ok=True)
+        super().ensure_cache_path()
+        why = _cache.path_refusal(self.get_cache_path())
+        if why:
+            _cache.warn_once(f"not using Numba's cache {why}")
+            raise PermissionError(why)
 
-class _UserProvided(_KernelSourcesStamp, caching.UserProvidedCacheLocator):
+
+class _UserProvided(_Trusted, caching.UserProvidedCacheLocator):
     pass
 
 
-class _UserWide(_KernelSourcesStamp, caching.UserWideCacheLocator):
+class _UserWide(_Trusted, caching.UserWideCacheLocator):
     pass
 
 
@@ -54,7 +72,10 @@ class _KernelCache(caching.FunctionCache):
 def _kernel(func):
     """As the batch kernels: GIL released, no boundscheck, no fastmath; cached as above."""
     dispatcher = njit(nogil=True)(func)
-    dispatcher._cache = _KernelCache(func)      # what cache=True does, with these locators
+    try:
+        dispatcher._cache = _KernelCache(func)      # what cache=True does, with these locators
+    except RuntimeError:
+        pass     # no trusted folder ("no locator available"): compiled in each process, cached nowhere
     return dispatcher
 
 

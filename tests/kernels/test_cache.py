@@ -1,9 +1,12 @@
 """The compiled-kernel cache, in fresh processes: warm loads without numba; cold, stale, corrupt, racing,
 unwritable and compiler-less caches all end with correct output."""
 
+import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +41,8 @@ print(json.dumps({**loaded, "isa": kernels.isa()}))
 
 
 def start(cache, cwd=ROOT, **env):
-    full = dict(os.environ, NUMBA_CACHE_DIR=str(cache), **env)
+    # The private fallback folder too, so that no test reads or fills the user's own cache.
+    full = dict(os.environ, NUMBA_CACHE_DIR=str(cache), XDG_CACHE_HOME=f"{cache}-xdg", **env)
     full.pop("AGEFAST_ENGINE", None)
     return subprocess.Popen([sys.executable, "-c", PROBE], cwd=cwd, env=full, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -197,10 +201,180 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
 def test_a_store_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
 
-    def interrupted(src, dst):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_cache.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
     assert os.listdir(tmp_path / "agefast-kernels") == []
+
+
+# ---------------------------------------------------------------- trust: nothing another account can write is loaded
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another account needs root")
+
+
+@pytest.fixture
+def trusting(warm, tmp_path, monkeypatch):
+    """The warm cache as this process's cache, an empty private fallback, and warnings not yet given."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(warm))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(_cache, "_warned", set())
+    return warm / "agefast-kernels"
+
+
+def bit_exact(functions) -> None:
+    """The loaded functions seal as cryptography's ChaCha20Poly1305 does (one final chunk, counter 5)."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    from agefast import kernels
+
+    key, src = bytes(range(32)), bytes(range(256)) * 40
+    got = bytearray(len(src) + 16)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(kernels, "_functions", functions)
+        assert kernels.seal_chunks(key, 5, src, got, True, threads=1) == len(got)
+    assert bytes(got) == ChaCha20Poly1305(key).encrypt((5).to_bytes(11, "big") + b"\x01", src, None)
+
+
+def make_untrusted(path: Path, how: str, tmp_path: Path) -> Path:
+    """Give a folder or file of the cache what makes it untrusted; returns where it now is."""
+    if how == "another owner":
+        os.chown(path, NOBODY, -1)
+    elif how == "group-writable":
+        path.chmod(path.stat().st_mode | stat.S_IWGRP)
+    elif how == "world-writable":
+        path.chmod(path.stat().st_mode | stat.S_IWOTH)
+    else:   # the same content behind a symbolic link: the link's target may be anyone's
+        moved = tmp_path / "elsewhere"
+        path.rename(moved)
+        path.symlink_to(moved)
+        return moved
+    return path
+
+
+@as_root
+@pytest.mark.parametrize("how", ["another owner", "group-writable", "world-writable", "symlink"])
+def test_an_untrusted_folder_is_not_used_and_the_private_fallback_is(trusting, tmp_path, how):
+    from agefast import kernels
+
+    key = entries(trusting.parent)[0].stem
+    kind, data, meta = _cache.lookup(key)
+    make_untrusted(trusting, how, tmp_path)
+    reason = {"another owner": f"owned by uid {NOBODY}", "symlink": "symbolic link"}.get(how, "writable by group")
+    expected = f"{re.escape(str(trusting))}: it is (a )?{reason}.*; using {re.escape(str(tmp_path / 'xdg'))}"
+    with pytest.warns(RuntimeWarning, match=expected) as warned:
+        assert _cache.lookup(key) is None               # the fallback is empty
+        _cache.store(key, kind, data, meta)              # and takes the entry
+        assert _cache.lookup(key) == (kind, data, meta)
+    assert len(warned) == 1                              # one warning, however often the cache is used
+    private = tmp_path / "xdg" / "agefast" / "kernels"
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (private.parent, private)] == [0o700, 0o700]
+    functions, _ = kernels._load()
+    bit_exact(functions)
+
+
+@as_root
+def test_a_process_runs_no_code_from_another_accounts_folder(filled, tmp_path):
+    # As the attack: another account made the folder and put a library in it
+    # under a record with the library's own checksum. Loading it would fail
+    # (it is not a library); the process uses its private folder instead.
+    hostile = tmp_path / "shared" / "agefast-kernels"
+    shutil.copytree(filled[0] / "agefast-kernels", hostile)
+    shutil.copytree(filled[0] / "agefast-kernels", tmp_path / "shared-xdg" / "agefast" / "kernels")
+    record = entries(tmp_path / "shared")[0]
+    planted = b"not a library" * 1000
+    digest = hashlib.sha256(planted).hexdigest()
+    compiled_file(record).unlink()
+    (hostile / f"{digest}.so").write_bytes(planted)
+    record.write_text(re.sub(r"sha256 \w+", f"sha256 {digest}", record.read_text()))
+    for path in (hostile, *hostile.iterdir()):
+        os.chown(path, NOBODY, -1)
+    proc = start(tmp_path / "shared")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    assert not json.loads(out.splitlines()[-1])["numba"]      # loaded from the private folder, bit-exact
+    assert err.count("RuntimeWarning") == 1 and f"{hostile}: it is owned by uid {NOBODY}" in err
+
+
+@pytest.mark.parametrize("file", ["record", "compiled"])
+@pytest.mark.parametrize("how", [pytest.param("another owner", marks=as_root), "group-writable",
+                                 "world-writable", "symlink"])
+def test_an_untrusted_entry_is_a_miss(trusting, tmp_path, file, how):
+    record = entries(trusting.parent)[0]
+    key = record.stem
+    kind, data, meta = _cache.lookup(key)
+    path = record if file == "record" else compiled_file(record)
+    target = make_untrusted(path, how, tmp_path)
+    assert _cache.lookup(key) is None
+    _cache.store(key, kind, data, meta)         # replaces the name, never writes through a link
+    assert _cache.lookup(key) == (kind, data, meta)
+    if how == "symlink":
+        assert not path.is_symlink() and target.read_bytes() == path.read_bytes()
+
+
+def test_what_is_loaded_is_what_was_hashed(trusting, monkeypatch):
+    # The compiled file is rewritten in place (and its name taken by
+    # another file) after it was verified and before it is loaded.
+    from agefast import kernels
+    from agefast.kernels import _native
+
+    record = entries(trusting.parent)[0]
+    so = compiled_file(record)
+    verified = _cache.lookup
+
+    def swapped_after_verifying(key):
+        entry = verified(key)
+        with open(so, "r+b") as f:
+            f.write(b"\0" * so.stat().st_size)
+        (so.parent / "other").write_bytes(b"not a library")
+        os.replace(so.parent / "other", so)
+        return entry
+
+    monkeypatch.setattr(_cache, "lookup", swapped_after_verifying)
+    functions, _ = kernels._load()
+    bit_exact(functions)
+    with open(f"/proc/self/fd/{_native._keep[-1]}", "rb") as loaded:
+        assert hashlib.sha256(loaded.read()).hexdigest() == so.stem != hashlib.sha256(so.read_bytes()).hexdigest()
+
+
+def test_folders_and_entries_are_private_whatever_the_umask(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    old = os.umask(0)
+    try:
+        _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
+        monkeypatch.delenv("NUMBA_CACHE_DIR")
+        _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
+    finally:
+        os.umask(old)
+    for folder in (tmp_path / "numba" / "agefast-kernels", tmp_path / "xdg" / "agefast" / "kernels"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert {stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {0o600}
+    assert stat.S_IMODE((tmp_path / "xdg" / "agefast").stat().st_mode) == 0o700
+
+
+@as_root
+def test_numbas_own_cache_is_used_only_where_trusted(tmp_path):
+    # Numba's cache of the single-message kernels loads pickles: a folder of
+    # another account's is declined, NUMBA_CACHE_DIR's then the user-wide one.
+    show = ("from tests.kernels import calls\n"
+            "print(getattr(calls.chacha20_kernel._cache, '_impl', None) and calls.chacha20_kernel._cache._impl.locator"
+            ".get_cache_path())\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+
+    def located():
+        done = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return Path(done.stdout.split()[-1]), done.stderr
+
+    first, _ = located()
+    assert first.parent == tmp_path / "numba"
+    os.chown(first, NOBODY, -1)
+    second, err = located()
+    assert second.is_relative_to(tmp_path / "xdg") and f"{first}: it is owned by uid {NOBODY}" in err
+    os.chown(second, NOBODY, -1)
+    nowhere, err = located()
+    assert str(nowhere) == "None" and err.count("RuntimeWarning") == 2

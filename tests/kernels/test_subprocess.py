@@ -125,15 +125,15 @@ def test_the_kernel_caches_live_outside_the_package(tmp_path):
     probe = ("from agefast.kernels import _cache\n"
              "from tests.kernels import calls\n"
              "loc = calls.chacha20_kernel._cache._impl.locator\n"
-             "print(type(loc).__name__, loc.get_cache_path(), _cache.directory())\n")
+             "print(type(loc).__bases__[-1].__name__, loc.get_cache_path(), _cache.directory())\n")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     kind, path, ours = done.stdout.split()
-    assert kind == "_UserWide" and path.startswith(str(tmp_path / "xdg")), done.stderr
+    assert kind == "UserWideCacheLocator" and path.startswith(str(tmp_path / "xdg")), done.stderr
     assert ours == str(tmp_path / "xdg" / "agefast" / "kernels")
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
     kind, path, ours = done.stdout.split()
-    assert kind == "_UserProvided" and path.startswith(str(tmp_path / "own")), done.stderr
+    assert kind == "UserProvidedCacheLocator" and path.startswith(str(tmp_path / "own")), done.stderr
     assert ours == str(tmp_path / "own" / "agefast-kernels")
