@@ -8,32 +8,23 @@ lines, with exit status 1; flags that don't parse exit with status 2.
 
 import contextlib
 import io
-import os
 import re
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from types import FrameType
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 import agefast
-from agefast.recipients import batchpass
-from agefast.cli import early_payload, goflag, output
-from agefast.io import malloc, pipes
 from agefast import errors
-from agefast.cli.output import OutputRefused, go_quote
 from agefast._typing import Identity, Recipient
-from agefast.format.grammar import Stanza
+from agefast.cli import early_payload, goflag, key_flags, output
+from agefast.cli.outcome import UsageError, report_failure, run_cleaning_up, warn
+from agefast.cli.output import go_quote
 from agefast.cli.progress import with_progress
-from agefast.cli.terminal import (PluginPrompts, TerminalError, is_terminal, print_to_terminal, read_passphrase,
-                               read_terminal_input)
+from agefast.cli.terminal import is_terminal, read_terminal_input
+from agefast.io import malloc, pipes
+from agefast.recipients import batchpass
 
-if TYPE_CHECKING:
-    # At run time agefast.keys (and cryptography with it) is imported where
-    # recipients or identities are loaded: a large file's payload is started
-    # before that (_encrypt).
-    from agefast import keys
 
 USAGE = """\
 Usage:
@@ -85,17 +76,7 @@ Example:
     $ tar cvz ~/data | agefast -r age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p > data.tar.gz.age
     $ agefast --decrypt -i key.txt -o data.tar.gz data.tar.gz.age"""
 
-_PLUGIN_PROMPTS = PluginPrompts()
 _ARMOR_END_LINE = b"-----END AGE ENCRYPTED FILE-----\n"
-_PLUGINS_PAGE = "visit https://age-encryption.org/awesome#plugins for a list of available plugins"
-
-
-class UsageError(Exception):
-    """The command line asks for something that cannot be done; `hints` say what might."""
-
-    def __init__(self, message: str, *hints: str) -> None:
-        super().__init__(message)
-        self.hints = hints
 
 
 def _positive_int(text: str) -> int:
@@ -193,166 +174,14 @@ def _check_flags(args: Arguments) -> None:
         raise UsageError("standard input is used for multiple purposes")
 
 
-def _warn(message: str) -> None:
-    print(f"agefast: warning: {message}", file=sys.stderr)
-
-
 def _warn_duplicates(values: Iterable[str], name: str) -> None:
     seen: set[str] = set()
     warned: set[str] = set()
     for value in values:
         if value in seen and value not in warned:
-            _warn(f"duplicate {name} {go_quote(value)}")
+            warn(f"duplicate {name} {go_quote(value)}")
             warned.add(value)
         seen.add(value)
-
-
-def _read_bytes(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def read_key_file(path: str, purpose: str) -> str:
-    try:
-        return _read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
-
-
-def _refuse_missing_plugins(names: Iterable[str]) -> None:
-    """age's error and hints for the first of the plugins `names` that is not installed."""
-    for name in names:
-        try:
-            agefast.plugin.check_name(name, ValueError)
-        except ValueError:
-            continue
-        if agefast.plugin.find_binary(name) is None:
-            raise UsageError(f"{go_quote(name)} plugin not found",
-                             f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
-
-
-def _plugin_names(text: str) -> list[str]:
-    """The plugins the recipients and identities in `text` need."""
-    names = re.findall(r"^age1([a-z0-9+\-._]+)1[a-z0-9]+$", text, re.MULTILINE)
-    names += [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+$", text, re.MULTILINE)]
-    return [n for n in names if n not in ("pq", "tag", "tagpq")]
-
-
-def _ssh_public_key(path: str) -> "agefast.ssh.Recipient | None":
-    """PATH.pub, which age reads for a protected SSH key in PEM form (no public key inside)."""
-    public_path = path + ".pub"
-    if path == "-" or not os.path.exists(public_path):
-        return None
-    try:
-        return agefast.ssh.Recipient.from_str(read_key_file(public_path, "SSH public key"))
-    except agefast.RecipientError as e:
-        raise agefast.IdentityError(f"{public_path}: {e}") from None
-
-
-def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
-    """Every identity in the file at `path`, in any of the forms age accepts.
-
-    Native identity files, SSH private keys, and identity files encrypted
-    with a passphrase (asked for at first use) all work, as with age.
-    """
-    data = _read_bytes(path)
-    try:
-        return agefast.load_identities(data, name=path, passphrase=read_passphrase,
-                                       callbacks=_PLUGIN_PROMPTS, ssh_public_key=_ssh_public_key(path))
-    except agefast.IdentityError as e:
-        _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace")))
-        # Messages about the file as a whole already name it; line errors don't.
-        if path in str(e):
-            raise
-        raise agefast.IdentityError(f"identity file {path}: {e}") from None
-
-
-def _plugin_identity(name: str) -> "batchpass.Identity | agefast.plugin.IdentityPluginV1":
-    """The identity of -j NAME: a plugin that takes no identity data."""
-    if name == batchpass.NAME:
-        return batchpass.Identity()
-    try:
-        default = agefast.plugin.Identity.default_for_plugin(name)
-    except agefast.IdentityError as e:
-        raise UsageError(f"-j {name}: {e}") from None
-    _refuse_missing_plugins([default.plugin()])
-    return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
-
-
-def load_identities(args: Arguments) -> "list[keys.LoadedIdentity | batchpass.Identity]":
-    """The identities of the -i files and -j plugins, in the order given."""
-    identities: "list[keys.LoadedIdentity | batchpass.Identity]" = []
-    for kind, value in args.identity_flags:
-        identities += _load_identity_file(value) if kind == "i" else [_plugin_identity(value)]
-    return identities
-
-
-def public_keys(identity: "keys.LoadedIdentity | batchpass.Identity") -> Sequence[Recipient]:
-    """The recipients -e -i (or -e -j) encrypts to for one identity."""
-    if isinstance(identity, batchpass.Identity):
-        return [batchpass.recipient()]
-    from agefast import keys
-
-    # An encrypted identity file stands for all the identities inside it.
-    if isinstance(identity, keys.EncryptedIdentityFile):
-        return identity.recipients()
-    return [identity.to_public()]
-
-
-def _parse_recipient(text: str) -> "keys.ParsedRecipient":
-    if text.startswith("github:"):
-        user = text.removeprefix("github:")
-        raise UsageError('"github:" recipients were removed from the design', "instead, use recipient files like",
-                         f"    curl -O https://github.com/{user}.keys", f"    agefast -R {user}.keys")
-    from agefast import keys
-
-    try:
-        return keys.parse_recipient(text, _PLUGIN_PROMPTS)
-    except agefast.RecipientError as e:
-        _refuse_missing_plugins(_plugin_names(text))
-        raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
-
-
-def listed_recipients(args: Arguments) -> list[Recipient]:
-    """The recipients of -p (asking for the passphrase), or of -r and -R."""
-    if args.passphrase:
-        return [agefast.passphrase.Recipient(_new_passphrase())]
-    recipients: list[Recipient] = [_parse_recipient(text) for text in args.recipients]
-    for path in args.recipients_files:
-        def warn(message: str, path: str = path) -> None:
-            # As age does, keys of SSH types age can't use are skipped, so an
-            # authorized_keys file with such keys still works.
-            _warn(f"recipients file {path}: {message}")
-
-        text = read_key_file(path, "recipients file")
-        try:
-            recipients += agefast.parse_recipients(text, _PLUGIN_PROMPTS, warn=warn)
-        except agefast.RecipientError as e:
-            _refuse_missing_plugins(_plugin_names(text))
-            raise agefast.RecipientError(f"recipients file {path}: {e}") from None
-    return recipients
-
-
-def _load_recipients(args: Arguments) -> list[Recipient]:
-    recipients = listed_recipients(args)
-    for identity in load_identities(args):
-        recipients += public_keys(identity)
-    return recipients
-
-
-def _new_passphrase() -> str:
-    passphrase = read_passphrase("Enter passphrase (leave empty to autogenerate a secure one):")
-    if not passphrase:
-        from agefast.cli import wordlist
-
-        passphrase = wordlist.generate_passphrase()
-        # To the terminal only: the passphrase is for the user's eyes, not for logs of stderr.
-        print_to_terminal(f"agefast: using autogenerated passphrase {go_quote(passphrase)}")
-    elif read_passphrase("Confirm passphrase:") != passphrase:
-        raise UsageError("passphrases didn't match")
-    return passphrase
 
 
 @contextlib.contextmanager
@@ -405,7 +234,7 @@ def _encrypt(args: Arguments) -> None:
     early = _seals_early(args)
     # Loading X25519 keys cannot fail, so loading them later, once the files
     # are open, changes no outcome; any other key is loaded first, as age does.
-    recipients = [] if early else _load_recipients(args)
+    recipients = [] if early else key_flags.load_recipients(args)
     tty_in = _stdin_is_input(args)
     with open_input(args.input) as src:
         source = _terminal_input(src, False) if tty_in else src
@@ -413,58 +242,12 @@ def _encrypt(args: Arguments) -> None:
             if early:
                 with early_payload.started(source, dst, len(args.recipients), args.threads) as payload:
                     # cryptography is imported here, while the payload is sealed
-                    recipients = _load_recipients(args)
+                    recipients = key_flags.load_recipients(args)
                     if payload is not None:
                         payload.finish(recipients)
                         return
             with _progress(source) as reader:
                 agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
-
-
-class _PassphrasePrompt:
-    """An identity that asks for a passphrase only if the file has an scrypt stanza.
-
-    This is how age decrypts passphrase-encrypted files without a -p flag on
-    decryption: the user is prompted only when a passphrase could help.
-    """
-
-    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
-        # passphrase.STANZA_TYPE, spelled out: importing agefast.passphrase
-        # (scrypt, and OpenSSL's backend with it) cost every decryption 10 ms.
-        if not any(s.type == "scrypt" for s in stanzas):
-            return None
-        file_key = agefast.passphrase.Identity(read_passphrase("Enter passphrase:")).unwrap(stanzas)
-        if file_key is None:
-            raise UsageError("incorrect passphrase")
-        return file_key
-
-
-class _RefusePassphrase:
-    """Tried after the -i and -j identities: a passphrase-encrypted file needs no -i."""
-
-    def unwrap(self, stanzas: list[Stanza]) -> None:
-        if len(stanzas) == 1 and stanzas[0].type == "scrypt":
-            raise UsageError("file is passphrase-encrypted but identities were specified with -i/--identity or -j",
-                             "remove all -i/--identity/-j flags to decrypt passphrase-encrypted files")
-        return None
-
-
-def opening_identities(args: Arguments,
-                       loaded: "list[keys.LoadedIdentity | batchpass.Identity]") -> list[Identity]:
-    """What opens a file: the identities `loaded` from the -i and -j flags, or a passphrase prompt without them."""
-    return [*loaded, _RefusePassphrase()] if args.identity_flags else [_PassphrasePrompt()]
-
-
-@contextlib.contextmanager
-def identities_required(args: Arguments) -> Iterator[None]:
-    """age's error for a file no identity opened when none were given."""
-    try:
-        yield
-    except errors.NoIdentityMatchError:
-        if not args.identity_flags:
-            raise UsageError("the file is not passphrase-encrypted, identities are required",
-                             "specify identities with -i/--identity or -j to decrypt this file") from None
-        raise
 
 
 def _decrypt(args: Arguments) -> None:
@@ -473,37 +256,12 @@ def _decrypt(args: Arguments) -> None:
         # Ciphertext typed at the terminal is read before anything else
         # (a passphrase prompt, the output) uses the terminal.
         source = _terminal_input(src, True) if tty_in else src
-        identities = opening_identities(args, load_identities(args))
+        identities = key_flags.opening_identities(args, key_flags.load_identities(args))
         if hasattr(source, "peek") and not source.peek(1):
             raise errors.HeaderError("failed to read header: file is empty")
         with output.open_output(args.output, True, tty_in) as dst, _progress(source) as reader:
-            with identities_required(args):
+            with key_flags.identities_required(args):
                 agefast.decrypt_io(reader, dst, identities, threads=args.threads)
-
-
-# What to put before the library's message, most specific class first. The
-# library's messages already say what failed; a prefix is added only where
-# the message alone would not say which part of the file was bad.
-_PREFIXES = (
-    (errors.HeaderMACError, ""),
-    (errors.NoIdentityMatchError, ""),
-    (errors.ArmorError, ""),
-    (errors.HeaderError, "invalid header: "),
-    (errors.PayloadError, "invalid payload: "),
-    (agefast.DecryptError, "decryption failed: "),
-    (agefast.EncryptError, "encryption failed: "),
-)
-
-
-def describe(exc: Exception) -> str:
-    """One line for the user about `exc`."""
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        return where + (exc.strerror or str(exc))
-    if isinstance(exc, errors.HeaderError) and str(exc).startswith("failed to read header"):
-        return str(exc)
-    prefix = next((p for cls, p in _PREFIXES if isinstance(exc, cls)), "")
-    return prefix + str(exc)
 
 
 def _warm_up() -> None:
@@ -516,56 +274,9 @@ def _warm_up() -> None:
           file=sys.stderr)
 
 
-class _Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived; raised in the main thread so cleanups run."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated(signum)
-
-
-@contextlib.contextmanager
-def _cleanup_on_termination() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into _Terminated while the command runs.
-
-    Their default action kills the process at once, leaving a temporary
-    output file behind; as an exception they unwind through the output's
-    context manager, which removes it, as Ctrl-C (KeyboardInterrupt) already
-    does. A signal the caller chose to ignore (nohup) stays ignored.
-    """
-    previous: dict[signal.Signals, Any] = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            if signal.getsignal(signum) == signal.SIG_DFL:
-                previous[signum] = signal.signal(signum, _raise_terminated)
-        except ValueError:
-            break  # not the main thread: signals can't be handled here
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def main(argv: Iterable[str] | None = None) -> int:
     malloc.keep_freed_memory()
     return run_cleaning_up(_run, sys.argv[1:] if argv is None else list(argv))
-
-
-def run_cleaning_up(run: Callable[[list[str]], int], argv: list[str]) -> int:
-    """run(argv), with SIGTERM and SIGHUP unwinding it so that a temporary OUTPUT is removed."""
-    try:
-        with _cleanup_on_termination():
-            return run(argv)
-    except _Terminated as e:
-        # Cleaned up; now die of the signal, so the caller sees what happened.
-        signal.signal(e.signum, signal.SIG_DFL)
-        os.kill(os.getpid(), e.signum)
-        raise SystemExit(128 + e.signum) from None
 
 
 def _run(argv: list[str]) -> int:
@@ -601,27 +312,3 @@ def _act(argv: list[str], positional: list[str], args: Arguments) -> None:
         _encrypt(args)
 
 
-def report_failure(command: str, work: Callable[[], None]) -> int:
-    """work(); 0 if it succeeds, else 1 once the failure is told on stderr as `COMMAND: error: ...`."""
-    hints: tuple[str, ...] = ()
-    try:
-        work()
-        return 0
-    except (UsageError, OutputRefused) as e:
-        message, hints = str(e), e.hints
-    except BrokenPipeError as e:
-        # The reader of stdout went away. Point stdout at /dev/null so that
-        # the interpreter's flush at exit does not fail a second time and
-        # turn the exit status into 120.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        message = describe(e)
-    except (TerminalError, errors.AgeError, OSError) as e:
-        message = describe(e)
-    except KeyboardInterrupt:
-        message = "interrupted"
-    print(f"{command}: error: {message}", file=sys.stderr)
-    for hint in hints:
-        print(f"{command}: hint: {hint}", file=sys.stderr)
-    return 1

@@ -18,7 +18,8 @@ from agefast.cli import goflag
 from agefast.recipients import pq, x25519
 from agefast.cli.output import go_quote
 from agefast.cli.terminal import is_terminal
-from agefast.cli.age import UsageError, describe, read_key_file
+from agefast.cli.key_flags import read_key_file
+from agefast.cli.outcome import UsageError, describe
 
 USAGE = """\
 Usage:

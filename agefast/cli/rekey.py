@@ -11,11 +11,12 @@ agefast.rekeying's.
 import sys
 
 from agefast import rekeying
-from agefast.cli import age, goflag, output
+from agefast.cli import age, goflag, key_flags, outcome, output
 from agefast.cli.output import OutputRefused, go_quote
 from agefast.cli.terminal import is_terminal
 from agefast._typing import Recipient
-from agefast.cli.age import Arguments, UsageError
+from agefast.cli.age import Arguments
+from agefast.cli.outcome import UsageError
 
 USAGE = """\
 Usage:
@@ -91,16 +92,16 @@ def _check_flags(args: Arguments, positional: list[str]) -> None:
 
 def _rekey(args: Arguments) -> None:
     # A bad -r or -R is told before anything is asked for or read.
-    recipients: list[Recipient] = [] if args.passphrase else age.listed_recipients(args)
-    loaded = age.load_identities(args)
+    recipients: list[Recipient] = [] if args.passphrase else key_flags.listed_recipients(args)
+    loaded = key_flags.load_identities(args)
     with age.open_input(args.input) as src:
-        with age.identities_required(args):
-            opened = rekeying.open_file(src, age.opening_identities(args, loaded))
+        with key_flags.identities_required(args):
+            opened = rekeying.open_file(src, key_flags.opening_identities(args, loaded))
         if args.passphrase:
             # The new passphrase is asked for once the old one, if any, opened INPUT.
-            recipients = age.listed_recipients(args)
+            recipients = key_flags.listed_recipients(args)
         if args.encrypt:
-            recipients += [key for identity in loaded for key in age.public_keys(identity)]
+            recipients += [key for identity in loaded for key in key_flags.public_keys(identity)]
         header = rekeying.new_header(opened, recipients)
         if args.output is None and not opened.armored and is_terminal(sys.stdout):
             raise OutputRefused("refusing to output binary to the terminal", 'force anyway with "-o -"')
@@ -119,11 +120,11 @@ def _run(argv: list[str]) -> int:
         _check_flags(args, positional)
         _rekey(args)
 
-    return age.report_failure("agefast-rekey", work)
+    return outcome.report_failure("agefast-rekey", work)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return age.run_cleaning_up(_run, sys.argv[1:] if argv is None else argv)
+    return outcome.run_cleaning_up(_run, sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,223 @@
+"""The command's key flags: -r, -R, -i, -j and -p made into recipients and identities.
+
+agefast.keys (and cryptography with it) is imported where keys are loaded,
+not with this module: a large file's payload is started before that
+(agefast.cli.early_payload).
+"""
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import agefast
+from agefast import errors
+from agefast._typing import Identity, Recipient
+from agefast.cli.outcome import UsageError, warn
+from agefast.cli.output import go_quote
+from agefast.cli.terminal import PluginPrompts, print_to_terminal, read_passphrase
+from agefast.format.grammar import Stanza
+from agefast.recipients import batchpass
+
+if TYPE_CHECKING:
+    from agefast import keys
+    from agefast.cli.age import Arguments
+
+_PLUGIN_PROMPTS = PluginPrompts()
+_PLUGINS_PAGE = "visit https://age-encryption.org/awesome#plugins for a list of available plugins"
+
+
+def _read_bytes(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_key_file(path: str, purpose: str) -> str:
+    try:
+        return _read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
+
+
+def _refuse_missing_plugins(names: Iterable[str]) -> None:
+    """age's error and hints for the first of the plugins `names` that is not installed."""
+    for name in names:
+        try:
+            agefast.plugin.check_name(name, ValueError)
+        except ValueError:
+            continue
+        if agefast.plugin.find_binary(name) is None:
+            raise UsageError(f"{go_quote(name)} plugin not found",
+                             f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
+
+
+def _plugin_names(text: str) -> list[str]:
+    """The plugins the recipients and identities in `text` need."""
+    names = re.findall(r"^age1([a-z0-9+\-._]+)1[a-z0-9]+$", text, re.MULTILINE)
+    names += [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+$", text, re.MULTILINE)]
+    return [n for n in names if n not in ("pq", "tag", "tagpq")]
+
+
+def _ssh_public_key(path: str) -> "agefast.ssh.Recipient | None":
+    """PATH.pub, which age reads for a protected SSH key in PEM form (no public key inside)."""
+    public_path = path + ".pub"
+    if path == "-" or not os.path.exists(public_path):
+        return None
+    try:
+        return agefast.ssh.Recipient.from_str(read_key_file(public_path, "SSH public key"))
+    except agefast.RecipientError as e:
+        raise agefast.IdentityError(f"{public_path}: {e}") from None
+
+
+def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
+    """Every identity in the file at `path`, in any of the forms age accepts.
+
+    Native identity files, SSH private keys, and identity files encrypted
+    with a passphrase (asked for at first use) all work, as with age.
+    """
+    data = _read_bytes(path)
+    try:
+        return agefast.load_identities(data, name=path, passphrase=read_passphrase,
+                                       callbacks=_PLUGIN_PROMPTS, ssh_public_key=_ssh_public_key(path))
+    except agefast.IdentityError as e:
+        _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace")))
+        # Messages about the file as a whole already name it; line errors don't.
+        if path in str(e):
+            raise
+        raise agefast.IdentityError(f"identity file {path}: {e}") from None
+
+
+def _plugin_identity(name: str) -> "batchpass.Identity | agefast.plugin.IdentityPluginV1":
+    """The identity of -j NAME: a plugin that takes no identity data."""
+    if name == batchpass.NAME:
+        return batchpass.Identity()
+    try:
+        default = agefast.plugin.Identity.default_for_plugin(name)
+    except agefast.IdentityError as e:
+        raise UsageError(f"-j {name}: {e}") from None
+    _refuse_missing_plugins([default.plugin()])
+    return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
+
+
+def load_identities(args: "Arguments") -> "list[keys.LoadedIdentity | batchpass.Identity]":
+    """The identities of the -i files and -j plugins, in the order given."""
+    identities: "list[keys.LoadedIdentity | batchpass.Identity]" = []
+    for kind, value in args.identity_flags:
+        identities += _load_identity_file(value) if kind == "i" else [_plugin_identity(value)]
+    return identities
+
+
+def public_keys(identity: "keys.LoadedIdentity | batchpass.Identity") -> Sequence[Recipient]:
+    """The recipients -e -i (or -e -j) encrypts to for one identity."""
+    if isinstance(identity, batchpass.Identity):
+        return [batchpass.recipient()]
+    from agefast import keys
+
+    # An encrypted identity file stands for all the identities inside it.
+    if isinstance(identity, keys.EncryptedIdentityFile):
+        return identity.recipients()
+    return [identity.to_public()]
+
+
+def _parse_recipient(text: str) -> "keys.ParsedRecipient":
+    if text.startswith("github:"):
+        user = text.removeprefix("github:")
+        raise UsageError('"github:" recipients were removed from the design', "instead, use recipient files like",
+                         f"    curl -O https://github.com/{user}.keys", f"    agefast -R {user}.keys")
+    from agefast import keys
+
+    try:
+        return keys.parse_recipient(text, _PLUGIN_PROMPTS)
+    except agefast.RecipientError as e:
+        _refuse_missing_plugins(_plugin_names(text))
+        raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
+
+
+def listed_recipients(args: "Arguments") -> list[Recipient]:
+    """The recipients of -p (asking for the passphrase), or of -r and -R."""
+    if args.passphrase:
+        return [agefast.passphrase.Recipient(_new_passphrase())]
+    recipients: list[Recipient] = [_parse_recipient(text) for text in args.recipients]
+    for path in args.recipients_files:
+        def warn(message: str, path: str = path) -> None:
+            # As age does, keys of SSH types age can't use are skipped, so an
+            # authorized_keys file with such keys still works.
+            warn(f"recipients file {path}: {message}")
+
+        text = read_key_file(path, "recipients file")
+        try:
+            recipients += agefast.parse_recipients(text, _PLUGIN_PROMPTS, warn=warn)
+        except agefast.RecipientError as e:
+            _refuse_missing_plugins(_plugin_names(text))
+            raise agefast.RecipientError(f"recipients file {path}: {e}") from None
+    return recipients
+
+
+def load_recipients(args: "Arguments") -> list[Recipient]:
+    recipients = listed_recipients(args)
+    for identity in load_identities(args):
+        recipients += public_keys(identity)
+    return recipients
+
+
+def _new_passphrase() -> str:
+    passphrase = read_passphrase("Enter passphrase (leave empty to autogenerate a secure one):")
+    if not passphrase:
+        from agefast.cli import wordlist
+
+        passphrase = wordlist.generate_passphrase()
+        # To the terminal only: the passphrase is for the user's eyes, not for logs of stderr.
+        print_to_terminal(f"agefast: using autogenerated passphrase {go_quote(passphrase)}")
+    elif read_passphrase("Confirm passphrase:") != passphrase:
+        raise UsageError("passphrases didn't match")
+    return passphrase
+
+
+class _PassphrasePrompt:
+    """An identity that asks for a passphrase only if the file has an scrypt stanza.
+
+    This is how age decrypts passphrase-encrypted files without a -p flag on
+    decryption: the user is prompted only when a passphrase could help.
+    """
+
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        # passphrase.STANZA_TYPE, spelled out: importing agefast.passphrase
+        # (scrypt, and OpenSSL's backend with it) cost every decryption 10 ms.
+        if not any(s.type == "scrypt" for s in stanzas):
+            return None
+        file_key = agefast.passphrase.Identity(read_passphrase("Enter passphrase:")).unwrap(stanzas)
+        if file_key is None:
+            raise UsageError("incorrect passphrase")
+        return file_key
+
+
+class _RefusePassphrase:
+    """Tried after the -i and -j identities: a passphrase-encrypted file needs no -i."""
+
+    def unwrap(self, stanzas: list[Stanza]) -> None:
+        if len(stanzas) == 1 and stanzas[0].type == "scrypt":
+            raise UsageError("file is passphrase-encrypted but identities were specified with -i/--identity or -j",
+                             "remove all -i/--identity/-j flags to decrypt passphrase-encrypted files")
+        return None
+
+
+def opening_identities(args: "Arguments",
+                       loaded: "list[keys.LoadedIdentity | batchpass.Identity]") -> list[Identity]:
+    """What opens a file: the identities `loaded` from the -i and -j flags, or a passphrase prompt without them."""
+    return [*loaded, _RefusePassphrase()] if args.identity_flags else [_PassphrasePrompt()]
+
+
+@contextlib.contextmanager
+def identities_required(args: "Arguments") -> Iterator[None]:
+    """age's error for a file no identity opened when none were given."""
+    try:
+        yield
+    except errors.NoIdentityMatchError:
+        if not args.identity_flags:
+            raise UsageError("the file is not passphrase-encrypted, identities are required",
+                             "specify identities with -i/--identity or -j to decrypt this file") from None
+        raise

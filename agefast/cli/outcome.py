@@ -1,0 +1,127 @@
+"""How the commands end: a failure told on stderr, and SIGTERM or SIGHUP unwinding to clean up.
+
+A failure is reported as `COMMAND: error: ...`, perhaps followed by
+`COMMAND: hint: ...` lines, with exit status 1, as age's commands do.
+"""
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+from agefast import errors
+from agefast.cli.output import OutputRefused
+from agefast.cli.terminal import TerminalError
+
+
+class UsageError(Exception):
+    """The command line asks for something that cannot be done; `hints` say what might."""
+
+    def __init__(self, message: str, *hints: str) -> None:
+        super().__init__(message)
+        self.hints = hints
+
+
+def warn(message: str) -> None:
+    print(f"agefast: warning: {message}", file=sys.stderr)
+
+
+# What to put before the library's message, most specific class first. The
+# library's messages already say what failed; a prefix is added only where
+# the message alone would not say which part of the file was bad.
+_PREFIXES = (
+    (errors.HeaderMACError, ""),
+    (errors.NoIdentityMatchError, ""),
+    (errors.ArmorError, ""),
+    (errors.HeaderError, "invalid header: "),
+    (errors.PayloadError, "invalid payload: "),
+    (errors.DecryptError, "decryption failed: "),
+    (errors.EncryptError, "encryption failed: "),
+)
+
+
+def describe(exc: Exception) -> str:
+    """One line for the user about `exc`."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return where + (exc.strerror or str(exc))
+    if isinstance(exc, errors.HeaderError) and str(exc).startswith("failed to read header"):
+        return str(exc)
+    prefix = next((p for cls, p in _PREFIXES if isinstance(exc, cls)), "")
+    return prefix + str(exc)
+
+
+def report_failure(command: str, work: Callable[[], None]) -> int:
+    """work(); 0 if it succeeds, else 1 once the failure is told on stderr as `COMMAND: error: ...`."""
+    hints: tuple[str, ...] = ()
+    try:
+        work()
+        return 0
+    except (UsageError, OutputRefused) as e:
+        message, hints = str(e), e.hints
+    except BrokenPipeError as e:
+        # The reader of stdout went away. Point stdout at /dev/null so that
+        # the interpreter's flush at exit does not fail a second time and
+        # turn the exit status into 120.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        message = describe(e)
+    except (TerminalError, errors.AgeError, OSError) as e:
+        message = describe(e)
+    except KeyboardInterrupt:
+        message = "interrupted"
+    print(f"{command}: error: {message}", file=sys.stderr)
+    for hint in hints:
+        print(f"{command}: hint: {hint}", file=sys.stderr)
+    return 1
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived; raised in the main thread so cleanups run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def _cleanup_on_termination() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into _Terminated while the command runs.
+
+    Their default action kills the process at once, leaving a temporary
+    output file behind; as an exception they unwind through the output's
+    context manager, which removes it, as Ctrl-C (KeyboardInterrupt) already
+    does. A signal the caller chose to ignore (nohup) stays ignored.
+    """
+    previous: dict[signal.Signals, Any] = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, _raise_terminated)
+        except ValueError:
+            break  # not the main thread: signals can't be handled here
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run_cleaning_up(run: Callable[[list[str]], int], argv: list[str]) -> int:
+    """run(argv), with SIGTERM and SIGHUP unwinding it so that a temporary OUTPUT is removed."""
+    try:
+        with _cleanup_on_termination():
+            return run(argv)
+    except _Terminated as e:
+        # Cleaned up; now die of the signal, so the caller sees what happened.
+        signal.signal(e.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), e.signum)
+        raise SystemExit(128 + e.signum) from None
