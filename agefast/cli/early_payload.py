@@ -24,6 +24,7 @@ from ..payload.rules import NONCE_SIZE, payload_key, sealed_size
 from ..io import reserve
 from ..io.reserve import positional_fd
 from ..format import bech32
+from ..format.grammar import Stanza, b64encode, encode_header_without_mac, encode_mac_line
 from ..io.source import file_position
 from ..errors import EncryptError
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from ..payload.engine import Engine
     from .._typing import Recipient
 
-_HEADER_START = len(b"age-encryption.org/v1\n")
-_X25519_STANZA = len(b"-> X25519 \n\n") + 2 * 43    # a 32-byte share and a 32-byte body, unpadded base64
-_MAC_LINE = len(b"--- \n") + 43
 
 
 def is_x25519(recipient: str) -> bool:
@@ -51,7 +49,10 @@ def is_x25519(recipient: str) -> bool:
 
 def header_size(recipients: int) -> int:
     """The length of a header with `recipients` X25519 stanzas."""
-    return _HEADER_START + recipients * _X25519_STANZA + _MAC_LINE
+    # An X25519 stanza is the same length for every key: a 32-byte share as its
+    # argument and the 32-byte wrapped file key as its body; the grammar lays it out.
+    stanza = Stanza("X25519", [b64encode(bytes(32))], bytes(32))
+    return len(encode_header_without_mac([stanza] * recipients)) + len(encode_mac_line(bytes(32)))
 
 
 class EarlyPayload:
