@@ -18,7 +18,7 @@ import agefast
 from agefast import errors
 from agefast._typing import Identity, Recipient
 from agefast.cli import early_payload, goflag, key_flags, output
-from agefast.cli.outcome import UsageError, report_failure, run_cleaning_up, warn
+from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
 from agefast.cli.output import go_quote
 from agefast.cli.progress import with_progress
 from agefast.cli.terminal import is_terminal, read_terminal_input
@@ -179,7 +179,7 @@ def _warn_duplicates(values: Iterable[str], name: str) -> None:
     warned: set[str] = set()
     for value in values:
         if value in seen and value not in warned:
-            warn(f"duplicate {name} {go_quote(value)}")
+            print_warning(f"duplicate {name} {go_quote(value)}")
             warned.add(value)
         seen.add(value)
 

@@ -47,6 +47,12 @@ def is_x25519(recipient: str) -> bool:
     return hrp == "age" and len(data) == 32
 
 
+def _stdlib_hmac_sha256(key: bytes, data: bytes) -> bytes:
+    import hmac     # the standard library's: cryptography is not imported yet
+
+    return hmac.digest(key, data, "sha256")
+
+
 def header_size(recipients: int) -> int:
     """The length of a header with `recipients` X25519 stanzas."""
     # An X25519 stanza is the same length for every key: a 32-byte share as its
@@ -102,7 +108,7 @@ def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> I
         yield None
         return
     file_key, nonce = os.urandom(16), os.urandom(NONCE_SIZE)
-    key = payload_key(file_key, nonce)
+    key = payload_key(file_key, nonce, _stdlib_hmac_sha256)
     size = position[1] - position[0]
     header = header_size(recipients)
     engine = choose(size, threads)

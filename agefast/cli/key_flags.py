@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import agefast
 from agefast import errors
 from agefast._typing import Identity, Recipient
-from agefast.cli.outcome import UsageError, warn
+from agefast.cli.outcome import UsageError, print_warning
 from agefast.cli.output import go_quote
 from agefast.cli.terminal import PluginPrompts, print_to_terminal, read_passphrase
 from agefast.format.grammar import Stanza
@@ -146,7 +146,7 @@ def listed_recipients(args: "Arguments") -> list[Recipient]:
         def warn(message: str, path: str = path) -> None:
             # As age does, keys of SSH types age can't use are skipped, so an
             # authorized_keys file with such keys still works.
-            warn(f"recipients file {path}: {message}")
+            print_warning(f"recipients file {path}: {message}")
 
         text = read_key_file(path, "recipients file")
         try:

@@ -25,7 +25,7 @@ class UsageError(Exception):
         self.hints = hints
 
 
-def warn(message: str) -> None:
+def print_warning(message: str) -> None:
     print(f"agefast: warning: {message}", file=sys.stderr)
 
 

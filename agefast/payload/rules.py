@@ -13,6 +13,10 @@ Everything here is arithmetic on sizes and the two derivations; the engine
 """
 
 import struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 CHUNK_SIZE = 64 * 1024
 TAG_SIZE = 16
@@ -40,16 +44,21 @@ MEMORY_STEP = 256
 KERNEL_MIN_CHUNKS = 16
 
 
-def payload_key(file_key: bytes, nonce: bytes) -> bytes:
-    """HKDF-SHA-256(file key, salt=nonce, info="payload"), age's payload key.
+def payload_key(file_key: bytes, nonce: bytes, hmac_sha256: "Callable[[bytes, bytes], bytes] | None" = None) -> bytes:
+    """HKDF-SHA-256(file key, salt=nonce, info="payload"), age's payload key:
+    one block of HKDF output (RFC 5869).
 
-    One block of HKDF output (RFC 5869), from the standard library's HMAC: the
-    command starts sealing a large file before it imports cryptography.
+    `hmac_sha256(key, data)` is the HMAC it is derived with: cryptography's
+    (agefast.primitives), which every header needs anyway, unless the caller
+    runs before cryptography is imported (the command's head start passes the
+    standard library's, whose OpenSSL binding other processes need not load).
     """
-    import hmac     # here: sizes are computed by processes that never derive a key (its _hashlib costs ~3 ms)
+    if hmac_sha256 is None:
+        from ..primitives import hmac_sha256 as cryptography_hmac_sha256
 
-    pseudorandom_key = hmac.digest(nonce, file_key, "sha256")
-    return hmac.digest(pseudorandom_key, b"payload\x01", "sha256")
+        hmac_sha256 = cryptography_hmac_sha256
+    pseudorandom_key = hmac_sha256(nonce, file_key)
+    return hmac_sha256(pseudorandom_key, b"payload\x01")
 
 
 def chunk_nonce(nonce: bytearray, counter: int, final: bool) -> None:
