@@ -30,7 +30,9 @@ def warm_cache():
 def test_the_payload_key_is_hkdf_sha256_of_the_file_key():
     # The command derives it before cryptography is imported; it must be age's HKDF.
     file_key, nonce = os.urandom(16), os.urandom(16)
-    assert rules.payload_key(file_key, nonce) == primitives.hkdf(file_key, nonce, b"payload")
+    expected = primitives.hkdf(file_key, nonce, b"payload")
+    assert rules.payload_key(file_key, nonce, early_payload._stdlib_hmac_sha256) == expected
+    assert rules.payload_key(file_key, nonce) == expected
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
