@@ -15,7 +15,7 @@ from agefast.kernels import _build, _native
 
 
 def main(out: str) -> None:
-    obj, _, _ = _build.compile_object()
+    obj, _, _ = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as _engine (pyproject.toml)
     with tempfile.TemporaryDirectory(prefix="agefast-link-") as scratch:
         shared = _build.link_shared(obj, scratch)
         if shared is None:

@@ -162,3 +162,19 @@ def test_a_numba_target_in_the_environment_passes_the_shipped_builds_by(tmp_path
         assert _shipped.verified() is None
     finally:
         _shipped.verified.cache_clear()
+
+
+def test_the_build_compiles_the_classes_asked_for(capsys):
+    import build_kernels
+
+    zen2 = _shipped.cpuinfo_flags(cpuinfo(ZEN2))
+    names = lambda classes: [c.name for c in classes]  # noqa: E731
+    assert names(build_kernels.selected("", "x86_64", zen2)) == ["avx2"]
+    assert names(build_kernels.selected("host", "x86_64", _shipped.cpuinfo_flags(cpuinfo(ICELAKE_SP)))) == [
+        "avx512ifma"]
+    assert names(build_kernels.selected("host", "x86_64", _shipped.cpuinfo_flags(cpuinfo(IVY_BRIDGE)))) == []
+    assert names(build_kernels.selected("all", "x86_64", zen2)) == ["avx512ifma", "avx512f", "avx2"]
+    assert names(build_kernels.selected("all", "aarch64", frozenset())) == ["aarch64"]
+    assert names(build_kernels.selected("none", "x86_64", zen2)) == []
+    assert names(build_kernels.selected("avx2, avx512fx", "x86_64", zen2)) == ["avx2"]
+    assert "no class avx512fx for x86_64" in capsys.readouterr().err
