@@ -16,8 +16,9 @@ and those bytes are copied into a sealed memfd that the dynamic loader maps.
 The package directory is as trusted as the package's Python code beside it
 (only the installer writes there); the digests make sure a damaged or
 half-written library is refused, and the copy makes sure what runs is what
-was checked. Anything else (no class fits, a mismatch, no memfd) leaves
-agefast.kernels to its cache and to Numba's compile, as before.
+was checked. Anything else (no class fits, a mismatch, a memfd the loader
+refuses) leaves agefast.kernels to its cache and to Numba's compile, as
+before.
 
 NUMBA_CPU_NAME or NUMBA_CPU_FEATURES in the environment ask Numba for a
 particular target: then no shipped build is used.
@@ -158,13 +159,17 @@ _keep: list[int] = []     # the memfds of loaded libraries: their /proc/self/fd 
 def load() -> tuple[_native.Functions, str] | None:
     """The shipped build's functions and the LLVM features it was compiled for; None where there is none to load.
 
-    OSError where the loader refuses it (e.g. memfds are not executable here).
+    None too where the loader refuses the memfd (a kernel whose
+    vm.memfd_noexec forbids mapping memfds executable): the cache serves.
     """
     found = verified()
     if found is None:
         return None
     cpu_class, data = found
-    fd = os.memfd_create(f"agefast-kernels-{cpu_class.name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fd = os.memfd_create(f"agefast-kernels-{cpu_class.name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError:
+        return None
     try:
         with open(fd, "wb", closefd=False) as f:
             f.write(data)
@@ -172,6 +177,9 @@ def load() -> tuple[_native.Functions, str] | None:
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
                     fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
         functions = _native.load_library(f"/proc/self/fd/{fd}")
+    except OSError:
+        os.close(fd)
+        return None
     except BaseException:
         os.close(fd)
         raise

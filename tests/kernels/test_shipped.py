@@ -152,6 +152,23 @@ def test_a_build_of_other_kernel_sources_is_ignored(tmp_path, host_build):
     assert load_in_a_fresh_process(prebuilt, cache=None).startswith("True\nTrue False False cached\n")
 
 
+def test_a_shipped_build_the_loader_refuses_leaves_the_kernels_to_the_cache(tmp_path, host_build):
+    # as where vm.memfd_noexec forbids mapping a memfd executable: dlopen fails
+    refuse = ("from agefast.kernels import _native\n"
+              "real = _native.load_library\n"
+              "def load_library(path):\n"
+              "    if path.startswith('/proc/self/fd/'):\n"
+              "        raise OSError('failed to map segment from shared object')\n"
+              "    return real(path)\n"
+              "_native.load_library = load_library\n")
+    prebuilt = ship(tmp_path / "prebuilt", *host_build)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    done = subprocess.run([sys.executable, "-c", refuse + LOAD, str(prebuilt)], env=dict(env, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("True\nTrue False False cached\n")
+
+
 def test_a_numba_target_in_the_environment_passes_the_shipped_builds_by(tmp_path, host_build, monkeypatch):
     monkeypatch.setattr(_shipped, "DIRECTORY", str(ship(tmp_path / "prebuilt", *host_build)))
     _shipped.verified.cache_clear()
