@@ -195,3 +195,28 @@ def test_the_build_compiles_the_classes_asked_for(capsys):
     assert names(build_kernels.selected("none", "x86_64", zen2)) == []
     assert names(build_kernels.selected("avx2, avx512fx", "x86_64", zen2)) == ["avx2"]
     assert "no class avx512fx for x86_64" in capsys.readouterr().err
+
+
+def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_path, monkeypatch, capsys):
+    import build_kernels
+
+    def compile_class(cpu_class, out):
+        if cpu_class.name == "avx2":
+            return False, "avx2 failed after 1 s: no C compiler driver"
+        Path(out).write_bytes(b"a library")
+        return True, f"{cpu_class.name} compiled in 1 s"
+
+    monkeypatch.setattr(build_kernels, "_compile", compile_class)
+    prebuilt = tmp_path / "prebuilt"
+    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2,avx512f")
+    build_kernels.ship(str(prebuilt))
+    fields, builds = _shipped.read_manifest((prebuilt / "manifest").read_text())
+    assert builds == {"avx512f": hashlib.sha256(b"a library").hexdigest()}
+    assert fields["source"] == _shipped.source_digest(os.path.dirname(_shipped.__file__))
+    assert sorted(p.name for p in prebuilt.iterdir()) == ["avx512f.so", "manifest"]
+    assert "avx2 failed after 1 s: no C compiler driver" in capsys.readouterr().err
+
+    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2")
+    build_kernels.ship(str(prebuilt))
+    assert not prebuilt.exists()      # nothing of the earlier build is left to ship
+    assert "nothing shipped" in capsys.readouterr().err
