@@ -34,10 +34,12 @@ SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
 # measured in docs/engine.md. AGEFAST_ENGINE=cryptography|numba forces one engine.
 KERNEL_MIN_BATCH = 16 * CHUNK_SIZE
 # With threads=None a process switches to the kernels, on every core, once it
-# has moved ENGINE_AFTER bytes, when the kernels' cache holds them for this
-# machine: loading them then costs 3-8 ms, which 2 threads win back from
-# about there on, even with the other core busy (docs/engine.md). Where the cache is cold (the first job on a
-# machine, `agefast --warm-up` fills it) they are compiled in a background
+# has moved ENGINE_AFTER bytes, when the package ships a build of the kernels
+# this CPU runs or their cache holds them (kernels.cached()): loading them
+# then costs 3-8 ms, which 2 threads win back from about there on, even with
+# the other core busy (docs/engine.md). Where neither has them (no shipped
+# build fits, and the first job on a machine; `agefast --warm-up` fills the
+# cache) they are compiled in a background
 # thread once the process has moved COMPILE_AFTER bytes, as long as
 # cryptography takes to seal the compile's ~8 s of CPU; until then
 # cryptography serves. threads > 1 asks for the kernels at once. threads=1

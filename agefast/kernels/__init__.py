@@ -11,12 +11,14 @@ ever holds verified plaintext), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
 running the GIL-free kernel.
 
-Numba compiles the kernels (_engine) once per machine into a C function
-(_build), kept in a cache (_cache); every later process loads that in
-milliseconds and calls it through ctypes (_native) without importing numba
-or numpy. This is the only package of agefast that imports numba, and only
-to fill the cache. NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead
-(with numpy), for tests.
+Numba compiles the kernels (_engine) into C functions (_build): when the
+package is built, for the CPU classes it ships (_shipped), and otherwise
+once per machine, kept in a cache (_cache); a process loads the shipped
+build its CPU runs, else the cached one, in milliseconds and calls it
+through ctypes (_native) without importing numba or numpy. This is the
+only package of agefast that imports numba, and only to compile.
+NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead (with numpy), for
+tests.
 """
 
 import errno
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _cpus
-from . import _abi, _cache, _native
+from . import _abi, _cache, _native, _shipped
 
 if TYPE_CHECKING:
     import ctypes
@@ -194,6 +196,10 @@ def _loaded(kind: str, data: bytes) -> _native.Functions:
 def _load() -> tuple[_native.Functions, str]:
     if _jit_disabled():
         return _reference()
+    shipped = _shipped.load()
+    if shipped is not None:
+        functions, features = shipped
+        return functions, _isa_of(features)
     key = _cache.key()
     entry = _cache.lookup(key)
     if entry is None:
@@ -218,8 +224,9 @@ def is_warm() -> bool:
 
 
 def cached() -> bool:
-    """Whether warm_up would load the kernels from the cache (milliseconds) rather than compile them."""
-    return _functions is not None or _jit_disabled() or _cache.lookup(_cache.key()) is not None
+    """Whether warm_up would load the kernels (shipped or cached: milliseconds) rather than compile them."""
+    return (_functions is not None or _jit_disabled() or _shipped.verified() is not None
+            or _cache.lookup(_cache.key()) is not None)
 
 
 def isa() -> str:
