@@ -7,7 +7,6 @@ them (an object file alone would need llvmlite to load at run time).
 """
 
 import os
-import shutil
 import sys
 import tempfile
 
@@ -21,8 +20,11 @@ def main(out: str) -> None:
         if shared is None:
             sys.exit("no C compiler driver ($CC or cc) linked the kernels into a shared library")
         # every symbol resolves now (ctypes loads with RTLD_NOW), on any CPU
-        _native.load_library(shared)
-        shutil.copyfile(shared, out + ".partial")
+        with open(shared, "rb") as f:
+            data = f.read()
+        _native.load_library(data)
+    with open(out + ".partial", "wb") as f:
+        f.write(data)
     os.replace(out + ".partial", out)
 
 

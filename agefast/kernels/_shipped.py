@@ -24,7 +24,6 @@ NUMBA_CPU_NAME or NUMBA_CPU_FEATURES in the environment ask Numba for a
 particular target: then no shipped build is used.
 """
 
-import fcntl
 import functools
 import hashlib
 import os
@@ -153,9 +152,6 @@ def verified() -> tuple[CpuClass, bytes] | None:
     return cpu_class, data
 
 
-_keep: list[int] = []     # the memfds of loaded libraries: their /proc/self/fd names stay theirs
-
-
 def load() -> tuple[_native.Functions, str] | None:
     """The shipped build's functions and the LLVM features it was compiled for; None where there is none to load.
 
@@ -167,21 +163,7 @@ def load() -> tuple[_native.Functions, str] | None:
         return None
     cpu_class, data = found
     try:
-        fd = os.memfd_create(f"agefast-kernels-{cpu_class.name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        functions = _native.load_library(data, f"agefast-kernels-{cpu_class.name}")
     except OSError:
         return None
-    try:
-        with open(fd, "wb", closefd=False) as f:
-            f.write(data)
-        # nothing, not even this process, can change the bytes the loader maps
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
-                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
-        functions = _native.load_library(f"/proc/self/fd/{fd}")
-    except OSError:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    _keep.append(fd)
     return functions, cpu_class.features
