@@ -150,8 +150,13 @@ class AgeFileSystem(ChainedFileSystem):
         return make_instance, (type(self), self.storage_args, options)
 
     def unstrip_protocol(self, name: str) -> str:
-        inner: str = self.fs.unstrip_protocol(name)
-        return "age::" + inner
+        # `age://` and the wrapped filesystem's own path, which this
+        # instance's _strip_protocol turns back into that path: the form an
+        # engine holding this instance (DuckDB's register_filesystem) hands
+        # back to open, and the only one it recognises as this filesystem's.
+        # A chained URL (`age::file://...`) names a filesystem to build, not
+        # this one, and engines dispatching by protocol do not route it here.
+        return f"age://{name}"
 
     # Keys
 
