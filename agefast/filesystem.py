@@ -35,15 +35,17 @@ from ._typing import Buffer
 from .chunks import CHUNK_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, PayloadError, RecipientError
 from .format import parse_header
-from .stream import BATCH_CHUNKS, NONCE_SIZE
+from .seekable import DIRECT_CHUNKS
+from .stream import NONCE_SIZE
 
 # Chunks whose plaintext an open file keeps, for reads that start or end
 # inside a chunk: the next read usually begins in the same chunk (a parquet
 # reader reads the footer's tail, then the footer; a CSV reader reads on).
 CACHED_CHUNKS = 8
 # Whole chunks a large read opens into its result between two waits for the
-# result's pages (agefast._buffers faults them in from another thread).
-_STEP = BATCH_CHUNKS * CHUNK_SIZE
+# result's pages (agefast._buffers faults them in from another thread): the
+# seekable decryptor's largest batch.
+_STEP = DIRECT_CHUNKS * CHUNK_SIZE
 
 
 def _as_list(value: Any) -> list[Any]:
