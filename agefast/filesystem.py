@@ -301,8 +301,9 @@ class AgeReadFile(AbstractBufferedFile):
                  cache_options: dict[str, Any] | None = None, size: int | None = None, **kwargs: Any) -> None:
         # `size`, which fsspec passes when it reopens an unpickled file, is
         # the plaintext size: it is found again below, authenticated.
-        # A cache asked for (Dask asks for "readahead") applies to the wrapped
-        # file's ciphertext, where it saves requests on a remote filesystem.
+        # A cache asked for (open's cache_type; Dask passes its
+        # open_file_options on) applies to the wrapped file's ciphertext,
+        # where it saves requests on a remote filesystem.
         # Between the decryptor and the reader an fsspec cache would copy
         # every byte once more, and decrypt ahead bytes nobody asked for.
         self._raw = fs.fs.open(path, "rb", block_size=block_size, cache_type=cache_type,

@@ -167,9 +167,9 @@ def test_a_damaged_chunk_fails_readinto_without_moving(tmp_path, key, make_plain
 
 
 def test_a_cache_asked_for_reads_the_ciphertext_ahead(tmp_path, key, make_plaintext):
-    # Dask opens files with cache_type="readahead": it applies to the wrapped
-    # file, so a run of small reads costs one request, and the plaintext is
-    # still read exactly, with no fsspec cache copying it.
+    # cache_type applies to the wrapped file, so a run of small reads costs
+    # one request, and the plaintext is still read exactly, with no fsspec
+    # cache copying it.
     plaintext = make_plaintext(32 * CHUNK_SIZE)
     write_age(tmp_path / "x.age", plaintext, key)
     with serving(tmp_path) as server:
