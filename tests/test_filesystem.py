@@ -166,6 +166,24 @@ def test_a_damaged_chunk_fails_readinto_without_moving(tmp_path, key, make_plain
         assert f.readinto(buf) == CHUNK_SIZE and buf == plaintext[10:10 + CHUNK_SIZE]
 
 
+def test_a_damaged_chunk_in_a_large_read_fails_it_and_only_it(tmp_path, key, make_plaintext):
+    # Large reads open up to 64 chunks per batch (seekable.DIRECT_CHUNKS):
+    # damage one in the middle of the second batch.
+    path, plaintext, header, sealed = _sealed(tmp_path, key, make_plaintext, chunks=150)
+    sealed[header + 100 * SEALED_CHUNK_SIZE + 7] ^= 1
+    path.write_bytes(sealed)
+    with reader(key).open(str(path)) as f:
+        with pytest.raises(PayloadError):
+            f.read()
+        buf = bytearray(len(plaintext))
+        with pytest.raises(PayloadError):
+            f.readinto(buf)
+        assert f.tell() == 0
+        assert f.read(100 * CHUNK_SIZE) == plaintext[:100 * CHUNK_SIZE]
+        f.seek(101 * CHUNK_SIZE)
+        assert f.read() == plaintext[101 * CHUNK_SIZE:]
+
+
 def test_a_cache_asked_for_reads_the_ciphertext_ahead(tmp_path, key, make_plaintext):
     # cache_type applies to the wrapped file, so a run of small reads costs
     # one request, and the plaintext is still read exactly, with no fsspec
@@ -355,6 +373,23 @@ def test_filesystems_and_open_files_pickle(tmp_path, key, make_plaintext):
             assert copy.tell() == CHUNK_SIZE + 3
             assert copy.read(CHUNK_SIZE) == plaintext[CHUNK_SIZE + 3:2 * CHUNK_SIZE + 3]
             copy.close()
+
+
+def test_the_names_it_gives_open_on_the_same_filesystem(tmp_path, key, make_plaintext):
+    # What an engine holding the instance (DuckDB) does with a listed name.
+    plaintext = make_plaintext(CHUNK_SIZE + 5)
+    write_age(tmp_path / "x.age", plaintext, key)
+    local = reader(key)
+    [found] = local.glob(f"{tmp_path}/*.age")
+    assert local.unstrip_protocol(found) == f"age://{tmp_path}/x.age"
+    assert local.cat_file(local.unstrip_protocol(found)) == plaintext
+    with serving(tmp_path) as server:
+        remote = fsspec.filesystem("age", target_protocol="http", identities=[key.identity])
+        name = remote.unstrip_protocol(remote.info(f"{server.url}/x.age")["name"])
+        assert name == f"age://{server.url}/x.age"
+        assert remote.size(name) == len(plaintext)
+        with remote.open(name) as f:
+            assert f.read() == plaintext
 
 
 def test_the_entry_point_is_found_without_importing_agefast(tmp_path, key, make_plaintext):
