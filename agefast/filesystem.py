@@ -29,10 +29,10 @@ from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.spec import AbstractBufferedFile, make_instance
 
 from . import keys, streaming
-from .io.buffers import new_bytes
+from .io.buffers import new_bytes, ready_now
 from .io.source import Source
 from ._typing import Buffer
-from .payload.rules import CHUNK_SIZE, NONCE_SIZE, plaintext_size
+from .payload.rules import CHUNK_SIZE, DIRECT_CHUNKS, NONCE_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, PayloadError, RecipientError
 from .format.grammar import parse_header
 
@@ -40,6 +40,10 @@ from .format.grammar import parse_header
 # inside a chunk: the next read usually begins in the same chunk (a parquet
 # reader reads the footer's tail, then the footer; a CSV reader reads on).
 CACHED_CHUNKS = 8
+# Whole chunks a large read opens into its result between two waits for the
+# result's pages (agefast.io.buffers faults them in from another thread): the
+# seekable decryptor's largest batch.
+_STEP = DIRECT_CHUNKS * CHUNK_SIZE
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -149,8 +153,13 @@ class AgeFileSystem(ChainedFileSystem):
         return make_instance, (type(self), self.storage_args, options)
 
     def unstrip_protocol(self, name: str) -> str:
-        inner: str = self.fs.unstrip_protocol(name)
-        return "age::" + inner
+        # `age://` and the wrapped filesystem's own path, which this
+        # instance's _strip_protocol turns back into that path: the form an
+        # engine holding this instance (DuckDB's register_filesystem) hands
+        # back to open, and the only one it recognises as this filesystem's.
+        # A chained URL (`age::file://...`) names a filesystem to build, not
+        # this one, and engines dispatching by protocol do not route it here.
+        return f"age://{name}"
 
     # Keys
 
@@ -284,11 +293,19 @@ class AgeReadFile(AbstractBufferedFile):
     that are intact.
     """
 
+    loc: int  # the read position, AbstractBufferedFile's
+
     def __init__(self, fs: AgeFileSystem, path: str, block_size: int | None = None, cache_type: str = "none",
                  cache_options: dict[str, Any] | None = None, size: int | None = None, **kwargs: Any) -> None:
         # `size`, which fsspec passes when it reopens an unpickled file, is
         # the plaintext size: it is found again below, authenticated.
-        self._raw = fs.fs.open(path, "rb", cache_type="none")
+        # A cache asked for (open's cache_type; Dask passes its
+        # open_file_options on) applies to the wrapped file's ciphertext,
+        # where it saves requests on a remote filesystem.
+        # Between the decryptor and the reader an fsspec cache would copy
+        # every byte once more, and decrypt ahead bytes nobody asked for.
+        self._raw = fs.fs.open(path, "rb", block_size=block_size, cache_type=cache_type,
+                               cache_options=cache_options)
         try:
             self._payload = streaming.decryptor(self._raw, fs.identities(), threads=fs.threads)
             if not self._payload.seekable():
@@ -300,8 +317,23 @@ class AgeReadFile(AbstractBufferedFile):
         self._chunks: dict[int, bytes] = {}  # chunk index -> verified plaintext, oldest first
         self._streaming = True  # until the decryptor's stream failed, for good
         self._lock = threading.Lock()
-        super().__init__(fs, path, "rb", block_size=block_size, cache_type=cache_type,
-                         cache_options=cache_options, size=self._payload.seek(0, io.SEEK_END), **kwargs)
+        super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
+                         size=self._payload.seek(0, io.SEEK_END), **kwargs)
+
+    def readinto(self, b: Buffer) -> int:
+        # Straight into the caller's buffer; fsspec's readinto reads into a
+        # new bytes object and copies that.
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        view = memoryview(b).cast("B")
+        start: int = self.loc
+        end: int = min(start + len(view), self.size)
+        if start >= end:
+            return 0
+        with self._lock:
+            self._fill(view[:end - start], ready_now, start)
+        self.loc = end
+        return end - start
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         end = min(end, self.size)
@@ -320,13 +352,15 @@ class AgeReadFile(AbstractBufferedFile):
             rest = len(view) - n
             if skip == 0:
                 # Whole chunks from a chunk boundary (and a final chunk the
-                # read ends with) are opened straight into the result.
+                # read ends with) are opened straight into the result, a
+                # batch at a time as its pages are faulted in (agefast.io.buffers).
                 take = rest if pos + rest == self.size else rest - rest % CHUNK_SIZE
                 if take:
-                    ready(n + take)
-                    self._read_chunks(view[n:n + take], pos)
-                    n += take
-                    pos += take
+                    step = min(take, _STEP)
+                    ready(n + step)
+                    self._read_chunks(view[n:n + step], pos)
+                    n += step
+                    pos += step
                     continue
             chunk = self._chunk(index)
             take = min(rest, len(chunk) - skip)

@@ -14,8 +14,14 @@
   docs/img/data_random_reads.png), and sequential 1 MiB reads against
   agefast.decryptor on the same file, with a plain read of the ciphertext as
   the floor; and writing 1 GiB through age:: against agefast.encryptor.
+- floor: one ~17 MB parquet part (a Dask part's shape) read whole through
+  age::file:// (`f.read()`, and pyarrow's read_table on the open file),
+  against the floor measured in the same rounds: reading the plaintext file
+  plus agefast.decrypt_into of the ciphertext (held in memory) into a
+  buffer. Prints age:: / (plain read + decrypt_into), the median of the
+  per-round ratios and the ratio of the best runs.
 
-    python benchmarks/bench_data.py [--part http|dask|random|all] [--reps N] [--dir DIR]
+    python benchmarks/bench_data.py [--part http|dask|random|floor|all] [--reps N] [--dir DIR]
 
 Writes benchmarks/results/data-<part>.json for each part run.
 """
@@ -288,6 +294,61 @@ def bench_random(work: Path, key: Path, recipient: str, reps: int) -> dict:
     return out
 
 
+def bench_floor(work: Path, key: Path, recipient: str, reps: int) -> dict:
+    plain, sealed = work / "part-18mb.parquet", work / "part-18mb.parquet.age"
+    if not plain.exists():
+        _part(0, 524288).to_parquet(plain)
+    _sealed_copy(plain, sealed, recipient)
+    common.warm(plain, sealed)
+    common.warm_engine()
+    identities = _identities(key)
+    fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(key))
+    ciphertext = sealed.read_bytes()
+    truth = plain.read_bytes()
+    buf = bytearray(len(truth))
+    with fs.open(str(sealed)) as f:
+        if f.read() != truth:
+            raise RuntimeError("age:: read differs from the plaintext")
+    want = pq.read_table(plain)
+
+    def plain_read():
+        with open(plain, "rb") as f:
+            f.read()
+
+    def decrypt_into():
+        agefast.decrypt_into(ciphertext, identities, buf)
+
+    def age_read():
+        with fs.open(str(sealed)) as f:
+            f.read()
+
+    def plain_table():
+        pq.read_table(plain)
+
+    def age_table():
+        with fs.open(str(sealed)) as f:
+            if pq.read_table(f).num_rows != want.num_rows:
+                raise RuntimeError("age:: read_table lost rows")
+
+    cases = {"plain read": plain_read, "decrypt_into": decrypt_into, "age:: read()": age_read,
+             "pq.read_table plain": plain_table, "pq.read_table age::": age_table}
+    runs = common.interleave(cases, reps)
+    seconds = {name: [r["seconds"] for r in case["runs"]] for name, case in runs.items()}
+    cpu = {name: [r["cpu_seconds"] for r in case["runs"]] for name, case in runs.items()}
+    out = {"plaintext_bytes": len(truth), "ciphertext_bytes": len(ciphertext), "load_average": os.getloadavg(),
+           "cases": {name: common.summarize(case, len(truth)) for name, case in runs.items()}}
+    for name, plain_case in (("age:: read()", "plain read"), ("pq.read_table age::", "pq.read_table plain")):
+        rounds = [a / (p + d) for a, p, d in zip(seconds[name], seconds[plain_case], seconds["decrypt_into"])]
+        # CPU seconds of every thread: what the layer costs, whatever else the machine runs.
+        cpu_rounds = [a / (p + d) for a, p, d in zip(cpu[name], cpu[plain_case], cpu["decrypt_into"])]
+        out[f"{name} / ({plain_case} + decrypt_into)"] = {
+            "median_of_rounds": statistics.median(rounds),
+            "best_runs": min(seconds[name]) / (min(seconds[plain_case]) + min(seconds["decrypt_into"])),
+            "cpu_median_of_rounds": statistics.median(cpu_rounds)}
+    out["runs"] = {name: case["runs"] for name, case in runs.items()}
+    return out
+
+
 def _writes(work: Path, fs, recipient: str, reps: int) -> dict:
     """Writing 1 GiB in 1 MiB writes: through age::file:// against agefast.encryptor
     onto a file, and a plain write of as many bytes (the floor)."""
@@ -360,7 +421,7 @@ def _key(work: Path) -> tuple[Path, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["http", "dask", "random", "all"], default="all")
+    ap.add_argument("--part", choices=["http", "dask", "random", "floor", "all"], default="all")
     ap.add_argument("--reps", type=int, default=5, help="rounds of the interleaved cases (default 5)")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/agefast-bench/data"), help="working directory")
     args = ap.parse_args()
@@ -380,6 +441,15 @@ def main() -> None:
         print(f"sequential: age:: {result['sequential_age_vs_decryptor_readinto']:.2f}x decryptor.readinto, "
               f"writes {result['writes_age_vs_encryptor']:.2f}x encryptor", file=sys.stderr)
         common.save("data-random", result)
+    if args.part in ("floor", "all"):
+        result = bench_floor(args.dir, key, recipient, args.reps)
+        for name, ratio in result.items():
+            if " / (" in name:
+                print(f"{name}: {ratio['median_of_rounds']:.3f} (median of rounds), "
+                      f"{ratio['best_runs']:.3f} (best runs), CPU {ratio['cpu_median_of_rounds']:.3f} "
+                      "(median of rounds)", file=sys.stderr)
+        print(f"load average {result['load_average']}", file=sys.stderr)
+        common.save("data-floor", result)
 
 
 if __name__ == "__main__":  # distributed.LocalCluster spawns its workers

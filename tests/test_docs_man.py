@@ -25,8 +25,6 @@ FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 
 @pytest.fixture(scope="module")
 def man_dir(tmp_path_factory):
-    pytest.importorskip("sphinx", reason="the man pages are built with Sphinx: pip install -e '.[docs]'")
-    pytest.importorskip("myst_parser", reason="the man pages are Markdown, read by myst-parser: pip install -e '.[docs]'")
     out = tmp_path_factory.mktemp("man")
     build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "man", str(DOCS), str(out)],
                            capture_output=True, text=True)

@@ -138,6 +138,70 @@ def test_reads_anywhere_return_the_plaintext(tmp_path, key, make_plaintext):
         assert f.read() == plaintext
 
 
+def test_readinto_fills_the_callers_buffer(tmp_path, key, make_plaintext):
+    plaintext = make_plaintext(20 * CHUNK_SIZE + 777)
+    write_age(tmp_path / "x.age", plaintext, key)
+    with reader(key).open(str(tmp_path / "x.age")) as f:
+        for start, length in [(0, len(plaintext)), (5, 3 * CHUNK_SIZE), (CHUNK_SIZE, 17 * CHUNK_SIZE),
+                              (len(plaintext) - 100, 1000)]:
+            f.seek(start)
+            buf = bytearray(length)
+            n = f.readinto(buf)
+            assert n == min(length, len(plaintext) - start)
+            assert buf[:n] == plaintext[start:start + n]
+            assert f.tell() == start + n
+        assert f.readinto(bytearray(10)) == 0
+
+
+def test_a_damaged_chunk_fails_readinto_without_moving(tmp_path, key, make_plaintext):
+    path, plaintext, header, sealed = _sealed(tmp_path, key, make_plaintext)
+    sealed[header + 2 * SEALED_CHUNK_SIZE + 5] ^= 1
+    path.write_bytes(sealed)
+    with reader(key).open(str(path)) as f:
+        f.seek(10)
+        with pytest.raises(PayloadError):
+            f.readinto(bytearray(4 * CHUNK_SIZE))
+        assert f.tell() == 10
+        buf = bytearray(CHUNK_SIZE)
+        assert f.readinto(buf) == CHUNK_SIZE and buf == plaintext[10:10 + CHUNK_SIZE]
+
+
+def test_a_damaged_chunk_in_a_large_read_fails_it_and_only_it(tmp_path, key, make_plaintext):
+    # Large reads open up to 64 chunks per batch (rules.DIRECT_CHUNKS):
+    # damage one in the middle of the second batch.
+    path, plaintext, header, sealed = _sealed(tmp_path, key, make_plaintext, chunks=150)
+    sealed[header + 100 * SEALED_CHUNK_SIZE + 7] ^= 1
+    path.write_bytes(sealed)
+    with reader(key).open(str(path)) as f:
+        with pytest.raises(PayloadError):
+            f.read()
+        buf = bytearray(len(plaintext))
+        with pytest.raises(PayloadError):
+            f.readinto(buf)
+        assert f.tell() == 0
+        assert f.read(100 * CHUNK_SIZE) == plaintext[:100 * CHUNK_SIZE]
+        f.seek(101 * CHUNK_SIZE)
+        assert f.read() == plaintext[101 * CHUNK_SIZE:]
+
+
+def test_a_cache_asked_for_reads_the_ciphertext_ahead(tmp_path, key, make_plaintext):
+    # cache_type applies to the wrapped file, so a run of small reads costs
+    # one request, and the plaintext is still read exactly, with no fsspec
+    # cache copying it.
+    plaintext = make_plaintext(32 * CHUNK_SIZE)
+    write_age(tmp_path / "x.age", plaintext, key)
+    with serving(tmp_path) as server:
+        fs = fsspec.filesystem("age", target_protocol="http", identities=[key.identity])
+        with fs.open(f"{server.url}/x.age", cache_type="readahead", block_size=8 * SEALED_CHUNK_SIZE) as f:
+            before = server.requests
+            for at in range(0, 6 * CHUNK_SIZE, CHUNK_SIZE // 2):
+                f.seek(at)
+                assert f.read(1000) == plaintext[at:at + 1000]
+            assert server.requests - before == 1
+            f.seek(0)
+            assert f.read() == plaintext
+
+
 def test_sizes_are_plaintext_sizes_without_identities(tmp_path, key, make_plaintext):
     sizes = {"a.age": 0, "b.age": CHUNK_SIZE, "c.age": 2 * CHUNK_SIZE + 7}
     for name, size in sizes.items():
@@ -309,6 +373,23 @@ def test_filesystems_and_open_files_pickle(tmp_path, key, make_plaintext):
             assert copy.tell() == CHUNK_SIZE + 3
             assert copy.read(CHUNK_SIZE) == plaintext[CHUNK_SIZE + 3:2 * CHUNK_SIZE + 3]
             copy.close()
+
+
+def test_the_names_it_gives_open_on_the_same_filesystem(tmp_path, key, make_plaintext):
+    # What an engine holding the instance (DuckDB) does with a listed name.
+    plaintext = make_plaintext(CHUNK_SIZE + 5)
+    write_age(tmp_path / "x.age", plaintext, key)
+    local = reader(key)
+    [found] = local.glob(f"{tmp_path}/*.age")
+    assert local.unstrip_protocol(found) == f"age://{tmp_path}/x.age"
+    assert local.cat_file(local.unstrip_protocol(found)) == plaintext
+    with serving(tmp_path) as server:
+        remote = fsspec.filesystem("age", target_protocol="http", identities=[key.identity])
+        name = remote.unstrip_protocol(remote.info(f"{server.url}/x.age")["name"])
+        assert name == f"age://{server.url}/x.age"
+        assert remote.size(name) == len(plaintext)
+        with remote.open(name) as f:
+            assert f.read() == plaintext
 
 
 def test_the_entry_point_is_found_without_importing_agefast(tmp_path, key, make_plaintext):

@@ -11,14 +11,15 @@ ever holds verified plaintext), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
 running the GIL-free kernel.
 
-The package is laid out by job: _loader (loading, or compiling once per
-machine, and the background compile), _batches (seal_chunks, open_chunks)
-over a thread pool (_pool), _file_job (seal_file, open_file); the compiled
-kernels, by what they compute: _chacha20, _poly1305, _aead (a batch of
-chunks) and _file_io (whole batches of a file), with what they share in
-_common. _build compiles them, _cache keeps the result, _native calls it
-through ctypes, _abi is the C interface both sides share. This is the only
-package of agefast that imports numba, and only to fill the cache.
+The package is laid out by job: _loader (the shipped build its CPU runs
+(_shipped), else the cached one (_cache), else a compile once per machine,
+and the background compile), _batches (seal_chunks, open_chunks) over a
+thread pool (_pool), _file_job (seal_file, open_file); the compiled kernels,
+by what they compute: _chacha20, _poly1305, _aead (a batch of chunks) and
+_file_io (whole batches of a file), with what they share in _common. _build
+compiles them, _native calls them through ctypes, _abi is the C interface
+both sides share. This is the only package of agefast that imports numba,
+and only to compile.
 """
 
 import os

@@ -14,7 +14,7 @@ import threading
 import warnings
 from typing import Any
 
-from . import _abi, _cache, _native
+from . import _abi, _cache, _native, _shipped
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -112,6 +112,10 @@ def _loaded(kind: str, data: bytes) -> _native.Functions:
 def _load() -> tuple[_native.Functions, str]:
     if _jit_disabled():
         return _reference()
+    shipped = _shipped.load()
+    if shipped is not None:
+        functions, features = shipped
+        return functions, _isa_of(features)
     key = _cache.key()
     entry = _cache.lookup(key)
     if entry is None:
@@ -136,8 +140,9 @@ def is_warm() -> bool:
 
 
 def cached() -> bool:
-    """Whether warm_up would load the kernels from the cache (milliseconds) rather than compile them."""
-    return _functions is not None or _jit_disabled() or _cache.lookup(_cache.key()) is not None
+    """Whether warm_up would load the kernels (shipped or cached: milliseconds) rather than compile them."""
+    return (_functions is not None or _jit_disabled() or _shipped.verified() is not None
+            or _cache.lookup(_cache.key()) is not None)
 
 
 def isa() -> str:

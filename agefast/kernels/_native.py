@@ -10,6 +10,7 @@ keeps each one exported (not resizable) until released.
 """
 
 import ctypes
+import fcntl
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -36,21 +37,29 @@ _SIGNATURES = ((_abi.SYMBOL, _abi.BATCH_RESULT, _abi.BATCH_ARGS),
                (_abi.FILE_SYMBOL, _abi.FILE_RESULT, _abi.FILE_ARGS))
 
 
-def load_library(data: bytes) -> Functions:
-    """The functions of the shared library whose bytes the cache verified.
+def load_library(data: bytes, label: str = "agefast-kernels") -> Functions:
+    """The functions of a shared library whose bytes were verified (by the cache or the shipped build's manifest).
 
-    The bytes are copied into an anonymous in-memory file (memfd) that the
-    loader opens as /proc/self/fd/N: what runs is what was hashed, whatever
-    happens to the file in the cache meanwhile (rewritten, renamed, swapped).
-    The memfd stays open for the life of the process: the loader knows a
-    library by its name, and a later load whose memfd got the same number
-    would otherwise be handed this one.
+    The bytes are copied into an anonymous in-memory file (memfd), sealed so
+    that nothing, not even this process, can change them, and the loader
+    opens it as /proc/self/fd/N: what runs is what was hashed, whatever
+    happens to the file on disk meanwhile (rewritten, renamed, swapped). The
+    memfd stays open for the life of the process: the loader knows a library
+    by its name, and a later load whose memfd got the same number would
+    otherwise be handed this one. Raises OSError where the loader refuses
+    (a kernel whose vm.memfd_noexec forbids mapping memfds executable).
     """
-    fd = os.memfd_create("agefast-kernels", os.MFD_CLOEXEC)
-    with open(fd, "wb", closefd=False) as f:
-        f.write(data)
+    fd = os.memfd_create(label, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        with open(fd, "wb", closefd=False) as f:
+            f.write(data)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        library = ctypes.CDLL(f"/proc/self/fd/{fd}", use_errno=True)
+    except BaseException:
+        os.close(fd)
+        raise
     _keep.append(fd)
-    library = ctypes.CDLL(f"/proc/self/fd/{fd}", use_errno=True)
     functions = []
     for symbol, result, args in _SIGNATURES:
         function = library[symbol]

@@ -28,11 +28,12 @@ from .rules import CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, SEALED_CHUNK
 KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
 # With threads=None a job moves to the kernels, on every core, once it is
 # known to move ENGINE_AFTER bytes (its size says so, or a stream of unknown
-# size has moved that much), where the kernels' cache holds them for this
-# machine: loading them then costs 3-8 ms, which 2 threads win back from
-# about there on, even with the other core busy (docs/engine.md). Where the
-# cache is cold (the first job on a machine; `agefast --warm-up` fills it) a
-# job of COMPILE_AFTER bytes has them compiled in a background thread, as
+# size has moved that much), where the package ships a build of the kernels
+# this CPU runs or their cache holds them (kernels.cached()): loading them
+# then costs 3-8 ms, which 2 threads win back from about there on, even with
+# the other core busy (docs/engine.md). Where neither has them (no shipped
+# build fits, and the first job on a machine; `agefast --warm-up` fills the
+# cache) a job of COMPILE_AFTER bytes has them compiled in a background thread, as
 # long as cryptography takes to seal the compile's ~8 s of CPU, and moves to
 # them once they are ready; until then cryptography serves. threads > 1 asks
 # for the kernels at once. threads=1 loads nothing (cryptography is nearly as

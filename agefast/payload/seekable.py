@@ -14,7 +14,8 @@ from typing import Any
 
 from .engine import Engine
 from ..errors import PayloadError
-from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, end_problem, plaintext_size
+from .rules import (CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, end_problem,
+                    plaintext_size)
 
 
 class SeekablePayload:
@@ -96,7 +97,7 @@ class SeekablePayload:
         n = 0
         while n < len(mv) and self.pos < self.size:
             index = self.pos // CHUNK_SIZE
-            whole = min((len(mv) - n) // CHUNK_SIZE, STREAM_BATCH)
+            whole = min((len(mv) - n) // CHUNK_SIZE, DIRECT_CHUNKS)
             if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and self._pending is None:
                 # Whole chunks are opened straight into the caller's buffer,
                 # which Engine.open never leaves unverified plaintext in.
@@ -129,6 +130,8 @@ class SeekablePayload:
     def _direct(self, index: int, out: memoryview) -> int:
         """Open chunks from `index` on into `out`; return the plaintext bytes
         verified before any failure, which becomes the reader's error."""
+        if len(self._sealed) < len(out) // CHUNK_SIZE * SEALED_CHUNK_SIZE:
+            self._sealed = bytearray(len(out) // CHUNK_SIZE * SEALED_CHUNK_SIZE)
         ok, error = self._load(index, out, self._sealed)
         if error is not None:
             self._error = error

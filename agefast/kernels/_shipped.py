@@ -1,0 +1,169 @@
+"""The kernels built with the package: one shared library per CPU class, loaded without numba or a compile.
+
+Building agefast (build_kernels/ in the source tree) compiles the kernels'
+C functions for CPU classes, each a Numba target (a CPU name and an explicit
+feature list), and ships them in the package as prebuilt/<class>.so with a
+manifest: format, the SHA-256 of the kernel sources they were compiled from,
+the numba and llvmlite releases that compiled them (a record only: a loaded
+library needs neither), and one "build <class> <sha256>" line per library.
+
+A process takes the widest shipped class whose features its CPU has (from
+/proc/cpuinfo, without importing numba or llvmlite), only if the manifest's
+source digest is that of the installed kernel sources (an edited or
+upgraded source never runs an old build), and loads exactly the bytes it
+hashed: the file is read once, its SHA-256 checked against the manifest,
+and those bytes are copied into a sealed memfd that the dynamic loader maps.
+The package directory is as trusted as the package's Python code beside it
+(only the installer writes there); the digests make sure a damaged or
+half-written library is refused, and the copy makes sure what runs is what
+was checked. Anything else (no class fits, a mismatch, a memfd the loader
+refuses) leaves agefast.kernels to its cache and to Numba's compile, as
+before.
+
+NUMBA_CPU_NAME or NUMBA_CPU_FEATURES in the environment ask Numba for a
+particular target: then no shipped build is used.
+"""
+
+import functools
+import hashlib
+import os
+from typing import NamedTuple
+
+from . import _cache, _native
+
+FORMAT = 1
+_HERE = os.path.dirname(os.path.abspath(__file__))
+DIRECTORY = os.path.join(_HERE, "prebuilt")
+MANIFEST = "manifest"
+
+
+class CpuClass(NamedTuple):
+    """A target the kernels are built for: its machine (os.uname), Numba's CPU name and LLVM features."""
+
+    name: str
+    machine: str
+    cpu: str
+    features: str
+
+
+# AVX2 with what Haswell brought (BMI1/2, FMA, MOVBE, F16C); AVX-512 F, CD,
+# BW, DQ, VL as Skylake-SP has them; and IFMA (Ice Lake, Sapphire Rapids,
+# Zen 4), which turns Poly1305 to radix 2^44 (_common.IFMA). The CPU name
+# brings its own implied features too: each class's name is one whose
+# implied features all its CPUs have.
+_HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,+movbe,+pclmul,"
+            "+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
+_SKYLAKE_AVX512 = (_HASWELL + ",+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx512cd,+adx,+rdseed,+clflushopt,+xsavec,"
+                   "+xsaves")
+# Widest first: a process takes the first its CPU can run.
+CLASSES = (
+    CpuClass("avx512ifma", "x86_64", "skylake-avx512", _SKYLAKE_AVX512 + ",+avx512ifma,+avx512vbmi"),
+    CpuClass("avx512f", "x86_64", "skylake-avx512", _SKYLAKE_AVX512),
+    CpuClass("avx2", "x86_64", "haswell", _HASWELL),
+    # ARMv8-A with Advanced SIMD, which every 64-bit Arm Linux machine has.
+    CpuClass("aarch64", "aarch64", "generic", "+neon,+fp-armv8"),
+)
+# LLVM's feature names that Linux's /proc/cpuinfo spells differently.
+_CPUINFO_NAMES = {"64bit": "lm", "bmi": "bmi1", "lzcnt": "abm", "pclmul": "pclmulqdq", "sahf": "lahf_lm",
+                  "sse3": "pni", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "neon": "asimd", "fp-armv8": "fp"}
+
+
+def required_flags(cpu_class: CpuClass) -> frozenset[str]:
+    """The /proc/cpuinfo flags a CPU must show to run a build of `cpu_class`."""
+    return frozenset(_CPUINFO_NAMES.get(f[1:], f[1:]) for f in cpu_class.features.split(",") if f.startswith("+"))
+
+
+def cpuinfo_flags(cpuinfo: bytes) -> frozenset[str]:
+    """The feature flags of the first processor in /proc/cpuinfo's text ("flags" on x86, "Features" on Arm)."""
+    for line in cpuinfo.split(b"\n\n")[0].splitlines():
+        name, _, value = line.partition(b":")
+        if name.strip() in (b"flags", b"Features"):
+            return frozenset(value.decode("ascii", "replace").split())
+    return frozenset()
+
+
+def choose(machine: str, flags: frozenset[str], shipped: frozenset[str]) -> CpuClass | None:
+    """The widest class among `shipped` that a `machine` CPU with `flags` runs, or None."""
+    for cpu_class in CLASSES:
+        if cpu_class.name in shipped and cpu_class.machine == machine and required_flags(cpu_class) <= flags:
+            return cpu_class
+    return None
+
+
+def host_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            return cpuinfo_flags(f.read(1 << 16))
+    except OSError:
+        return frozenset()
+
+
+def source_digest(directory: str) -> str:
+    """The SHA-256 over the kernel sources in `directory` (the files _cache keys its entries on)."""
+    h = hashlib.sha256()
+    for name in _cache._SOURCES:
+        with open(os.path.join(directory, name), "rb") as f:
+            h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def read_manifest(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(fields, {class: sha256}) of a manifest; ValueError where it is malformed."""
+    fields: dict[str, str] = {}
+    builds: dict[str, str] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "build":
+            cpu_class, _, digest = value.partition(" ")
+            builds[cpu_class] = digest
+        else:
+            fields[name] = value
+    if fields.get("format") != str(FORMAT) or "source" not in fields:
+        raise ValueError("not a manifest of this format")
+    return fields, builds
+
+
+def write_manifest(source: str, releases: dict[str, str], builds: dict[str, str]) -> str:
+    """The manifest's text: `source` the source digest, `releases` numba's and llvmlite's versions."""
+    lines = [f"format {FORMAT}", f"source {source}", *(f"{k} {v}" for k, v in sorted(releases.items()))]
+    lines += [f"build {name} {digest}" for name, digest in sorted(builds.items())]
+    return "\n".join(lines) + "\n"
+
+
+@functools.cache     # the package directory does not change while a process runs
+def verified() -> tuple[CpuClass, bytes] | None:
+    """The class this CPU runs and its library's bytes, checked against the manifest; None where none fits."""
+    if os.environ.get("NUMBA_CPU_NAME") or os.environ.get("NUMBA_CPU_FEATURES"):
+        return None
+    try:
+        with open(os.path.join(DIRECTORY, MANIFEST), encoding="utf-8") as f:
+            fields, builds = read_manifest(f.read())
+        if fields["source"] != source_digest(_HERE):
+            return None
+        cpu_class = choose(os.uname().machine, host_flags(), frozenset(builds))
+        if cpu_class is None:
+            return None
+        with open(os.path.join(DIRECTORY, cpu_class.name + ".so"), "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(data).hexdigest() != builds[cpu_class.name]:
+        return None
+    return cpu_class, data
+
+
+def load() -> tuple[_native.Functions, str] | None:
+    """The shipped build's functions and the LLVM features it was compiled for; None where there is none to load.
+
+    None too where the loader refuses the memfd (a kernel whose
+    vm.memfd_noexec forbids mapping memfds executable): the cache serves.
+    """
+    found = verified()
+    if found is None:
+        return None
+    cpu_class, data = found
+    try:
+        functions = _native.load_library(data, f"agefast-kernels-{cpu_class.name}")
+    except OSError:
+        return None
+    return functions, cpu_class.features

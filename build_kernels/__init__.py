@@ -1,0 +1,98 @@
+"""Compile the kernels for the CPU classes the package ships (agefast.kernels._shipped), when it is built.
+
+setup.py calls ship() from its build_py step, for a wheel (`pip install .`,
+`python -m build`), never for an editable install. Which classes:
+AGEFAST_BUILD_KERNELS = "host" (the default: the one class the building
+machine runs, ~1 min of compile), "all" (every class of the building
+machine's architecture, one process per core: what a release wheel sets),
+"none", or class names separated by commas. Each class compiles in its own
+process with Numba's CPU name and features set to the class's, and a fresh
+Numba cache. A class that fails to compile or link is left out, with the
+reason printed: the install goes on, and that class's CPUs compile at run
+time as before.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+
+from agefast.kernels import _shipped
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCES = os.path.join(ROOT, "agefast", "kernels")
+
+
+def _say(message: str) -> None:
+    print(f"agefast kernels: {message}", file=sys.stderr, flush=True)
+
+
+def selected(setting: str, machine: str, flags: frozenset[str]) -> list[_shipped.CpuClass]:
+    """The classes an AGEFAST_BUILD_KERNELS `setting` asks for on a `machine` with `flags`."""
+    setting = setting.strip() or "host"
+    ours = [c for c in _shipped.CLASSES if c.machine == machine]
+    if setting == "none":
+        return []
+    if setting == "all":
+        return ours
+    if setting == "host":
+        host = _shipped.choose(machine, flags, frozenset(c.name for c in ours))
+        return [host] if host is not None else []
+    names = [name.strip() for name in setting.split(",") if name.strip()]
+    unknown = [name for name in names if name not in {c.name for c in ours}]
+    if unknown:
+        _say(f"no class {', '.join(unknown)} for {machine} (AGEFAST_BUILD_KERNELS={setting!r})")
+    return [c for c in ours if c.name in names]
+
+
+def _compile(cpu_class: _shipped.CpuClass, out: str) -> tuple[bool, str]:
+    """Compile one class into the shared library `out`: (done, what to report)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agefast-build-") as scratch:
+        env = dict(os.environ, NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features,
+                   NUMBA_CACHE_DIR=scratch, PYTHONPATH=os.pathsep.join(
+                       p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+        try:
+            done = subprocess.run([sys.executable, "-m", "build_kernels.compile", out], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return False, f"{cpu_class.name}: {e}"
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return False, f"{cpu_class.name} failed after {seconds:.0f} s: {why}"
+    return True, f"{cpu_class.name} compiled in {seconds:.0f} s"
+
+
+def ship(directory: str) -> None:
+    """Fill `directory` (the package's prebuilt/ in the build tree) with the selected classes and the manifest."""
+    shutil.rmtree(directory, ignore_errors=True)
+    setting = os.environ.get("AGEFAST_BUILD_KERNELS", "")
+    classes = selected(setting, os.uname().machine, _shipped.host_flags())
+    if not classes:
+        _say(f"no class to build (AGEFAST_BUILD_KERNELS={setting!r}, {os.uname().machine}): the kernels "
+             "compile at run time")
+        return
+    os.makedirs(directory)
+    paths = {c.name: os.path.join(directory, c.name + ".so") for c in classes}
+    cores = len(os.sched_getaffinity(0))
+    with ThreadPoolExecutor(max_workers=min(cores, len(classes))) as pool:
+        outcomes = list(pool.map(lambda c: _compile(c, paths[c.name]), classes))
+    builds = {}
+    for cpu_class, (done, report) in zip(classes, outcomes):
+        _say(report)
+        if done:
+            with open(paths[cpu_class.name], "rb") as f:
+                builds[cpu_class.name] = hashlib.sha256(f.read()).hexdigest()
+    if not builds:
+        shutil.rmtree(directory)
+        _say("nothing shipped: the kernels compile at run time")
+        return
+    releases = {name: metadata.version(name) for name in ("numba", "llvmlite")}
+    with open(os.path.join(directory, _shipped.MANIFEST), "w", encoding="utf-8") as f:
+        f.write(_shipped.write_manifest(_shipped.source_digest(SOURCES), releases, builds))

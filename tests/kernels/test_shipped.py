@@ -1,0 +1,227 @@
+"""The kernels built with the package: which class a CPU takes, and what a shipped build must be to load."""
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agefast.kernels import _shipped
+
+ROOT = Path(__file__).resolve().parents[2]
+# /proc/cpuinfo flags of real CPUs (first processor), shortened to the usual set.
+ZEN2 = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
+        "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid "
+        "extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt "
+        "tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy cr8_legacy abm sse4a "
+        "misalignsse 3dnowprefetch osvw topoext ssbd ibrs ibpb stibp vmmcall fsgsbase tsc_adjust bmi1 avx2 smep "
+        "bmi2 rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec xgetbv1 clzero xsaveerptr wbnoinvd arat "
+        "umip rdpid")
+SKYLAKE_SP = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss "
+              "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid pni pclmulqdq "
+              "ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand "
+              "hypervisor lahf_lm abm 3dnowprefetch invpcid_single pti fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 "
+              "erms invpcid rtm mpx avx512f avx512dq rdseed adx smap clflushopt clwb avx512cd avx512bw avx512vl "
+              "xsaveopt xsavec xgetbv1 xsaves arat pku ospke md_clear")
+ICELAKE_SP = SKYLAKE_SP.replace(" pti", "") + (" avx512ifma sha_ni avx512vbmi umip avx512_vbmi2 gfni vaes vpclmulqdq "
+                                               "avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid")
+IVY_BRIDGE = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
+              "syscall nx rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 cx16 sse4_1 sse4_2 x2apic popcnt "
+              "aes xsave avx f16c rdrand hypervisor lahf_lm fsgsbase smep erms xsaveopt")
+NEOVERSE_N1 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+EVERY = frozenset(c.name for c in _shipped.CLASSES)
+
+
+def cpuinfo(flags: str, name: str = "flags") -> bytes:
+    block = f"processor\t: 0\nvendor_id\t: SomeVendor\n{name}\t\t: {flags}\nbogomips\t: 4000.00\n"
+    return (block + "\n" + block.replace("processor\t: 0", "processor\t: 1").replace(flags, "fpu")).encode()
+
+
+@pytest.mark.parametrize(("machine", "text", "wanted"), [
+    ("x86_64", cpuinfo(ZEN2), "avx2"),
+    ("x86_64", cpuinfo(SKYLAKE_SP), "avx512f"),
+    ("x86_64", cpuinfo(ICELAKE_SP), "avx512ifma"),
+    ("x86_64", cpuinfo(IVY_BRIDGE), None),                 # no AVX2: the run-time compile serves it
+    ("aarch64", cpuinfo(NEOVERSE_N1, "Features"), "aarch64"),
+    ("aarch64", cpuinfo(ICELAKE_SP), None),                # flags of another architecture's names
+    ("x86_64", b"", None),
+])
+def test_the_widest_class_the_cpuinfo_flags_allow(machine, text, wanted):
+    chosen = _shipped.choose(machine, _shipped.cpuinfo_flags(text), EVERY)
+    assert (chosen.name if chosen else None) == wanted
+
+
+def test_only_a_shipped_class_is_chosen():
+    flags = _shipped.cpuinfo_flags(cpuinfo(ICELAKE_SP))
+    assert _shipped.choose("x86_64", flags, frozenset({"avx2", "avx512f"})).name == "avx512f"
+    assert _shipped.choose("x86_64", flags, frozenset({"avx2"})).name == "avx2"
+    assert _shipped.choose("x86_64", flags, frozenset()) is None
+
+
+def test_the_flags_of_the_first_processor_are_read():
+    flags = _shipped.cpuinfo_flags(cpuinfo(ZEN2))
+    assert {"avx2", "bmi1", "pni", "lahf_lm"} <= flags and "fpu" in flags and len(flags) > 10
+
+
+def test_the_manifest_reads_back_what_was_written():
+    text = _shipped.write_manifest("ab" * 32, {"numba": "0.68.1", "llvmlite": "0.50.0"}, {"avx2": "cd" * 32})
+    fields, builds = _shipped.read_manifest(text)
+    assert fields == {"format": "1", "source": "ab" * 32, "numba": "0.68.1", "llvmlite": "0.50.0"}
+    assert builds == {"avx2": "cd" * 32}
+    with pytest.raises(ValueError):
+        _shipped.read_manifest(text.replace("format 1", "format 2"))
+
+
+@pytest.fixture(scope="module")
+def host_build():
+    """(the class this machine runs, a shared library of the kernels for this machine), from the kernel cache."""
+    from agefast import kernels
+    from agefast.kernels import _cache
+
+    cpu_class = _shipped.choose(os.uname().machine, _shipped.host_flags(), EVERY)
+    if cpu_class is None:
+        pytest.skip("no shipped class fits this CPU")
+    kernels.warm_up()      # fills the cache if it is cold
+    entry = _cache.lookup(_cache.key())
+    if entry is None or entry[0] != "so":
+        pytest.skip("the kernel cache holds no shared library (no C compiler driver)")
+    return cpu_class, entry[2]
+
+
+def ship(directory: Path, cpu_class, library: bytes, source: str | None = None) -> Path:
+    """A prebuilt/ folder as the build makes it, holding `library` as `cpu_class`'s build."""
+    directory.mkdir()
+    (directory / f"{cpu_class.name}.so").write_bytes(library)
+    source = source or _shipped.source_digest(os.path.dirname(_shipped.__file__))
+    (directory / "manifest").write_text(_shipped.write_manifest(
+        source, {"numba": "0", "llvmlite": "0"}, {cpu_class.name: hashlib.sha256(library).hexdigest()}))
+    return directory
+
+
+LOAD = textwrap.dedent("""
+    import os, sys
+    from agefast import kernels
+    from agefast.kernels import _cache, _shipped
+    from agefast.payload import rules
+    from agefast.payload.engine import Engine
+    _shipped.DIRECTORY = sys.argv[1]
+    print(kernels.cached())
+    if kernels.cached():
+        key = bytes(range(32))
+        src = bytes(range(256)) * 1000
+        ref = bytearray(rules.sealed_size(len(src)))
+        Engine(None, 1).seal(key, 5, src, ref, True)      # cryptography
+        got = bytearray(len(ref))
+        kernels.seal_chunks(key, 5, src, got, True, threads=2)
+        print(got == ref, "numba" in sys.modules, "llvmlite" in sys.modules, "shipped" if _shipped._keep else "cached")
+    print(os.listdir(_cache.directory()) if os.path.exists(_cache.directory()) else "no cache")
+""")
+
+
+def load_in_a_fresh_process(prebuilt: Path, cache: Path | None) -> str:
+    """What LOAD prints with `prebuilt` as the shipped builds; `cache`: an empty kernel cache, else the warm one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    env["PYTHONPATH"] = str(ROOT)
+    if cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache)
+    done = subprocess.run([sys.executable, "-c", LOAD, str(prebuilt)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_shipped_build_loads_without_numba_or_a_compile(tmp_path, host_build):
+    out = load_in_a_fresh_process(ship(tmp_path / "prebuilt", *host_build), cache=tmp_path / "cache")
+    assert out == "True\nTrue False False shipped\nno cache\n"
+
+
+def test_a_damaged_shipped_build_is_refused_for_the_cache(tmp_path, host_build):
+    cpu_class, library = host_build
+    damaged = bytearray(library)
+    damaged[len(damaged) // 2] ^= 1
+    prebuilt = ship(tmp_path / "prebuilt", cpu_class, library)
+    (prebuilt / f"{cpu_class.name}.so").write_bytes(damaged)
+    assert load_in_a_fresh_process(prebuilt, cache=tmp_path / "cache") == "False\nno cache\n"
+    assert load_in_a_fresh_process(prebuilt, cache=None).startswith("True\nTrue False False cached\n")
+
+
+def test_a_build_of_other_kernel_sources_is_ignored(tmp_path, host_build):
+    prebuilt = ship(tmp_path / "prebuilt", *host_build, source="00" * 32)
+    assert load_in_a_fresh_process(prebuilt, cache=tmp_path / "cache") == "False\nno cache\n"
+    assert load_in_a_fresh_process(prebuilt, cache=None).startswith("True\nTrue False False cached\n")
+
+
+def test_a_shipped_build_the_loader_refuses_leaves_the_kernels_to_the_cache(tmp_path, host_build):
+    # as where a loader refuses the shipped library (dlopen fails): the
+    # first load, the shipped build's, fails; the cache's compile loads
+    refuse = ("from agefast.kernels import _native\n"
+              "real = _native.load_library\n"
+              "refused = []\n"
+              "def load_library(data, *label):\n"
+              "    if not refused:\n"
+              "        refused.append(data)\n"
+              "        raise OSError('failed to map segment from shared object')\n"
+              "    return real(data, *label)\n"
+              "_native.load_library = load_library\n")
+    prebuilt = ship(tmp_path / "prebuilt", *host_build)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    done = subprocess.run([sys.executable, "-c", refuse + LOAD, str(prebuilt)], env=dict(env, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("True\nTrue False False cached\n")
+
+
+def test_a_numba_target_in_the_environment_passes_the_shipped_builds_by(tmp_path, host_build, monkeypatch):
+    monkeypatch.setattr(_shipped, "DIRECTORY", str(ship(tmp_path / "prebuilt", *host_build)))
+    _shipped.verified.cache_clear()
+    try:
+        assert _shipped.verified() is not None
+        _shipped.verified.cache_clear()
+        monkeypatch.setenv("NUMBA_CPU_NAME", "haswell")
+        assert _shipped.verified() is None
+    finally:
+        _shipped.verified.cache_clear()
+
+
+def test_the_build_compiles_the_classes_asked_for(capsys):
+    import build_kernels
+
+    zen2 = _shipped.cpuinfo_flags(cpuinfo(ZEN2))
+    names = lambda classes: [c.name for c in classes]  # noqa: E731
+    assert names(build_kernels.selected("", "x86_64", zen2)) == ["avx2"]
+    assert names(build_kernels.selected("host", "x86_64", _shipped.cpuinfo_flags(cpuinfo(ICELAKE_SP)))) == [
+        "avx512ifma"]
+    assert names(build_kernels.selected("host", "x86_64", _shipped.cpuinfo_flags(cpuinfo(IVY_BRIDGE)))) == []
+    assert names(build_kernels.selected("all", "x86_64", zen2)) == ["avx512ifma", "avx512f", "avx2"]
+    assert names(build_kernels.selected("all", "aarch64", frozenset())) == ["aarch64"]
+    assert names(build_kernels.selected("none", "x86_64", zen2)) == []
+    assert names(build_kernels.selected("avx2, avx512fx", "x86_64", zen2)) == ["avx2"]
+    assert "no class avx512fx for x86_64" in capsys.readouterr().err
+
+
+def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_path, monkeypatch, capsys):
+    import build_kernels
+
+    def compile_class(cpu_class, out):
+        if cpu_class.name == "avx2":
+            return False, "avx2 failed after 1 s: no C compiler driver"
+        Path(out).write_bytes(b"a library")
+        return True, f"{cpu_class.name} compiled in 1 s"
+
+    monkeypatch.setattr(build_kernels, "_compile", compile_class)
+    prebuilt = tmp_path / "prebuilt"
+    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2,avx512f")
+    build_kernels.ship(str(prebuilt))
+    fields, builds = _shipped.read_manifest((prebuilt / "manifest").read_text())
+    assert builds == {"avx512f": hashlib.sha256(b"a library").hexdigest()}
+    assert fields["source"] == _shipped.source_digest(os.path.dirname(_shipped.__file__))
+    assert sorted(p.name for p in prebuilt.iterdir()) == ["avx512f.so", "manifest"]
+    assert "avx2 failed after 1 s: no C compiler driver" in capsys.readouterr().err
+
+    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2")
+    build_kernels.ship(str(prebuilt))
+    assert not prebuilt.exists()      # nothing of the earlier build is left to ship
+    assert "nothing shipped" in capsys.readouterr().err
