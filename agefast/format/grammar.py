@@ -25,7 +25,11 @@ BYTES_PER_LINE = COLUMNS // 4 * 3
 MAX_LINE = 64 * 1024
 MAX_HEADER = 16 * 1024 * 1024
 
-_B64_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+# Checks of a whole string at once: bytes.translate deleting these leaves
+# nothing exactly when every byte is one of them (a loop over the bytes in
+# Python cost most of the parse of a small file's header).
+_B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_ARGUMENT_BYTES = bytes(range(33, 127))   # VCHAR: what a stanza argument is made of
 
 
 # Plain classes rather than dataclasses: importing dataclasses (and inspect
@@ -49,28 +53,33 @@ class Stanza:
         return f"Stanza(type={self.type!r}, args={self.args!r}, body={self.body!r})"
 
     def encode(self) -> bytes:
-        out = STANZA_PREFIX + " ".join([self.type, *self.args]).encode("ascii") + b"\n"
-        text = b64encode(self.body).encode("ascii")
-        lines = [text[i:i + COLUMNS] for i in range(0, len(text), COLUMNS)]
-        if not lines or len(lines[-1]) == COLUMNS:
-            lines.append(b"")  # the body always ends with a short line
-        return out + b"".join(line + b"\n" for line in lines)
+        text = _b64encode_bytes(self.body)
+        # Whole lines of COLUMNS, then always a short one (empty if need be).
+        short = len(text) - len(text) % COLUMNS
+        lines = [text[i:i + COLUMNS] for i in range(0, short, COLUMNS)]
+        lines.append(text[short:])
+        arguments = " ".join([self.type, *self.args]).encode("ascii")
+        return b"%s%s\n%s\n" % (STANZA_PREFIX, arguments, b"\n".join(lines))
+
+
+def _b64encode_bytes(data: bytes) -> bytes:
+    return binascii.b2a_base64(data, newline=False).rstrip(b"=")
 
 
 def b64encode(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii").rstrip("=")
+    return _b64encode_bytes(data).decode("ascii")
 
 
 def b64decode(text: str | bytes) -> bytes:
     """Decode canonical unpadded base64; raise ValueError otherwise."""
     raw = text.encode("ascii") if isinstance(text, str) else bytes(text)
-    if not _B64_ALPHABET.issuperset(raw) or len(raw) % 4 == 1:
+    if raw.translate(None, _B64_ALPHABET) or len(raw) % 4 == 1:
         raise ValueError("not unpadded base64")
     try:
         data = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4), strict_mode=True)
     except binascii.Error as e:
         raise ValueError(str(e)) from None
-    if b64encode(data).encode("ascii") != raw:
+    if _b64encode_bytes(data) != raw:
         raise ValueError("non-canonical base64")
     return data
 
@@ -96,8 +105,8 @@ def single_argument(stanza: Stanza, size: int, name: str) -> bytes:
     return value
 
 
-def _is_argument(arg: str) -> bool:
-    return bool(arg) and all(33 <= ord(c) <= 126 for c in arg)
+def _is_argument(arg: bytes) -> bool:
+    return bool(arg) and not arg.translate(None, _ARGUMENT_BYTES)
 
 
 def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[str], Exception],
@@ -107,9 +116,10 @@ def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[s
     broken. The header and the plugin protocol share this grammar."""
     if not first.startswith(STANZA_PREFIX):
         raise error(f"malformed stanza opening line: {first[:80]!r}")
-    args = first[len(STANZA_PREFIX):].decode("ascii", "replace").split(" ")
-    if not all(_is_argument(a) for a in args):
+    raw_args = first[len(STANZA_PREFIX):].split(b" ")
+    if not all(_is_argument(a) for a in raw_args):
         raise error(f"malformed stanza arguments: {first[:80]!r}")
+    args = [a.decode("ascii") for a in raw_args]
     body = bytearray()
     while True:
         text = next_line()
@@ -140,7 +150,7 @@ def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
 
 
 def encode_mac_line(mac: bytes) -> bytes:
-    return b" " + b64encode(mac).encode("ascii") + b"\n"
+    return b" " + _b64encode_bytes(mac) + b"\n"
 
 
 def _read_line(src: "Source", consumed: int) -> bytes:
