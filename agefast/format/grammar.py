@@ -29,7 +29,7 @@ MAX_HEADER = 16 * 1024 * 1024
 # nothing exactly when every byte is one of them (a loop over the bytes in
 # Python cost most of the parse of a small file's header).
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-_ARGUMENT_BYTES = bytes(range(33, 127))   # VCHAR: what a stanza argument is made of
+_ARGUMENT_LINE_BYTES = bytes(range(32, 127))   # VCHAR, of which arguments are made, and the space between them
 
 
 # Plain classes rather than dataclasses: importing dataclasses (and inspect
@@ -105,10 +105,6 @@ def single_argument(stanza: Stanza, size: int, name: str) -> bytes:
     return value
 
 
-def _is_argument(arg: bytes) -> bool:
-    return bool(arg) and not arg.translate(None, _ARGUMENT_BYTES)
-
-
 def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[str], Exception],
                 max_body: int | None = None) -> Stanza:
     """A stanza from its `-> ...` line and the body lines next_line() returns,
@@ -116,8 +112,10 @@ def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[s
     broken. The header and the plugin protocol share this grammar."""
     if not first.startswith(STANZA_PREFIX):
         raise error(f"malformed stanza opening line: {first[:80]!r}")
-    raw_args = first[len(STANZA_PREFIX):].split(b" ")
-    if not all(_is_argument(a) for a in raw_args):
+    line = first[len(STANZA_PREFIX):]
+    raw_args = line.split(b" ")
+    # Arguments are non-empty runs of VCHAR separated by single spaces.
+    if line.translate(None, _ARGUMENT_LINE_BYTES) or b"" in raw_args:
         raise error(f"malformed stanza arguments: {first[:80]!r}")
     args = [a.decode("ascii") for a in raw_args]
     body = bytearray()
