@@ -21,6 +21,7 @@ from .io.source import MemoryReader, Source, file_position
 from .io.direct import DirectReader
 from .errors import PayloadError
 from .header import make_header, open_header
+from .primitives import hmac_sha256
 from .payload.pipeline import open_stream, seal_stream
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
 from .payload.rules import (CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key,
@@ -62,7 +63,7 @@ def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | 
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         view[:start] = header + nonce
-        key = payload_key(file_key, nonce)
+        key = payload_key(file_key, nonce, hmac_sha256)   # passed in: as header.open_header does
         out = view[start:]
         for first, stop in _steps(count):
             ready(start + min(stop * SEALED_CHUNK_SIZE, len(out)))
