@@ -8,6 +8,10 @@ For every size, interleaved round by round:
 - cryptography: a bare STREAM loop, ChaCha20Poly1305.encrypt_into /
   decrypt_into chunk by chunk into a buffer allocated once, no header: the
   ceiling of any implementation built on cryptography;
+- primitives: the bare loop after the header's primitives, called one
+  after the other with nothing around them (an X25519 key pair and exchange
+  to encrypt, one exchange to decrypt, the three HKDFs, the header HMAC, the
+  file key's wrap or unwrap): the floor of a whole call on cryptography;
 - the agefast and Go age commands on page-cached files (Go age also with
   GOMAXPROCS=1), whose times include starting the process.
 
@@ -15,7 +19,9 @@ In-process cases at small sizes repeat the call so that one timed sample lasts
 a few milliseconds; times are per call. All decryptions read the same age
 file; encryptions are checked by decrypting with another implementation.
 
-    python benchmarks/bench_sizes.py [--max MiB] [--reps N] [--dir DIR]
+    python benchmarks/bench_sizes.py [--max MiB] [--sizes KiB,KiB,...] [--reps N] [--dir DIR]
+
+--sizes measures only the sizes listed (each one of SIZES), e.g. --sizes 1,4,16,64.
 """
 
 import os
@@ -27,6 +33,9 @@ import agefast
 import pyrage
 from agefast.header import make_header  # to seal a real age file with the bare loop
 from agefast.payload.rules import payload_key
+from agefast.format import bech32
+from agefast.primitives import hkdf, hmac_sha256
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 import common
@@ -68,6 +77,31 @@ def stream_open(key: bytes, src: memoryview, dst: memoryview) -> int:
     return out
 
 
+X25519_INFO = b"age-encryption.org/v1/X25519"
+ZERO_NONCE = bytes(12)
+
+
+def header_primitives(recipient: bytes, identity: X25519PrivateKey | None, header: bytes, file_key: bytes,
+                      nonce: bytes, stanza_body: bytes = b"") -> bytes:
+    """The primitives of a one-recipient X25519 header, to encrypt (identity
+    None: a new key pair) or decrypt (the stanza's share is the recipient
+    itself here, and `stanza_body` what an encryption returns): the floor of
+    the header's cost."""
+    if identity is None:
+        ephemeral = X25519PrivateKey.generate()
+        share = ephemeral.public_key().public_bytes_raw()
+        secret = ephemeral.exchange(X25519PublicKey.from_public_bytes(recipient))
+        wrap_key = hkdf(secret, share + recipient, X25519_INFO)
+        body = ChaCha20Poly1305(wrap_key).encrypt(ZERO_NONCE, file_key, None)
+    else:
+        secret = identity.exchange(X25519PublicKey.from_public_bytes(recipient))
+        wrap_key = hkdf(secret, recipient + recipient, X25519_INFO)
+        body = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, stanza_body, None)
+    hmac_sha256(hkdf(file_key, b"", b"header"), header)
+    hkdf(file_key, nonce, b"payload")
+    return body
+
+
 def sealed_size(n: int) -> int:
     return n + max(1, -(-n // CHUNK)) * TAG
 
@@ -81,6 +115,9 @@ class Keys:
         secret = next(line for line in text.splitlines() if line.startswith("AGE-SECRET-KEY-"))
         self.py_identity = pyrage.x25519.Identity.from_str(secret)
         self.py_recipient = pyrage.x25519.Recipient.from_str(self.recipient_text)
+        # The raw keys, for the primitives case.
+        self.x25519_private = X25519PrivateKey.from_private_bytes(bech32.decode(secret)[1])
+        self.x25519_public = self.x25519_private.public_key().public_bytes_raw()
 
 
 def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
@@ -102,6 +139,10 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
     plain_path.write_bytes(data)
     sealed_path.write_bytes(sealed)
     common.warm(plain_path, sealed_path)
+    recipient, identity = keys.x25519_public, keys.x25519_private
+    secret = identity.exchange(X25519PublicKey.from_public_bytes(recipient))
+    stanza_body = ChaCha20Poly1305(hkdf(secret, recipient + recipient, X25519_INFO)).encrypt(
+        ZERO_NONCE, file_key, None)
     p, s, o, k, r = str(plain_path), str(sealed_path), str(out_path), str(keys.path), keys.recipient_text
     one_proc = {**os.environ, "GOMAXPROCS": "1"}
     default = common.engine_env(None)
@@ -124,6 +165,9 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
             "agefast-crypto", lambda: agefast.encrypt(data, keys.recipients))),
         "pyrage": repeat("pyrage", lambda: pyrage.encrypt(data, [keys.py_recipient])),
         "cryptography": repeat("cryptography", lambda: stream_seal(key, memoryview(data), ceiling_out)),
+        "primitives": repeat("primitives", lambda: (
+            header_primitives(recipient, None, header, file_key, nonce),
+            stream_seal(key, memoryview(data), ceiling_out))[1]),
         "agefast-cli": lambda: common.run([AGEFAST, "-r", r, "-o", o, p], env=default),
         "age-cli": lambda: common.run([AGE, "-r", r, "-o", o, p]),
         "age-cli-p1": lambda: common.run([AGE, "-r", r, "-o", o, p], env=one_proc),
@@ -137,6 +181,9 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
             "agefast-crypto", lambda: agefast.decrypt(sealed, keys.identities))),
         "pyrage": repeat("pyrage", lambda: pyrage.decrypt(sealed, [keys.py_identity])),
         "cryptography": repeat("cryptography", lambda: stream_open(key, memoryview(sealed)[start:], ceiling_plain)),
+        "primitives": repeat("primitives", lambda: (
+            header_primitives(recipient, identity, header, file_key, nonce, stanza_body),
+            stream_open(key, memoryview(sealed)[start:], ceiling_plain))[1]),
         "agefast-cli": lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s], env=default),
         "age-cli": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s]),
         "age-cli-p1": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s], env=one_proc),
@@ -146,7 +193,7 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
         if name.endswith(("-cli", "-p1")):
             return out_path.read_bytes()
         result = outputs.pop(name)
-        if name != "cryptography":
+        if name not in ("cryptography", "primitives"):
             return result
         written = bytes(ceiling[:result])
         ceiling[:] = bytes(len(ceiling))  # the next run must write every byte again
@@ -154,7 +201,7 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
 
     def verify_encrypt(name):
         ciphertext = produced(name, ceiling_out)
-        if name == "cryptography":
+        if name in ("cryptography", "primitives"):
             ok = ciphertext == sealed[start:]  # same key and nonce: the very same payload
         elif name.startswith("agefast"):
             ok = pyrage.decrypt(ciphertext, [keys.py_identity]) == data
@@ -186,11 +233,17 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
 
 
 def main() -> None:
-    args = common.arguments(__doc__, 5, [("--max", 1024, "largest size in MiB")])
+    args = common.arguments(__doc__, 5, [("--max", 1024, "largest size in MiB")],
+                            [("--sizes", "", "only these sizes, in KiB, comma-separated (default: all up to --max)")])
+    sizes = [s for s in SIZES if s <= args.max * MiB]
+    if args.sizes:
+        sizes = [int(k) * 1024 for k in args.sizes.split(",")]
+        if not set(sizes) <= set(SIZES):
+            raise SystemExit(f"--sizes: each size must be one of {[s // 1024 for s in SIZES]} KiB")
     keys = Keys(args.dir)
     common.warm_engine()
     result = {"dir": str(args.dir), "filesystem": common.filesystem(args.dir), "sizes": []}
-    for size in (s for s in SIZES if s <= args.max * MiB):
+    for size in sizes:
         result["sizes"].append(one_size(size, args.reps, keys, args.dir))
         # Saved after every size, so a long sweep that is cut short still counts.
         common.save("sizes", result)
