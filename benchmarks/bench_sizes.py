@@ -120,29 +120,44 @@ class Keys:
         self.x25519_public = self.x25519_private.public_key().public_bytes_raw()
 
 
+class AgeFile:
+    """One age file of `data`, sealed by the bare loop and checked by pyrage:
+    what every decryption reads. Keeps what the primitives case needs."""
+
+    def __init__(self, keys: Keys, data: bytes):
+        self.header, self.file_key = make_header(keys.recipients)
+        self.nonce = os.urandom(16)
+        self.key = payload_key(self.file_key, self.nonce)
+        self.start = len(self.header) + 16
+        sealed = bytearray(self.start + sealed_size(len(data)))
+        sealed[:self.start] = self.header + self.nonce
+        stream_seal(self.key, memoryview(data), memoryview(sealed)[self.start:])
+        self.sealed = bytes(sealed)
+        if pyrage.decrypt(self.sealed, [keys.py_identity]) != data:
+            raise SystemExit("the bare STREAM loop does not make a valid age file")
+        # The body of a stanza whose share is the recipient itself (header_primitives).
+        recipient = keys.x25519_public
+        secret = keys.x25519_private.exchange(X25519PublicKey.from_public_bytes(recipient))
+        self.stanza_body = ChaCha20Poly1305(hkdf(secret, recipient + recipient, X25519_INFO)).encrypt(
+            ZERO_NONCE, self.file_key, None)
+
+    def encrypt_primitives(self, keys: Keys) -> None:
+        header_primitives(keys.x25519_public, None, self.header, self.file_key, self.nonce)
+
+    def decrypt_primitives(self, keys: Keys) -> None:
+        header_primitives(keys.x25519_public, keys.x25519_private, self.header, self.file_key, self.nonce,
+                          self.stanza_body)
+
+
 def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
     data = os.urandom(size)
     calls = max(1, SAMPLE_BYTES // size)
-    # One age file, sealed by the bare loop and checked by pyrage, is what
-    # every decryption reads.
-    header, file_key = make_header(keys.recipients)
-    nonce = os.urandom(16)
-    key = payload_key(file_key, nonce)
-    start = len(header) + 16
-    sealed = bytearray(start + sealed_size(size))
-    sealed[:start] = header + nonce
-    stream_seal(key, memoryview(data), memoryview(sealed)[start:])
-    sealed = bytes(sealed)
-    if pyrage.decrypt(sealed, [keys.py_identity]) != data:
-        raise SystemExit("the bare STREAM loop does not make a valid age file")
+    age_file = AgeFile(keys, data)
+    key, start, sealed = age_file.key, age_file.start, age_file.sealed
     plain_path, sealed_path, out_path = (directory / n for n in ("sweep", "sweep.age", "sweep.out"))
     plain_path.write_bytes(data)
     sealed_path.write_bytes(sealed)
     common.warm(plain_path, sealed_path)
-    recipient, identity = keys.x25519_public, keys.x25519_private
-    secret = identity.exchange(X25519PublicKey.from_public_bytes(recipient))
-    stanza_body = ChaCha20Poly1305(hkdf(secret, recipient + recipient, X25519_INFO)).encrypt(
-        ZERO_NONCE, file_key, None)
     p, s, o, k, r = str(plain_path), str(sealed_path), str(out_path), str(keys.path), keys.recipient_text
     one_proc = {**os.environ, "GOMAXPROCS": "1"}
     default = common.engine_env(None)
@@ -166,7 +181,7 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
         "pyrage": repeat("pyrage", lambda: pyrage.encrypt(data, [keys.py_recipient])),
         "cryptography": repeat("cryptography", lambda: stream_seal(key, memoryview(data), ceiling_out)),
         "primitives": repeat("primitives", lambda: (
-            header_primitives(recipient, None, header, file_key, nonce),
+            age_file.encrypt_primitives(keys),
             stream_seal(key, memoryview(data), ceiling_out))[1]),
         "agefast-cli": lambda: common.run([AGEFAST, "-r", r, "-o", o, p], env=default),
         "age-cli": lambda: common.run([AGE, "-r", r, "-o", o, p]),
@@ -182,7 +197,7 @@ def one_size(size: int, reps: int, keys: Keys, directory: Path) -> dict:
         "pyrage": repeat("pyrage", lambda: pyrage.decrypt(sealed, [keys.py_identity])),
         "cryptography": repeat("cryptography", lambda: stream_open(key, memoryview(sealed)[start:], ceiling_plain)),
         "primitives": repeat("primitives", lambda: (
-            header_primitives(recipient, identity, header, file_key, nonce, stanza_body),
+            age_file.decrypt_primitives(keys),
             stream_open(key, memoryview(sealed)[start:], ceiling_plain))[1]),
         "agefast-cli": lambda: common.run([AGEFAST, "-d", "-i", k, "-o", o, s], env=default),
         "age-cli": lambda: common.run([AGE, "-d", "-i", k, "-o", o, s]),
