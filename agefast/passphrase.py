@@ -7,7 +7,8 @@ where the design is described.
 from ._typing import Buffer
 from .recipients.scrypt import STANZA_TYPE, DEFAULT_WORK_FACTOR, DEFAULT_MAX_WORK_FACTOR, Recipient, Identity
 
-__all__ = ["STANZA_TYPE", "DEFAULT_WORK_FACTOR", "DEFAULT_MAX_WORK_FACTOR", "Recipient", "Identity", "encrypt", "decrypt"]
+__all__ = ["STANZA_TYPE", "DEFAULT_WORK_FACTOR", "DEFAULT_MAX_WORK_FACTOR", "Recipient", "Identity", "encrypt",
+           "decrypt"]
 
 
 def encrypt(plaintext: Buffer, passphrase: str, armored: bool = False) -> bytes:

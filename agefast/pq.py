@@ -4,6 +4,8 @@ This module is the public name of agefast.recipients.pq (pyrage's name),
 where the design is described.
 """
 
-from .recipients.pq import RECIPIENT_HRP, IDENTITY_HRP, STANZA_TYPE, PUBLIC_KEY_SIZE, ENC_SIZE, POSTQUANTUM_LABELS, Recipient, Identity
+from .recipients.pq import (RECIPIENT_HRP, IDENTITY_HRP, STANZA_TYPE, PUBLIC_KEY_SIZE, ENC_SIZE, POSTQUANTUM_LABELS,
+                            Recipient, Identity)
 
-__all__ = ["RECIPIENT_HRP", "IDENTITY_HRP", "STANZA_TYPE", "PUBLIC_KEY_SIZE", "ENC_SIZE", "POSTQUANTUM_LABELS", "Recipient", "Identity"]
+__all__ = ["RECIPIENT_HRP", "IDENTITY_HRP", "STANZA_TYPE", "PUBLIC_KEY_SIZE", "ENC_SIZE", "POSTQUANTUM_LABELS",
+           "Recipient", "Identity"]

@@ -4,6 +4,9 @@ This module is the public name of agefast.recipients.ssh (pyrage's name),
 where the design is described.
 """
 
-from .recipients.ssh import ED25519_TYPE, RSA_TYPE, MIN_RSA_BITS, MAX_RSA_BITS, key_type, Recipient, Identity, openssh_public_key, EncryptedIdentity
+from .errors import PassphraseNeededError, UnsupportedKeyError
+from .recipients.ssh import (ED25519_TYPE, RSA_TYPE, MIN_RSA_BITS, MAX_RSA_BITS, key_type, Recipient, Identity,
+                             openssh_public_key, EncryptedIdentity)
 
-__all__ = ["ED25519_TYPE", "RSA_TYPE", "MIN_RSA_BITS", "MAX_RSA_BITS", "key_type", "Recipient", "Identity", "openssh_public_key", "EncryptedIdentity"]
+__all__ = ["PassphraseNeededError", "UnsupportedKeyError", "ED25519_TYPE", "RSA_TYPE", "MIN_RSA_BITS",
+           "MAX_RSA_BITS", "key_type", "Recipient", "Identity", "openssh_public_key", "EncryptedIdentity"]

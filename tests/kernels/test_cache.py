@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agefast.kernels import _cache
+from agefast.kernels import _cache, _loader
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
@@ -187,8 +187,10 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     keys.append(fresh_key())
     monkeypatch.setattr(_cache, "_release", lambda name: release(name) + (b"#" if name == "llvmlite" else b""))
     keys.append(fresh_key())
-    copy = tmp_path / "kernels"
-    shutil.copytree(Path(_cache._HERE), copy)
+    # the whole package: the sources include one outside agefast/kernels (io/pieces.py)
+    package = tmp_path / "agefast"
+    shutil.copytree(Path(_cache._HERE).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    copy = package / "kernels"
     with open(copy / "_build.py", "a") as f:
         f.write("\n")
     monkeypatch.setattr(_cache, "_HERE", str(copy))
@@ -272,7 +274,7 @@ def test_an_untrusted_folder_is_not_used_and_the_private_fallback_is(trusting, t
     assert len(warned) == 1                              # one warning, however often the cache is used
     private = tmp_path / "xdg" / "agefast" / "kernels"
     assert [stat.S_IMODE(p.stat().st_mode) for p in (private.parent, private)] == [0o700, 0o700]
-    functions, _ = kernels._load()
+    functions, _ = _loader._load()
     bit_exact(functions)
 
 
@@ -334,7 +336,7 @@ def test_what_is_loaded_is_what_was_hashed(trusting, monkeypatch):
         return entry
 
     monkeypatch.setattr(_cache, "lookup", swapped_after_verifying)
-    functions, _ = kernels._load()
+    functions, _ = _loader._load()
     bit_exact(functions)
     with open(f"/proc/self/fd/{_native._keep[-1]}", "rb") as loaded:
         assert hashlib.sha256(loaded.read()).hexdigest() == so.stem != hashlib.sha256(so.read_bytes()).hexdigest()

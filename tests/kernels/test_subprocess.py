@@ -32,7 +32,7 @@ def test_batches_without_jit(tmp_path):
     script = textwrap.dedent("""
         import os, sys
         from agefast.payload import rules
-from agefast.payload.engine import choose
+        from agefast.payload.engine import choose
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
@@ -97,7 +97,7 @@ def test_avx2_only_build(tmp_path):
     script = textwrap.dedent("""
         import random
         from agefast.payload import rules
-from agefast.payload.engine import choose
+        from agefast.payload.engine import choose
         from agefast import kernels
         assert kernels.isa() == "avx2", kernels.isa()
         rng = random.Random(7)
