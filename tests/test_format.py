@@ -7,7 +7,8 @@ import pytest
 from agefast.format import bech32
 from agefast.io.source import Source
 from agefast.errors import HeaderError
-from agefast.format.grammar import b64decode, b64encode, encode_header_without_mac, parse_header
+from agefast.format.grammar import (VERSION_LINE, Stanza, b64decode, b64encode, encode_header_without_mac,
+                                    parse_header)
 
 from test_vectors import FILES, load
 
@@ -62,3 +63,31 @@ def test_header_reencodes_to_the_same_bytes(path):
 def test_header_needs_a_stanza():
     with pytest.raises(HeaderError):
         parse_header(Source(io.BytesIO(b"age-encryption.org/v1\n--- " + b"A" * 43 + b"\n")))
+
+
+MAC_LINE = b"--- " + b"A" * 43 + b"\n"
+
+
+def _parse(stanzas: bytes):
+    return parse_header(Source(io.BytesIO(VERSION_LINE + stanzas + MAC_LINE)))
+
+
+@pytest.mark.parametrize("size", [0, 1, 47, 48, 49, 96, 100])
+def test_stanza_body_lines_end_with_a_short_one(size):
+    body = bytes(range(size))
+    encoded = Stanza("t", ["a", "b"], body).encode()
+    lines = encoded.split(b"\n")
+    assert lines[0] == b"-> t a b" and lines[-1] == b""
+    assert all(len(line) == 64 for line in lines[1:-2]) and len(lines[-2]) < 64
+    assert _parse(encoded).stanzas == [Stanza("t", ["a", "b"], body)]
+
+
+@pytest.mark.parametrize("arguments", [b"", b"a  b", b"a ", b" a", b"a\x7fb", b"a\x1fb", b"a\tb", "\u00e9".encode()])
+def test_stanza_arguments_are_vchar_runs_split_by_single_spaces(arguments):
+    with pytest.raises(HeaderError, match="malformed stanza arguments"):
+        _parse(b"-> " + arguments + b"\n\n")
+
+
+def test_stanza_arguments_take_every_vchar():
+    every = bytes(range(33, 127))
+    assert _parse(b"-> " + every + b" x\n\n").stanzas == [Stanza(every.decode(), ["x"], b"")]
