@@ -136,8 +136,8 @@ def test_a_signal_just_after_the_temporary_output_is_created_leaves_no_file(file
     plain, _, _ = files
     real_open = os.open
 
-    def open_then_interrupted(path, flags, mode=0o777, **kwargs):
-        os.close(real_open(path, flags, mode, **kwargs))
+    def open_then_interrupted(path, flags, mode=0o777, *, dir_fd=None):
+        os.close(real_open(path, flags, mode, dir_fd=dir_fd))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(replace.os, "open", open_then_interrupted)
