@@ -57,12 +57,27 @@ def _mac_end(scr, ct, groups, aadlen, out, ooff):
             _poly_lanes(hl, pw16, ct, 0, groups - 1)
         _poly_lanes(hl, pwfin, ct, GROUP * (groups - 1), 1)
         _poly_fold(ctx, hl)
-    _poly_zero_padded(ctx, ct[GROUP * groups:], buf[2064:2080])
-    blk = buf[2064:2080]
+    _mac_finish(scr, ct[GROUP * groups:], aadlen, ct.size, out, ooff)
+
+
+@_inner
+def _mac_finish(scr, rest, aadlen, ctlen, out, ooff):
+    """Absorb the last ciphertext bytes `rest` (zero-padded) and the lengths; tag to out[ooff:ooff+16]."""
+    ctx, blk = scr[1], scr[5][2064:2080]
+    _poly_zero_padded(ctx, rest, blk)
     _put_le64(blk, 0, np.uint64(aadlen))
-    _put_le64(blk, 8, np.uint64(ct.size))
+    _put_le64(blk, 8, np.uint64(ctlen))
     _poly_blocks(ctx, blk, 0, 1, 1)
     _poly_tag(ctx, out, ooff)
+
+
+@_inner
+def _tag_matches(tag, at, sealed, n):
+    """Whether tag[at:at+16] equals sealed[n:n+16], compared in constant time (an OR of XORs)."""
+    diff = np.uint8(0)
+    for i in range(TAG):
+        diff |= tag[at + i] ^ sealed[n + i]
+    return diff == 0
 
 
 @_inner
@@ -90,10 +105,7 @@ def _open_one(scr, aad, src, dst):
     n = src.size - TAG
     groups = _mac_begin(scr, aad, n)
     _mac_end(scr, src[:n], groups, aad.size, buf, 2048)
-    diff = np.uint8(0)
-    for i in range(TAG):
-        diff |= buf[2048 + i] ^ src[n + i]
-    ok = diff == 0
+    ok = _tag_matches(buf, 2048, src, n)
     if ok:
         _chacha20_xor(st, src[:n], dst[:n], buf[1024:2048])
     return ok

@@ -49,6 +49,18 @@ def _transpose(builder, rows):
 _CHACHA_W = 16 if "avx512f" in FEATURES else 8
 
 
+def _emit_quarter_round(b, x, a, q, c, d, rotl=_rotl):
+    """One ChaCha20 quarter round on the state vectors x[a], x[q], x[c], x[d], in place."""
+    x[a] = b.add(x[a], x[q])
+    x[d] = rotl(b, b.xor(x[d], x[a]), 16)
+    x[c] = b.add(x[c], x[d])
+    x[q] = rotl(b, b.xor(x[q], x[c]), 12)
+    x[a] = b.add(x[a], x[q])
+    x[d] = rotl(b, b.xor(x[d], x[a]), 8)
+    x[c] = b.add(x[c], x[d])
+    x[q] = rotl(b, b.xor(x[q], x[c]), 7)
+
+
 def _emit_chacha_xor_1k(b, st, src, dst):
     W = _CHACHA_W
     vt = ir.VectorType(_I32, W)
@@ -63,15 +75,8 @@ def _emit_chacha_xor_1k(b, st, src, dst):
         init[12] = b.add(init[12], ir.Constant(vt, list(range(half * W, half * W + W))))
         x = list(init)
         for _ in range(10):
-            for a, q, c, d in _QUARTER_ROUNDS:
-                x[a] = b.add(x[a], x[q])
-                x[d] = _rotl(b, b.xor(x[d], x[a]), 16)
-                x[c] = b.add(x[c], x[d])
-                x[q] = _rotl(b, b.xor(x[q], x[c]), 12)
-                x[a] = b.add(x[a], x[q])
-                x[d] = _rotl(b, b.xor(x[d], x[a]), 8)
-                x[c] = b.add(x[c], x[d])
-                x[q] = _rotl(b, b.xor(x[q], x[c]), 7)
+            for quarter in _QUARTER_ROUNDS:
+                _emit_quarter_round(b, x, *quarter)
         out = [b.add(x[i], init[i]) for i in range(16)]
         # W x W transposes of words [0, W), [W, 2W), ...: block k of this half is
         # the k-th row of each, in order (16 // W vectors of W words)

@@ -34,32 +34,35 @@ def _poly_step(typingctx, h0, h1, h2, m0, m1, pad, r0, r1):
     sig = types.UniTuple(u64, 3)(u64, u64, u64, u64, u64, u64, u64, u64)
 
     def codegen(context, builder, signature, args):
-        h0, h1, h2, m0, m1, pad, r0, r1 = args
-        b = builder
-        d0 = b.add(_wide(b, h0), _wide(b, m0))
-        d1 = b.add(b.add(_wide(b, h1), _wide(b, m1)), b.lshr(d0, ir.Constant(_I128, 64)))
-        h0 = b.trunc(d0, _I64)
-        h1 = b.trunc(d1, _I64)
-        h2 = b.add(b.add(h2, _hi64(b, d1)), pad)
-        s1 = b.add(r1, b.lshr(r1, ir.Constant(_I64, 2)))
-        d0 = b.add(b.mul(_wide(b, h0), _wide(b, r0)), b.mul(_wide(b, h1), _wide(b, s1)))
-        d1 = b.add(b.add(b.mul(_wide(b, h0), _wide(b, r1)), b.mul(_wide(b, h1), _wide(b, r0))),
-                   _wide(b, b.mul(h2, s1)))
-        h2 = b.mul(h2, r0)
-        d1 = b.add(d1, b.lshr(d0, ir.Constant(_I128, 64)))
-        h0 = b.trunc(d0, _I64)
-        h1 = b.trunc(d1, _I64)
-        h2 = b.add(h2, _hi64(b, d1))
-        c = b.add(b.lshr(h2, ir.Constant(_I64, 2)), b.and_(h2, ir.Constant(_I64, ~3 & (2**64 - 1))))
-        h2 = b.and_(h2, ir.Constant(_I64, 3))
-        t = b.add(_wide(b, h0), _wide(b, c))
-        h0 = b.trunc(t, _I64)
-        t = b.add(_wide(b, h1), b.lshr(t, ir.Constant(_I128, 64)))
-        h1 = b.trunc(t, _I64)
-        h2 = b.add(h2, _hi64(b, t))
-        return context.make_tuple(builder, signature.return_type, [h0, h1, h2])
+        return context.make_tuple(builder, signature.return_type, _emit_poly_step(builder, *args))
 
     return sig, codegen
+
+
+def _emit_poly_step(b, h0, h1, h2, m0, m1, pad, r0, r1):
+    """The IR of _poly_step: (h0, h1, h2) of (h + m + pad*2^128) * r, partially reduced (h2 < 8)."""
+    d0 = b.add(_wide(b, h0), _wide(b, m0))
+    d1 = b.add(b.add(_wide(b, h1), _wide(b, m1)), b.lshr(d0, ir.Constant(_I128, 64)))
+    h0 = b.trunc(d0, _I64)
+    h1 = b.trunc(d1, _I64)
+    h2 = b.add(b.add(h2, _hi64(b, d1)), pad)
+    s1 = b.add(r1, b.lshr(r1, ir.Constant(_I64, 2)))
+    d0 = b.add(b.mul(_wide(b, h0), _wide(b, r0)), b.mul(_wide(b, h1), _wide(b, s1)))
+    d1 = b.add(b.add(b.mul(_wide(b, h0), _wide(b, r1)), b.mul(_wide(b, h1), _wide(b, r0))),
+               _wide(b, b.mul(h2, s1)))
+    h2 = b.mul(h2, r0)
+    d1 = b.add(d1, b.lshr(d0, ir.Constant(_I128, 64)))
+    h0 = b.trunc(d0, _I64)
+    h1 = b.trunc(d1, _I64)
+    h2 = b.add(h2, _hi64(b, d1))
+    c = b.add(b.lshr(h2, ir.Constant(_I64, 2)), b.and_(h2, ir.Constant(_I64, ~3 & (2**64 - 1))))
+    h2 = b.and_(h2, ir.Constant(_I64, 3))
+    t = b.add(_wide(b, h0), _wide(b, c))
+    h0 = b.trunc(t, _I64)
+    t = b.add(_wide(b, h1), b.lshr(t, ir.Constant(_I128, 64)))
+    h1 = b.trunc(t, _I64)
+    h2 = b.add(h2, _hi64(b, t))
+    return h0, h1, h2
 
 
 @intrinsic
