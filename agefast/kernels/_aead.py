@@ -1,7 +1,9 @@
 """ChaCha20-Poly1305 over a batch of age STREAM chunks, and its C entry point (batch_c).
 
 Sealing encrypts a chunk, then MACs the ciphertext (from L2). Opening MACs
-first and decrypts only a verified chunk. Kernels take contiguous typed
+first and decrypts only a verified chunk. Where the target has AVX2 but not
+AVX-512 the batch seals and opens in one stitched loop instead (_stitched);
+the single-message kernels the tests call keep the two passes. Kernels take contiguous typed
 arrays and never raise on user input; agefast.kernels validates.
 """
 
@@ -11,7 +13,7 @@ from numba.extending import intrinsic
 
 from . import _abi
 from ._abi import SEAL
-from ._common import _inner, _put_le64, _U1, CHUNK, GROUP, LANE_MIN, LANES, TAG
+from ._common import _inner, _put_le64, _U1, CHUNK, GROUP, LANE_MIN, LANES, STITCHED, TAG
 from ._chacha20 import _chacha20_xor, _chacha_xor_1k, _set_age_nonce, _set_key
 from ._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag, _poly_zero_padded, _put_limbs
 
@@ -125,7 +127,10 @@ def _seal_batch(key, counter, src, dst, final, scr):
         last = end == n
         _set_age_nonce(scr[0], np.uint64(counter) + i, 1 if (last and final) else 0)
         size = end - pos
-        _seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
+        if STITCHED:
+            _stitched.seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
+        else:
+            _seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
         out += size + TAG
         pos = end
         i += _U1
@@ -151,7 +156,11 @@ def _open_batch(key, counter, src, dst, final, scr):
             return done
         _set_age_nonce(scr[0], np.uint64(counter) + np.uint64(done), 1 if (end == n and final) else 0)
         size = end - pos - TAG
-        if not _open_one(scr, aad, src[pos:end], dst[out:out + size]):
+        if STITCHED:
+            ok = _stitched.open_one(scr, aad, src[pos:end], dst[out:out + size])
+        else:
+            ok = _open_one(scr, aad, src[pos:end], dst[out:out + size])
+        if not ok:
             return done
         out += size
         pos = end
@@ -201,3 +210,8 @@ def batch_c(key, counter, src, n, dst, m, final, mode, scratch):
     """
     return _batch(carray(key, 32, np.uint8), counter, carray(src, n, np.uint8), carray(dst, m, np.uint8),
                   final != 0, mode, _carve(scratch))
+
+
+# Last: _stitched builds on the helpers above, and the batch loop (_seal_batch,
+# _open_batch) finds it here when Numba compiles that loop, after this import.
+from . import _stitched  # noqa: E402

@@ -1,9 +1,9 @@
 """What the compiled kernels share: the target's features, sizes, LLVM IR helpers and byte helpers.
 
-The kernels are split by job (_chacha20, _poly1305, _aead, _file_io); a new
-kernel module goes beside them and into the cache key's list of sources
-(agefast.kernels._cache._SOURCES), since Numba does not notice an edit to a
-callee in another module.
+The kernels are split by job (_chacha20, _poly1305, _aead, _stitched,
+_file_io); a new kernel module goes beside them and into the cache key's list
+of sources (agefast.kernels._cache._SOURCES), since Numba does not notice an
+edit to a callee in another module.
 """
 
 import numpy as np
@@ -35,6 +35,12 @@ FEATURES = _target_features()
 # cache index is keyed on the CPU name and features, so a build for other
 # features never loads this one's machine code.
 IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
+# The batch seals and opens its chunks stitched (_stitched: 8 ChaCha20 blocks
+# in ymm registers while the scalar multiplier hashes in radix 2^64) where the
+# target has AVX2 but not AVX-512, the class where that measured fastest
+# (docs/engine.md); elsewhere in two passes. A compile-time constant, as IFMA:
+# Numba prunes the branch not taken.
+STITCHED = "avx2" in FEATURES and "avx512f" not in FEATURES
 
 CHUNK = _abi.CHUNK
 TAG = _abi.TAG

@@ -36,9 +36,8 @@ def test_batches_without_jit(tmp_path):
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
-        for n in (0, 100, 1500):
-            src = bytes(range(256)) * 6
-            src = src[:n]
+        for n in (0, 100, 1500, 2600):     # 2600: through the stitched loop too, where the build is AVX2-only
+            src = (bytes(range(256)) * 11)[:n]
             ref = bytearray(rules.sealed_size(n))
             w = choose(None, None).seal(key, 2, src, ref, True)
             got = bytearray(w)
@@ -94,13 +93,18 @@ def test_a_forked_child_keeps_using_the_engine():
 
 
 def test_avx2_only_build(tmp_path):
+    # The build for AVX2 without AVX-512 is the stitched one (_stitched),
+    # whatever the CPU this runs on: one cold compile, every check of it.
     script = textwrap.dedent("""
         import random
         from agefast.payload import rules
         from agefast.payload.engine import choose
         from agefast import kernels
-        assert kernels.isa() == "avx2", kernels.isa()
+        from agefast.kernels import _common
+        from tests.kernels.parity import check_chunks
+        assert kernels.isa() == "avx2" and _common.STITCHED, kernels.isa()
         rng = random.Random(7)
+        check_chunks(rng, stitched=True)
         key = rng.randbytes(32)
         for n in (0, 1000, 65536, 2 * 65536 + 4097):
             src = rng.randbytes(n)

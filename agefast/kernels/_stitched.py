@@ -1,0 +1,221 @@
+"""Stitched ChaCha20-Poly1305 for AVX2 without AVX-512: one loop, two kinds of execution unit.
+
+Each iteration of one IR loop computes 8 ChaCha20 blocks (512 bytes) as 8
+lanes of <8 x i32> (ymm) vectors and, in the same loop body, Poly1305 over
+512 bytes of ciphertext in radix 2^64 on the scalar multiplier (_poly1305's
+mulx/adc block step). The vector code leaves the scalar units idle and the
+scalar chain leaves the vector units idle, so each hides most of the other:
+the two-pass form (ChaCha20, then 16 lanes of 26-bit Poly1305 limbs) runs both
+on the vector units, one after the other (docs/engine.md). The 32 Poly1305
+steps are spread over the 80 quarter rounds in the IR, so that the
+out-of-order core sees both kinds of work in its window.
+
+Seal hashes the ciphertext written 1 KiB earlier (the first KiB is encrypted
+before the loop, the last KiB hashed after it); open hashes the ciphertext it
+decrypts in the same iteration, so it writes plaintext before the tag is
+known: a chunk whose tag fails has its output overwritten with zeros before
+open_one returns.
+
+_aead imports this module at its end and calls seal_one / open_one from its
+batch loop where the target has AVX2 but not AVX-512 (_common.STITCHED).
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import config, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._aead import _mac_begin, _mac_finish, _tag_matches
+from ._chacha20 import (_chacha20_xor, _chacha_xor_1k, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl,
+                        _SIGMA)
+from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, TAG
+from ._poly1305 import _emit_poly_step, _py_poly_step
+
+STEP = 512              # bytes per iteration: 8 ChaCha20 blocks, 32 Poly1305 blocks
+_BLOCKS = STEP // 16    # Poly1305 steps per iteration
+_V8 = ir.VectorType(_I32, 8)
+_ROUNDS = 10 * len(_QUARTER_ROUNDS)
+
+# An 8 x 8 transpose of 32-bit words in three rounds that AVX2 does in one
+# instruction each: vpunpckl/hdq and vpunpckl/hqdq within 128-bit halves, then
+# vperm2i128 across them (_chacha20's interleave of whole rows would need
+# cross-half shuffles in every round).
+_DWORDS = ([0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])
+_QWORDS = ([0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15])
+_HALVES = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+
+
+def _transpose8(b, rows):
+    """Row j = word j of 8 blocks -> out[k] = the 8 words of block k."""
+    def shuffle(x, y, mask):
+        return b.shuffle_vector(x, y, ir.Constant(_V8, mask))
+    t = []
+    for j in range(0, 8, 2):
+        t += [shuffle(rows[j], rows[j + 1], m) for m in _DWORDS]
+    # t[2i], t[2i+1]: rows 2i and 2i+1 interleaved (low, high words of each half)
+    u = []
+    for a, c in ((0, 2), (1, 3), (4, 6), (5, 7)):
+        u += [shuffle(t[a], t[c], m) for m in _QWORDS]
+    # u[k], k < 4: columns k and k+4 of rows 0-3 (one per half); u[k+4]: the same of rows 4-7
+    return [shuffle(u[k % 4], u[k % 4 + 4], _HALVES[k // 4]) for k in range(8)]
+
+
+_V32I8 = ir.VectorType(ir.IntType(8), 32)
+
+
+def _byte_rotations(b):
+    """A rotl(b, v, n) for the quarter rounds whose 8- and 16-bit rotations are vpshufb with masks LLVM cannot see.
+
+    With constant masks, LLVM rewrote rotl(d ^ a, 8) after rotl(., 16) as
+    rotl(d, 8) ^ rotl(a, 8): 153 more vpshufb per 512 bytes (2826
+    instructions against 2693), on ports the rotations by 12 and 7 need. An
+    empty inline asm hands it the masks as values it does not know.
+    """
+    shuffle = b.module.globals.get("llvm.x86.avx2.pshuf.b") or ir.Function(
+        b.module, ir.FunctionType(_V32I8, [_V32I8, _V32I8]), "llvm.x86.avx2.pshuf.b")
+    opaque = ir.InlineAsm(ir.FunctionType(_V32I8, [_V32I8]), "", "=x,0")
+    masks = {n: b.call(opaque, [ir.Constant(_V32I8, [i - i % 4 + (i - n // 8) % 4 for i in range(32)])])
+             for n in (8, 16)}
+
+    def rotl(b, v, n):
+        if n not in masks:
+            return _rotl(b, v, n)
+        return b.bitcast(b.call(shuffle, [b.bitcast(v, _V32I8), masks[n]]), v.type)
+
+    return rotl
+
+
+def _emit_stitched(b, st, ctx, src, dst, poly, count):
+    """`count` iterations: dst[512i:] = src[512i:] ^ 8 blocks from counter st[12] + 8i; hash poly[512i:]."""
+    def splat(w):
+        v = b.insert_element(ir.Constant(_V8, ir.Undefined), w, ir.Constant(_I32, 0))
+        return b.shuffle_vector(v, v, ir.Constant(_V8, [0] * 8))
+
+    words = [b.load(b.gep(st, [ir.Constant(_I64, i)])) for i in range(4, 16)]
+    base = [ir.Constant(_V8, [c] * 8) for c in _SIGMA] + [splat(w) for w in words]
+    ctx64 = b.bitcast(ctx, _I64.as_pointer())
+    r0, r1 = [b.load(b.gep(ctx64, [ir.Constant(_I64, i)])) for i in (0, 1)]
+    h_slots = []
+    for i in (4, 5, 6):
+        slot = cgutils.alloca_once(b, _I64)
+        b.store(b.load(b.gep(ctx64, [ir.Constant(_I64, i)])), slot)
+        h_slots.append(slot)
+    sp = b.bitcast(src, _V8.as_pointer())
+    dp = b.bitcast(dst, _V8.as_pointer())
+    pp = b.bitcast(poly, _I64.as_pointer())
+    one = ir.Constant(_I64, 1)
+    rotl = _byte_rotations(b)
+    with cgutils.for_range(b, count) as loop:
+        i = loop.index
+        counter = b.add(words[12 - 4], b.trunc(b.mul(i, ir.Constant(_I64, 8)), _I32))
+        init = list(base)
+        init[12] = b.add(splat(counter), ir.Constant(_V8, list(range(8))))
+        x = list(init)
+        h = [b.load(slot) for slot in h_slots]
+        at = b.mul(i, ir.Constant(_I64, STEP // 8))      # this iteration's first i64 of poly
+        done = 0
+        for q in range(_ROUNDS):
+            # Poly1305 step p goes before quarter round q where p <= q * 32/80
+            while done < _BLOCKS and done * _ROUNDS <= q * _BLOCKS:
+                m = [b.load(b.gep(pp, [b.add(at, ir.Constant(_I64, 2 * done + k))]), align=1) for k in (0, 1)]
+                h = list(_emit_poly_step(b, *h, *m, one, r0, r1))
+                done += 1
+            _emit_quarter_round(b, x, *_QUARTER_ROUNDS[q % len(_QUARTER_ROUNDS)], rotl=rotl)
+        for slot, v in zip(h_slots, h):
+            b.store(v, slot)
+        out = [b.add(x[k], init[k]) for k in range(16)]
+        halves = [_transpose8(b, out[:8]), _transpose8(b, out[8:])]
+        first = b.mul(i, ir.Constant(_I64, STEP // 32))   # this iteration's first <8 x i32> of src and dst
+        for k in range(8):
+            for g in range(2):
+                idx = [b.add(first, ir.Constant(_I64, 2 * k + g))]
+                v = b.load(b.gep(sp, idx), align=1)
+                b.store(b.xor(v, halves[g][k]), b.gep(dp, idx), align=1)
+    for i, slot in zip((4, 5, 6), h_slots):
+        b.store(b.load(slot), b.gep(ctx64, [ir.Constant(_I64, i)]))
+
+
+@intrinsic
+def _stitched_512(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count):
+    """count x 512 bytes: dst[doff:] = src[soff:] ^ ChaCha20 from counter state[12];
+    Poly1305 (radix 2^64, ctx[0:2] = r, ctx[4:7] = h) absorbs pbuf[poff:] as full blocks.
+
+    The state is not advanced. pbuf may be src (open) or dst behind what is
+    written (seal).
+    """
+    sig = types.void(state, ctx, src, soff, dst, doff, pbuf, poff, count)
+
+    def codegen(context, builder, signature, args):
+        st_ty, ctx_ty, src_ty, _, dst_ty, _, p_ty, _, count_ty = signature.args
+        zero = ir.Constant(_I64, 0)
+        _call_outlined(builder, "agefast_stitched_512", _emit_stitched, [
+            _data_ptr(context, builder, st_ty, args[0], zero),
+            _data_ptr(context, builder, ctx_ty, args[1], zero),
+            _data_ptr(context, builder, src_ty, args[2], args[3]),
+            _data_ptr(context, builder, dst_ty, args[4], args[5]),
+            _data_ptr(context, builder, p_ty, args[6], args[7]),
+            context.cast(builder, args[8], count_ty, types.int64)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _py_stitched_512(state, ctx, src, soff, dst, doff, pbuf, poff, count):
+    """NUMBA_DISABLE_JIT=1: the same, through _chacha20's and _poly1305's big-integer stand-ins."""
+    st = state.copy()
+    tmp = np.zeros(BLOCK16, np.uint8)
+    h0, h1, h2 = ctx[4], ctx[5], ctx[6]
+    for i in range(count):
+        for j in range(_BLOCKS):    # hashed before this iteration writes (src may be dst)
+            p = poff + STEP * i + 16 * j
+            m0, m1 = (np.frombuffer(bytes(pbuf[p + k:p + k + 8]), "<u8")[0] for k in (0, 8))
+            h0, h1, h2 = _py_poly_step(h0, h1, h2, m0, m1, 1, ctx[0], ctx[1])
+        tmp[:STEP] = src[soff + STEP * i:soff + STEP * (i + 1)]
+        st[12] = np.uint32(int(state[12]) + 8 * i)
+        _py_chacha_xor_1k(st, tmp, 0, tmp, 0)
+        dst[doff + STEP * i:doff + STEP * (i + 1)] = tmp[:STEP]
+    ctx[4], ctx[5], ctx[6] = h0, h1, h2
+
+
+if config.DISABLE_JIT:
+    _stitched_512 = _py_stitched_512
+
+
+@_inner
+def seal_one(scr, aad, src, dst):
+    """As _aead._seal_one: dst[:n] = ChaCha20(src), dst[n:n+16] = tag; stitched."""
+    st, ctx = scr[0], scr[1]
+    n = src.size
+    _mac_begin(scr, aad, 0)     # 0: no Poly1305 lanes, radix 2^64 throughout
+    hashed = 0
+    done = 0
+    if n >= BLOCK16 + STEP:
+        _chacha_xor_1k(st, src, 0, dst, 0)
+        st[12] += np.uint32(BLOCK16 // 64)
+        steps = (n - BLOCK16) // STEP
+        _stitched_512(st, ctx, src, BLOCK16, dst, BLOCK16, dst, 0, steps)
+        st[12] += np.uint32(8 * steps)
+        hashed = STEP * steps
+        done = BLOCK16 + hashed
+    _chacha20_xor(st, src[done:], dst[done:n], scr[5][1024:2048])
+    _mac_finish(scr, dst[hashed:n], aad.size, n, dst, n)
+
+
+@_inner
+def open_one(scr, aad, src, dst):
+    """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing,
+    so where the tag does not verify dst[:n] is overwritten with zeros before this returns."""
+    st, ctx, buf = scr[0], scr[1], scr[5]
+    n = src.size - TAG
+    _mac_begin(scr, aad, 0)
+    steps = n // STEP
+    _stitched_512(st, ctx, src, 0, dst, 0, src, 0, steps)
+    st[12] += np.uint32(8 * steps)
+    done = STEP * steps
+    _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
+    _mac_finish(scr, src[done:n], aad.size, n, buf, 2048)
+    ok = _tag_matches(buf, 2048, src, n)
+    if not ok:
+        _fill(dst, n, np.uint8(0))
+    return ok

@@ -1,0 +1,55 @@
+"""One chunk at a time against cryptography, for whichever build of the kernels the process loaded.
+
+Run in process (test_stitched.py) and in the AVX2-only build's subprocess
+(test_subprocess.py), so the stitched kernel is checked in CI whatever the
+CI machine's CPU.
+"""
+
+import random
+
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from agefast import kernels
+
+CHUNK = kernels.CHUNK_SIZE
+# every edge of the stitched loop (512-byte steps, the KiB sealed before it) and of a chunk
+LENGTHS = (0, 1, 15, 16, 17, 63, 64, 511, 512, 513, 1023, 1024, 1025, 1535, 1536, 1537, 2047, 2048,
+           CHUNK - 513, CHUNK - 512, CHUNK - 1, CHUNK)
+FILL = 0xA5
+
+
+def _at(data, offset, extra=0):
+    """A buffer holding `data` that starts `offset` bytes into its allocation (any alignment)."""
+    buf = bytearray(offset) + bytearray(data) + bytearray(extra)
+    return memoryview(buf)[offset:offset + len(data)]
+
+
+def check_chunks(rng: random.Random, stitched: bool, random_lengths: int = 30) -> int:
+    """Seal and open single chunks of many lengths, at odd offsets, final and not, and tampered.
+
+    A tampered chunk must leave its part of dst all zeros (stitched: it was
+    decrypted while hashed, then wiped) or untouched (two passes: never
+    written). Returns the number of chunks checked.
+    """
+    key = rng.randbytes(32)
+    aead = ChaCha20Poly1305(key)
+    lengths = LENGTHS + tuple(rng.randrange(CHUNK + 1) for _ in range(random_lengths))
+    for i, n in enumerate(lengths):
+        counter = rng.choice((0, 7, 0xFFFFFF, (1 << 64) - 1))
+        final = n != CHUNK or i % 2 == 0      # a non-final chunk must be whole
+        nonce = counter.to_bytes(11, "big") + bytes([final])
+        plain = rng.randbytes(n)
+        expect = aead.encrypt(nonce, plain, None)
+        sealed = _at(bytes(len(expect)), i % 8, extra=3)
+        assert kernels.seal_chunks(key, counter, _at(plain, (i + 3) % 8), sealed, final, threads=1) == len(expect)
+        assert sealed == expect, (n, i)
+        back = _at(bytes([FILL]) * n, (i + 5) % 8)
+        assert kernels.open_chunks(key, counter, _at(expect, (i + 1) % 8), back, final, threads=1) == 1
+        assert back == plain, (n, i)
+        bad = bytearray(expect)
+        bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
+        back = _at(bytes([FILL]) * n, i % 8)
+        assert kernels.open_chunks(key, counter, bytes(bad), back, final, threads=1) == 0
+        left = bytes(n) if stitched else bytes([FILL]) * n
+        assert back == left, (n, i)
+    return len(lengths)
