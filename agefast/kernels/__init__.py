@@ -5,9 +5,9 @@ another with pread and pwrite, on worker threads that need no GIL until
 they end.
 
 `seal_chunks` and `open_chunks` have exactly the semantics of
-agefast.payload.engine.Engine.seal / open (same nonces, same return values, a
-chunk's plaintext reaches `dst` only after its tag verified, so `dst` only
-ever holds verified plaintext), plus `threads`:
+agefast.payload.engine.Engine.seal / open (same nonces, same return values;
+once a call returns `dst` holds verified plaintext and nothing else of what
+it opened), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
 running the GIL-free kernel.
 

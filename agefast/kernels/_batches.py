@@ -122,10 +122,13 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
 def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
     """Open consecutive sealed chunks from `src` into `dst`; returns how many leading chunks verified.
 
-    A chunk is decrypted into `dst` only after its tag verified, so `dst` only
-    ever holds verified plaintext. When the return value k is short of the
-    number of chunks in `src`, chunk k failed and its part of `dst` was not
-    written. With one thread nothing of `dst` after it was touched either;
+    Once this returns, `dst` holds verified plaintext and nothing else of what
+    it opened. When the return value k is short of the number of chunks in
+    `src`, chunk k failed and its part of `dst` holds zeros where the kernels
+    are stitched (AVX2 without AVX-512: a chunk is decrypted while its tag is
+    computed, and one that fails is overwritten before this returns), else
+    was not written (two passes: verified first). With one thread nothing of
+    `dst` after it was touched either;
     with several, each thread verifies and decrypts its own range in one pass
     and stops at its first failure, so chunks after k (in other threads'
     ranges) may hold their verified plaintext. Release only the first k.

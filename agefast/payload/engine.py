@@ -158,11 +158,12 @@ class Engine:
     def open(self, key: bytes, counter: int, src: Buffer, dst: Buffer, final: bool, split: bool = True) -> int:
         """Open consecutive sealed chunks from `src` into `dst`.
 
-        Returns how many leading chunks verified. A chunk is decrypted into
-        `dst` only after its tag verified, so `dst` never holds unauthenticated
-        plaintext; when the return value k is short of the number of chunks in
-        `src`, chunk k failed and its part of `dst` was not written. Release
-        only the first k chunks: the kernels open ranges in parallel, so chunks
+        Returns how many leading chunks verified. Once this returns, `dst`
+        holds no unauthenticated plaintext: when the return value k is short of
+        the number of chunks in `src`, chunk k failed and its part of `dst` was
+        not written, or holds zeros (the Numba engine's stitched AVX2 kernel
+        decrypts a chunk while it computes the tag and overwrites one that
+        fails before it returns). Release only the first k chunks: the kernels open ranges in parallel, so chunks
         after k may already hold their verified plaintext. `split` as for seal.
         """
         src = memoryview(src).cast("B")
