@@ -128,7 +128,8 @@ def test_the_key_covers_every_module_the_kernels_are_compiled_from():
              "print(*sorted(m for m in set(sys.modules) - before if m.startswith('agefast.')))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     compiled = {f"{name.rsplit('.', 1)[1]}.py" for name in done.stdout.split()}
-    assert {"_build.py", "_aead.py", "_file_io.py", "_chacha20.py", "_poly1305.py", "_common.py"} <= compiled
+    assert {"_build.py", "_aead.py", "_stitched.py", "_file_io.py", "_chacha20.py", "_poly1305.py",
+            "_common.py"} <= compiled
     assert compiled <= {os.path.basename(source) for source in _cache._SOURCES}
     # and the modules the entry points read constants from, imported before the build
     assert {"_abi.py", os.path.join("..", "io", "pieces.py")} <= set(_cache._SOURCES)
@@ -188,13 +189,14 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     monkeypatch.setattr(_cache, "_release", lambda name: release(name) + (b"#" if name == "llvmlite" else b""))
     keys.append(fresh_key())
     # the whole package: the sources include one outside agefast/kernels (io/pieces.py)
-    package = tmp_path / "agefast"
-    shutil.copytree(Path(_cache._HERE).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
-    copy = package / "kernels"
-    with open(copy / "_build.py", "a") as f:
-        f.write("\n")
-    monkeypatch.setattr(_cache, "_HERE", str(copy))
-    keys.append(fresh_key())
+    for source in ("_build.py", "_stitched.py"):
+        package = tmp_path / source / "agefast"
+        shutil.copytree(Path(_cache._HERE).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+        copy = package / "kernels"
+        with open(copy / source, "a") as f:
+            f.write("\n")
+        monkeypatch.setattr(_cache, "_HERE", str(copy))
+        keys.append(fresh_key())
     monkeypatch.undo()
     assert len(set(keys)) == len(keys)
     assert fresh_key() == keys[0]
