@@ -94,11 +94,7 @@ def _flags() -> goflag.FlagSet:
     f.bool("passphrase", "p", "passphrase")
     f.string("output", "o", "output")
     f.bool("armor", "a", "armor")
-    f.repeated("recipients", "r", "recipient")
-    f.repeated("recipients_files", "R", "recipients-file")
-    # -i and -j share one list, so that "-j agent -i fallback.age" tries them in that order.
-    f.repeated("identity_flags", "i", "identity", tag="i")
-    f.repeated("identity_flags", "j", tag="j")
+    key_flags.define(f)
     f.string("threads", "threads", default=None, convert=_positive_int)
     f.bool("warm_up", "warm-up")
     return f

@@ -23,7 +23,18 @@ from agefast.recipients import batchpass
 
 if TYPE_CHECKING:
     from agefast import keys
+    from agefast.cli import goflag
     from agefast.cli.age import Arguments
+
+def define(f: "goflag.FlagSet") -> None:
+    """The key flags -r, -R, -i and -j, as every command that takes keys spells them."""
+    f.repeated("recipients", "r", "recipient")
+    f.repeated("recipients_files", "R", "recipients-file")
+    # -i and -j share one list, so that they are tried in the order given
+    # ("-j agent -i fallback.age" tries the plugin first).
+    f.repeated("identity_flags", "i", "identity", tag="i")
+    f.repeated("identity_flags", "j", tag="j")
+
 
 _PLUGIN_PROMPTS = PluginPrompts()
 _PLUGINS_PAGE = "visit https://age-encryption.org/awesome#plugins for a list of available plugins"

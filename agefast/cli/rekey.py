@@ -61,11 +61,7 @@ def _flags() -> goflag.FlagSet:
     f.bool("encrypt", "e", "encrypt")
     f.bool("passphrase", "p", "passphrase")
     f.string("output", "o", "output")
-    f.repeated("recipients", "r", "recipient")
-    f.repeated("recipients_files", "R", "recipients-file")
-    # -i and -j share one list, so that they are tried in the order given, as with agefast -d.
-    f.repeated("identity_flags", "i", "identity", tag="i")
-    f.repeated("identity_flags", "j", tag="j")
+    key_flags.define(f)
     return f
 
 
