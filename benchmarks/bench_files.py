@@ -26,6 +26,12 @@ the output through a pipe to `cat` (the same cat on both sides).
 cryptography. Go age's time over it is the largest
 ratio a Python command could reach against Go age on this machine.
 
+--baseline CHECKOUT adds "agefast-cli-baseline": the same command run with
+PYTHONPATH=CHECKOUT, another checkout of agefast (an earlier commit, say), in
+the same rounds; the ratio "agefast-cli / agefast-cli-baseline" is the change's
+(> 1: this checkout is faster). The baseline's kernels must be in the cache
+already (`PYTHONPATH=CHECKOUT agefast --warm-up`).
+
 --settle N waits N seconds after removing the last outputs, before each run.
 The VM's balloon device has free page reporting on: memory the guest frees
 (here, the deleted outputs' page cache) is handed back to the host about two
@@ -49,7 +55,7 @@ import common
 from common import AGE, AGEFAST, MiB
 
 
-def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> dict:
+def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path, baseline: str) -> dict:
     """{(op, tool): timed callable}; in-process tools get key objects parsed once.
 
     agefast runs with its default engine choice (the Numba kernels for
@@ -74,7 +80,7 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
         return lambda: common.run(["bash", "-c", 'set -o pipefail; "${@:2}" | cat > "$1"', "-", o, *argv])
 
     age_enc, age_dec = [AGE, "-r", recipient], [AGE, "-d", "-i", k]
-    return {
+    work = {
         ("encrypt", "cp"): lambda: common.run(["cp", p, o]),
         ("encrypt", "agefast-cli-t2"): lambda: common.run(enc[:1] + t2 + enc[1:], env=default),
         ("encrypt", "agefast-cli-pipe-in"): pipe_in(enc[:3] + ["-o", o, p]),
@@ -104,6 +110,11 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path) -> di
         ("decrypt", "pyrage"): lambda: pyrage.decrypt_file(s, o, [py_id]),
         ("decrypt", "python-copy"): lambda: common.run(copy + [s, o]),
     }
+    if baseline:
+        before = {**default, "PYTHONPATH": baseline}
+        work[("encrypt", "agefast-cli-baseline")] = lambda: common.run(enc, env=before)
+        work[("decrypt", "agefast-cli-baseline")] = lambda: common.run(dec, env=before)
+    return work
 
 
 # Which pairs the targets are about: agefast's CLI against Go age's, and the
@@ -117,6 +128,7 @@ RATIOS = {
     "agefast / age-cli": ("agefast", "age-cli"),
     "python-copy / age-cli": ("python-copy", "age-cli"),
     "agefast-cli-t2 / age-cli": ("agefast-cli-t2", "age-cli"),
+    "agefast-cli / agefast-cli-baseline": ("agefast-cli", "agefast-cli-baseline"),
     "pipe in: agefast-cli / age-cli": ("agefast-cli-pipe-in", "age-cli-pipe-in"),
     "pipe out: agefast-cli / age-cli": ("agefast-cli-pipe-out", "age-cli-pipe-out"),
     # How many times the time of cp each takes (>= 1).
@@ -141,7 +153,8 @@ with open(sys.argv[1], "rb", buffering=0) as src, open(sys.argv[2], "wb", buffer
 def main() -> None:
     args = common.arguments(__doc__, 5, [("--size", 256, "file size in MiB"),
                                          ("--settle", 0, "seconds to wait before each run (see above)")],
-                            [("--cases", "", "comma-separated cases to run (default: all)")])
+                            [("--cases", "", "comma-separated cases to run (default: all)"),
+                             ("--baseline", "", "another agefast checkout to run as agefast-cli-baseline")])
     size = args.size * MiB
     plain, sealed, out, check = (args.dir / n for n in ("plain", "plain.age", "out", "check"))
     digest = common.make_file(plain, size)
@@ -149,7 +162,7 @@ def main() -> None:
     common.run([AGE, "-r", recipient, "-o", str(sealed), str(plain)])
     common.warm(plain, sealed)
     common.warm_engine()
-    work = cases(key, recipient, plain, sealed, out)
+    work = cases(key, recipient, plain, sealed, out, args.baseline)
     if args.cases:
         wanted = set(args.cases.split(","))
         known = {tool for _, tool in work}
