@@ -17,6 +17,12 @@ from .writes import flush, write_all
 
 _BLOCK = 1 << 20
 _KERNEL_STEP = 1 << 30
+# Where the in-kernel copy starts in the output: a multiple of the file's
+# block size (so that extents can be shared) and of the 64 KiB that the
+# kernel's copy moves at a time. From a 64 KiB boundary the page cache takes those
+# steps in 64 KiB folios; from a 4 KiB one, a page at a time: 1 GiB on ext4
+# took 0.30 s from 4 KiB against 0.24 s (benchmarks/HISTORY.md).
+_ALIGN = 1 << 16
 # What copy_file_range answers for a pair it can't copy between (across file
 # systems on some kernels, an O_APPEND output, a file system or a kernel
 # without it): those are copied through a buffer instead. Only the first call
@@ -52,10 +58,10 @@ def copy_rest(source: Source, dst: Any, src_at: tuple[int, int] | None = None) -
         src_fd, offset = src_at
         flush(dst)
         at = dst.tell()
-        # The bytes up to dst's next block boundary are written here, so that
-        # the rest lies at aligned offsets in dst: where it does in src too
-        # (a header as long as the old one, modulo the block), it is shared.
-        head = os.pread(src_fd, -at % os.fstat(dst_fd).st_blksize, offset)
+        # The bytes up to dst's next _ALIGN boundary are written here, so
+        # that the rest lies at aligned offsets in dst: where it does in src
+        # too (a header as long as the old one, modulo the block), it is shared.
+        head = os.pread(src_fd, -at % max(_ALIGN, os.fstat(dst_fd).st_blksize), offset)
         write_all(dst, head)
         flush(dst)
         copied = _in_kernel(src_fd, offset + len(head), dst_fd, at + len(head))
