@@ -1,7 +1,8 @@
 """The public encryption and decryption entry points, but the streaming objects (agefast.streaming).
 
 `encrypt_io`, `decrypt_io` and the `*_file` functions run the whole payload
-through the file kernel and the overlapped pipeline, and `encrypt`/`decrypt`
+through the file driver (the file kernel, where it applies, and the
+overlapped pipeline), and `encrypt`/`decrypt`
 of in-memory bytes hand the whole payload to the engine in steps.
 """
 
@@ -12,7 +13,6 @@ from typing import IO
 
 from . import _arguments
 from .io import cpus, reserve
-from .payload import file_batches
 from .payload.engine import Engine, choose
 from .format import armor
 from .io.buffers import Fill, new_bytes, ready_now
@@ -22,7 +22,7 @@ from .io.direct import DirectReader
 from .errors import PayloadError
 from .header import make_header, open_header
 from .primitives import hmac_sha256
-from .payload.pipeline import open_stream, seal_stream
+from .payload.file_driver import open_payload, seal_payload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
 from .payload.rules import (CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key,
                             plaintext_size, sealed_size)
@@ -201,12 +201,7 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
         size = sealed_size(plain)
     engine = choose(None if position is None else plain, threads)
     with reserve.reserving(out, write_at, size):
-        with file_batches.started(file_batches.SEAL, reader, out, key, read_at, write_at, plain, engine) as head:
-            counter = 0
-            if head is not None:
-                read_at, write_at, counter = head.finish()
-            seal_stream(Source(reader).readinto, out, key, engine, read_at=read_at, write_at=write_at,
-                        counter=counter)
+        seal_payload(reader, out, key, engine, read_at=read_at, write_at=write_at, size=plain)
         finish_file(out, writer)
 
 
@@ -235,12 +230,8 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
         size = plaintext_size(payload)
     engine = choose(None if size is None else payload, threads)
     with reserve.reserving(writer, write_at, size):
-        with file_batches.started(file_batches.OPEN, reader, writer, key, offset, write_at, payload, engine) as head:
-            read_full, counter = source.readinto, 0
-            if head is not None:
-                offset, write_at, counter = head.finish()
-                read_full = Source(reader).readinto   # from the rest: source read ahead of the batches
-            open_stream(read_full, writer, key, engine, read_at=offset, write_at=write_at, counter=counter)
+        open_payload(reader, writer, key, engine, read_at=offset, write_at=write_at, size=payload,
+                     read_full=source.readinto)
         flush(writer)
 
 
