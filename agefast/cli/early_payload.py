@@ -51,8 +51,8 @@ def sealed_early(src: IO[bytes], dst: Any, recipients: int, threads: int | None,
     """Encrypt `src` into `dst`, a new file, for `recipients` X25519 keys,
     which `load_recipients()` loads while the payload is sealed; True once done.
 
-    False, with nothing read, written or loaded, where the head start does
-    not apply: an output that is not a new file, an input that is not a
+    False, with no key loaded and nothing read or written, where the head
+    start does not apply: an output that is not a new file, an input that is not a
     regular file of at least engine.ENGINE_AFTER bytes (below that a job stays
     on cryptography), or a job the engine leaves to cryptography (--threads 1
     with the kernels not loaded, a cold kernel cache, AGEFAST_ENGINE=cryptography),
