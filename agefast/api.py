@@ -1,55 +1,32 @@
 """The public encryption and decryption entry points, but the streaming objects (agefast.streaming).
 
 `encrypt_io`, `decrypt_io` and the `*_file` functions run the whole payload
-through the file kernel and the overlapped pipeline, and `encrypt`/`decrypt`
-of in-memory bytes hand the whole payload to the engine in steps.
+through the file driver (the file kernel, where it applies, and the
+overlapped pipeline), and `encrypt`/`decrypt` of in-memory bytes hand the
+whole payload to the engine in steps (agefast.payload.steps).
 """
 
 import io
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import IO
 
 from . import _arguments
-from .io import cpus, reserve
-from .payload import file_batches
-from .payload.engine import Engine, choose
+from .io import reserve
+from .payload.engine import choose
 from .format import armor
 from .io.buffers import Fill, new_bytes, ready_now
 from .io.replace import replacing
 from .io.source import MemoryReader, Source, file_position
 from .io.direct import DirectReader
-from .errors import PayloadError
 from .header import make_header, open_header
 from .primitives import hmac_sha256
-from .payload.pipeline import open_stream, seal_stream
+from .payload.file_driver import open_payload, seal_payload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .payload.rules import (CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, SEALED_CHUNK_SIZE, chunk_count, payload_key,
-                            plaintext_size, sealed_size)
-from .payload.stream import open_batch
+from .payload.rules import NONCE_SIZE, payload_key, plaintext_size, sealed_size
+from .payload.steps import open_in_steps, seal_in_steps
 from .io.writes import flush
 from .streaming import Decryptor, begin_file, encryptor, finish_file, open_file, write_position
-
-
-def _steps(count: int) -> Iterator[tuple[int, int]]:
-    """(first, stop) chunk ranges of MEMORY_STEP over `count` chunks (one, empty, for none)."""
-    for first in range(0, max(count, 1), MEMORY_STEP):
-        yield first, min(first + MEMORY_STEP, count)
-
-
-def _beside_populating(engine: Engine, ready: Callable[[int], None]) -> Engine:
-    """The engine to seal or open the steps of a new result on.
-
-    While a thread of agefast.io.buffers faults the result's pages in ahead of
-    the engine (`ready` is not ready_now), threads=None leaves it a core of
-    its own once the kernels run: on the 2-core VM (AMD EPYC Zen 5,
-    2026-12-02) a fresh process encrypting 256 MiB took 104 ms with the
-    kernels on one thread beside it, 117 ms on two, 112 ms on cryptography
-    (medians of 7); the faulting in, ~150 ms on one thread alone, is the floor.
-    """
-    if engine.threads is not None or ready is ready_now or engine.kernels is None:
-        return engine
-    return engine.on(max(1, cpus.count() - 1))
 
 
 def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | None) -> tuple[int, Fill]:
@@ -58,17 +35,12 @@ def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | 
     header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
     start = len(header) + NONCE_SIZE
-    count = max(1, -(-len(data) // CHUNK_SIZE))
     engine = choose(len(data), threads)
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         view[:start] = header + nonce
         key = payload_key(file_key, nonce, hmac_sha256)   # passed in: as header.open_header does
-        out = view[start:]
-        for first, stop in _steps(count):
-            ready(start + min(stop * SEALED_CHUNK_SIZE, len(out)))
-            _beside_populating(engine, ready).seal(key, first, data[first * CHUNK_SIZE:stop * CHUNK_SIZE],
-                                                   out[first * SEALED_CHUNK_SIZE:], stop == count)
+        seal_in_steps(engine, key, data, view, start, ready)
 
     return start + sealed_size(len(data)), fill
 
@@ -85,18 +57,11 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
         return None
     key = open_header(source, identities)
     payload = data[source.consumed:]
-    count = chunk_count(len(payload))
     engine = choose(len(payload), threads)
 
     def fill(view: memoryview, ready: Callable[[int], None]) -> None:
         # A valid payload fills the view exactly; only verified chunks are written.
-        for first, stop in _steps(count):
-            ready(min(stop * CHUNK_SIZE, len(view)))
-            problem = open_batch(_beside_populating(engine, ready), key, first,
-                                 payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
-                                 view[first * CHUNK_SIZE:], stop == count)[2]
-            if problem is not None:
-                raise PayloadError(problem)
+        open_in_steps(engine, key, payload, view, ready)
 
     return plaintext_size(len(payload)), fill
 
@@ -201,12 +166,7 @@ def encrypt_io(reader: Reader, writer: Writer, recipients: Iterable[Recipient], 
         size = sealed_size(plain)
     engine = choose(None if position is None else plain, threads)
     with reserve.reserving(out, write_at, size):
-        with file_batches.started(file_batches.SEAL, reader, out, key, read_at, write_at, plain, engine) as head:
-            counter = 0
-            if head is not None:
-                read_at, write_at, counter = head.finish()
-            seal_stream(Source(reader).readinto, out, key, engine, read_at=read_at, write_at=write_at,
-                        counter=counter)
+        seal_payload(reader, out, key, engine, read_at=read_at, write_at=write_at, size=plain)
         finish_file(out, writer)
 
 
@@ -235,12 +195,8 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
         size = plaintext_size(payload)
     engine = choose(None if size is None else payload, threads)
     with reserve.reserving(writer, write_at, size):
-        with file_batches.started(file_batches.OPEN, reader, writer, key, offset, write_at, payload, engine) as head:
-            read_full, counter = source.readinto, 0
-            if head is not None:
-                offset, write_at, counter = head.finish()
-                read_full = Source(reader).readinto   # from the rest: source read ahead of the batches
-            open_stream(read_full, writer, key, engine, read_at=offset, write_at=write_at, counter=counter)
+        open_payload(reader, writer, key, engine, read_at=offset, write_at=write_at, size=payload,
+                     read_full=source.readinto)
         flush(writer)
 
 

@@ -9,42 +9,32 @@ through the `fsspec.specs` entry point, so users never import this module.
 Reading is random access: opening reads the header and authenticates the final
 chunk (so the plaintext size is trusted), and each read then fetches, with one
 ranged read of the wrapped file per run of chunks, only the sealed chunks its
-bytes live in. Listings report plaintext sizes, computed from the ciphertext
-size and the header's length: one small ranged read of each file's header,
-remembered per file. Writing streams through agefast's encryptor.
+bytes live in (the open files: agefast._filesystem_files). Listings report
+plaintext sizes, computed from the ciphertext size and the header's length:
+one small ranged read of each file's header, remembered per file. Writing
+streams through agefast's encryptor.
 
-This module is the only one that imports fsspec, which comes with the `data`
-extra.
+This module and agefast._filesystem_files are the only ones that import
+fsspec, which comes with the `data` extra.
 """
 
-import io
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
-from fsspec.spec import AbstractBufferedFile, make_instance
+from fsspec.spec import make_instance
 
-from . import keys, streaming
-from .io.buffers import new_bytes, ready_now
+from . import keys
+from ._filesystem_files import CACHED_CHUNKS, AgeReadFile, AgeWriteFile
 from .io.source import Source
-from ._typing import Buffer
-from .payload.rules import CHUNK_SIZE, DIRECT_CHUNKS, NONCE_SIZE, plaintext_size
-from .errors import HeaderError, IdentityError, PayloadError, RecipientError
+from .payload.rules import NONCE_SIZE, plaintext_size
+from .errors import HeaderError, IdentityError, RecipientError
 from .format.grammar import parse_header
 
-# Chunks whose plaintext an open file keeps, for reads that start or end
-# inside a chunk: the next read usually begins in the same chunk (a parquet
-# reader reads the footer's tail, then the footer; a CSV reader reads on).
-CACHED_CHUNKS = 8
-# Whole chunks a large read opens into its result between two waits for the
-# result's pages (agefast.io.buffers faults them in from another thread): the
-# seekable decryptor's largest batch.
-_STEP = DIRECT_CHUNKS * CHUNK_SIZE
-
+__all__ = ["CACHED_CHUNKS", "AgeFileSystem", "AgeReadFile", "AgeWriteFile"]
 
 def _as_list(value: Any) -> list[Any]:
     if value is None:
@@ -280,178 +270,3 @@ class AgeFileSystem(ChainedFileSystem):
         if mode in ("wb", "xb"):
             return AgeWriteFile(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"mode {mode!r}: age files are read (rb) or written whole (wb, xb)")
-
-
-class AgeReadFile(AbstractBufferedFile):
-    """The plaintext of an age file, read with random access.
-
-    Opening reads the header (NoIdentityMatchError for a wrong key) and
-    authenticates the final chunk (PayloadError for a truncated or extended
-    file), before any byte is returned. A read that touches a damaged chunk
-    raises PayloadError and returns nothing of what it asked for; reads of
-    intact chunks still work, as a parquet reader needs for the row groups
-    that are intact.
-    """
-
-    loc: int  # the read position, AbstractBufferedFile's
-
-    def __init__(self, fs: AgeFileSystem, path: str, block_size: int | None = None, cache_type: str = "none",
-                 cache_options: dict[str, Any] | None = None, size: int | None = None, **kwargs: Any) -> None:
-        # `size`, which fsspec passes when it reopens an unpickled file, is
-        # the plaintext size: it is found again below, authenticated.
-        # A cache asked for (open's cache_type; Dask passes its
-        # open_file_options on) applies to the wrapped file's ciphertext,
-        # where it saves requests on a remote filesystem.
-        # Between the decryptor and the reader an fsspec cache would copy
-        # every byte once more, and decrypt ahead bytes nobody asked for.
-        self._raw = fs.fs.open(path, "rb", block_size=block_size, cache_type=cache_type,
-                               cache_options=cache_options)
-        try:
-            self._payload = streaming.decryptor(self._raw, fs.identities(), threads=fs.threads)
-            if not self._payload.seekable():
-                raise ValueError(f"{path} is armored: armored age files have no random access; "
-                                 "decrypt them whole with agefast.decrypt")
-        except BaseException:
-            self._raw.close()
-            raise
-        self._chunks: dict[int, bytes] = {}  # chunk index -> verified plaintext, oldest first
-        self._streaming = True  # until the decryptor's stream failed, for good
-        self._lock = threading.Lock()
-        super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
-                         size=self._payload.seek(0, io.SEEK_END), **kwargs)
-
-    def readinto(self, b: Buffer) -> int:
-        # Straight into the caller's buffer; fsspec's readinto reads into a
-        # new bytes object and copies that.
-        if self.closed:
-            raise ValueError("I/O operation on closed file.")
-        view = memoryview(b).cast("B")
-        start: int = self.loc
-        end: int = min(start + len(view), self.size)
-        if start >= end:
-            return 0
-        with self._lock:
-            self._fill(view[:end - start], ready_now, start)
-        self.loc = end
-        return end - start
-
-    def _fetch_range(self, start: int, end: int) -> bytes:
-        end = min(end, self.size)
-        if start >= end:
-            return b""
-        index, skip = divmod(start, CHUNK_SIZE)
-        with self._lock:
-            if end <= (index + 1) * CHUNK_SIZE:  # within one chunk
-                return self._chunk(index)[skip:skip + end - start]
-            return new_bytes(end - start, lambda view, ready: self._fill(view, ready, start))
-
-    def _fill(self, view: memoryview, ready: Callable[[int], None], start: int) -> None:
-        pos, n = start, 0
-        while n < len(view):
-            index, skip = divmod(pos, CHUNK_SIZE)
-            rest = len(view) - n
-            if skip == 0:
-                # Whole chunks from a chunk boundary (and a final chunk the
-                # read ends with) are opened straight into the result, a
-                # batch at a time as its pages are faulted in (agefast.io.buffers).
-                take = rest if pos + rest == self.size else rest - rest % CHUNK_SIZE
-                if take:
-                    step = min(take, _STEP)
-                    ready(n + step)
-                    self._read_chunks(view[n:n + step], pos)
-                    n += step
-                    pos += step
-                    continue
-            chunk = self._chunk(index)
-            take = min(rest, len(chunk) - skip)
-            ready(n + take)
-            view[n:n + take] = chunk[skip:skip + take]
-            n += take
-            pos += take
-
-    def _read_chunks(self, out: memoryview, pos: int) -> None:
-        if not self._streaming:
-            out[:] = self._payload.pread(pos, len(out))
-            return
-        self._payload.seek(pos)
-        n = 0
-        try:
-            while n < len(out):
-                got = self._payload.readinto(out[n:])
-                if not got:
-                    raise PayloadError("the payload ended early: the file changed while being read")
-                n += got
-        except PayloadError:
-            # A failed stream keeps failing; later reads take the positional path.
-            self._streaming = False
-            raise
-
-    def _chunk(self, index: int) -> bytes:
-        chunk = self._chunks.pop(index, None)
-        if chunk is None:
-            chunk = self._payload.pread(index * CHUNK_SIZE, CHUNK_SIZE)
-            if len(self._chunks) >= CACHED_CHUNKS:
-                del self._chunks[next(iter(self._chunks))]
-        self._chunks[index] = chunk
-        return chunk
-
-    def close(self) -> None:
-        if not self.closed:
-            self._payload.close()
-            self._raw.close()
-            self._chunks.clear()
-        super().close()
-
-
-class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
-    """Writes an age file through agefast's encryptor onto the wrapped filesystem.
-
-    close() seals the final chunk. A close while an exception is being
-    handled (leaving a `with` block through an exception, fsspec.open's
-    included, or an except or finally clause during one) does not, nor does
-    the garbage collector: an interrupted file fails to decrypt instead of
-    looking complete.
-    """
-
-    def __init__(self, fs: AgeFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
-                 **kwargs: Any) -> None:
-        recipients = fs.recipients()
-        self._raw = fs.fs.open(path, mode)
-        try:
-            self._encryptor = streaming.encryptor(self._raw, recipients, threads=fs.threads)
-        except BaseException:
-            self._raw.close()
-            raise
-        super().__init__(fs, path, mode, block_size=block_size, **kwargs)
-
-    def write(self, data: Buffer) -> int:
-        # Straight to the encryptor, which gathers a batch of chunks of its
-        # own: AbstractBufferedFile's buffer in front of it would only copy.
-        if not self.writable():
-            raise ValueError("write to a closed age file")
-        n = self._encryptor.write(data)
-        self.loc += n
-        return n
-
-    def _upload_chunk(self, final: bool = False) -> bool:
-        # Called by close() (through flush(force=True)); the buffer stays empty.
-        if final:
-            self._encryptor.close()
-            self._raw.close()
-        return True
-
-    def abort(self) -> None:
-        """Stop without sealing the final chunk: the file will not decrypt."""
-        if self.closed:
-            return
-        self._encryptor.abort()
-        self._raw.close()
-        self.closed: bool = True
-        self.fs.invalidate_cache(self.path)
-
-    def close(self) -> None:
-        if sys.exc_info()[1] is not None:
-            self.abort()
-        else:
-            super().close()
-

@@ -49,15 +49,16 @@ def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
     # threads=None: once the kernels run, every core but one while a thread faults the result in; a number
     # of threads asked for, a result with nothing populating it, or kernels not loaded stay as they were.
     from agefast.io import cpus
-    from agefast import api, kernels
+    from agefast import kernels
     from agefast.payload.engine import Engine
+    from agefast.payload.steps import beside_populating
 
     populating = lambda end: None  # noqa: E731
     cryptography = Engine(None, None)
-    assert api._beside_populating(cryptography, populating) is cryptography
+    assert beside_populating(cryptography, populating) is cryptography
     monkeypatch.setattr(cpus, "count", lambda: 2)
-    assert api._beside_populating(Engine(kernels, None), populating).threads == 1
+    assert beside_populating(Engine(kernels, None), populating).threads == 1
     monkeypatch.setattr(cpus, "count", lambda: 8)
-    assert api._beside_populating(Engine(kernels, None), populating).threads == 7
-    assert api._beside_populating(Engine(kernels, 2), populating).threads == 2
-    assert api._beside_populating(Engine(kernels, None), buffers.ready_now).threads is None
+    assert beside_populating(Engine(kernels, None), populating).threads == 7
+    assert beside_populating(Engine(kernels, 2), populating).threads == 2
+    assert beside_populating(Engine(kernels, None), buffers.ready_now).threads is None

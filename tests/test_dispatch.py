@@ -56,7 +56,7 @@ def test_small_jobs_stay_on_cryptography_however_many():
 
 
 def test_past_the_threshold_the_cached_kernels_run_without_numba_beside_the_populating_thread():
-    # A new result is faulted in by a thread of its own: the kernels get the other cores (api._beside_populating).
+    # A new result is faulted in by a thread of its own: the kernels get the other cores (payload/steps.py).
     out = run(COMMON + """
     engine.ENGINE_AFTER = 8 << 20
     round_trip()                      # each job reaches the threshold

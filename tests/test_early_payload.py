@@ -1,5 +1,6 @@
 """A large file's payload sealed before its header (agefast.cli.early_payload), in the library and in the command."""
 
+import hmac
 import os
 import subprocess
 import sys
@@ -8,8 +9,9 @@ import command_imports
 import pytest
 
 import agefast
-from agefast.cli import early_payload
-from agefast.payload import file_batches, rules
+from agefast.cli import early_payload, key_flags
+from agefast.payload import rules
+from agefast.payload.engine import ENGINE_AFTER
 from agefast.format import bech32
 from agefast import header, kernels, primitives
 from agefast.errors import EncryptError
@@ -28,10 +30,10 @@ def warm_cache():
 
 
 def test_the_payload_key_is_hkdf_sha256_of_the_file_key():
-    # The command derives it before cryptography is imported; it must be age's HKDF.
+    # The command derives it before cryptography is imported, with the standard library's HMAC; it must be age's HKDF.
     file_key, nonce = os.urandom(16), os.urandom(16)
     expected = primitives.hkdf(file_key, nonce, b"payload")
-    assert rules.payload_key(file_key, nonce, early_payload._stdlib_hmac_sha256) == expected
+    assert rules.payload_key(file_key, nonce, lambda key, data: hmac.digest(key, data, "sha256")) == expected
     assert rules.payload_key(file_key, nonce) == expected
 
 
@@ -43,14 +45,14 @@ def test_the_header_size_is_that_of_a_header_for_as_many_x25519_keys(count):
 
 def test_is_x25519_takes_what_parse_recipient_reads_as_x25519():
     key = str(RECIPIENTS[0])
-    assert early_payload.is_x25519(key)
+    assert key_flags.is_x25519(key)
     others = [str(agefast.pq.Identity.generate().to_public()),               # age1pq1...
               bech32.encode("age1tag", bytes(33)), bech32.encode("age1agefasttest", b"data"),   # tag, a plugin's
               "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHsKLqeplhpW+uObz5dvMgjz1OxfM/XXUB/VsRNCGoQj",
               key[:-1] + ("p" if key.endswith("q") else "q"),                 # a bad checksum
               bech32.encode("age", bytes(31)), key.upper()]
     for text in others:
-        assert not early_payload.is_x25519(text), text
+        assert not key_flags.is_x25519(text), text
         try:
             parsed = agefast.parse_recipients(text)
         except agefast.RecipientError:
@@ -58,20 +60,27 @@ def test_is_x25519_takes_what_parse_recipient_reads_as_x25519():
         assert not isinstance(parsed[0], agefast.x25519.Recipient), text
 
 
-def seal(tmp_path, plain: bytes, recipients, threads=None, before_finish=None) -> bytes:
+def seal(tmp_path, plain: bytes, recipients, threads=None, meanwhile=None) -> bytes:
+    """The file sealed early; `meanwhile()` runs as the keys are loaded, while the file kernel seals."""
     (tmp_path / "in").write_bytes(plain)
+
+    def load():
+        if meanwhile is not None:
+            meanwhile()
+        return recipients
+
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "w+b") as dst:
-        with early_payload.started(src, dst, len(recipients), threads) as payload:
-            assert payload is not None
-            if before_finish is not None:
-                before_finish()
-            payload.finish(recipients)
+        assert early_payload.sealed_early(src, dst, len(recipients), threads, load)
     return (tmp_path / "out").read_bytes()
+
+
+def not_loaded():
+    raise AssertionError("the keys were loaded")
 
 
 # Sizes: the smallest that applies, a whole number of batches (the pipeline's
 # tail is then a whole batch), a batch and a chunk over, and a short last chunk.
-@pytest.mark.parametrize("size,threads", [(file_batches.MIN_SIZE, None), (20 * BATCH, 1),
+@pytest.mark.parametrize("size,threads", [(ENGINE_AFTER, None), (20 * BATCH, 1),
                                           (17 * BATCH + kernels.CHUNK_SIZE, 2), (21 * BATCH + 1000, 3)])
 def test_files_decrypt_with_every_identity(tmp_path, make_plaintext, size, threads):
     plain = make_plaintext(size)
@@ -89,7 +98,7 @@ def test_an_input_that_grew_is_sealed_whole(tmp_path, make_plaintext):
         with open(tmp_path / "in", "ab") as f:
             f.write(more)
 
-    sealed = seal(tmp_path, plain, RECIPIENTS[:1], before_finish=grow)
+    sealed = seal(tmp_path, plain, RECIPIENTS[:1], meanwhile=grow)
     assert agefast.decrypt(sealed, IDENTITIES[:1]) == plain + more
 
 
@@ -111,29 +120,28 @@ def test_a_header_of_another_size_is_refused(tmp_path):
         seal(tmp_path, bytes(33 * MiB), [agefast.passphrase.Recipient("a passphrase")])
 
 
-@pytest.mark.parametrize("size,output", [(file_batches.MIN_SIZE - 1, b""), (file_batches.MIN_SIZE, b"x")])
+@pytest.mark.parametrize("size,output", [(ENGINE_AFTER - 1, b""), (ENGINE_AFTER, b"x")])
 def test_it_does_not_apply_to_a_small_input_or_an_output_with_data(tmp_path, size, output):
     (tmp_path / "in").write_bytes(bytes(size))
     (tmp_path / "out").write_bytes(output)
-    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "r+b") as dst, \
-            early_payload.started(src, dst, 1, None) as payload:
-        assert payload is None
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "r+b") as dst:
+        assert not early_payload.sealed_early(src, dst, 1, None, not_loaded)
+    assert (tmp_path / "out").read_bytes() == output
 
 
 def test_it_does_not_apply_where_the_file_stays_on_cryptography(tmp_path, monkeypatch):
     monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
-    (tmp_path / "in").write_bytes(bytes(file_batches.MIN_SIZE))
-    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            early_payload.started(src, dst, 1, None) as payload:
-        assert payload is None
+    (tmp_path / "in").write_bytes(bytes(ENGINE_AFTER))
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        assert not early_payload.sealed_early(src, dst, 1, None, not_loaded)
+    assert (tmp_path / "out").read_bytes() == b""
 
 
 def test_it_does_not_apply_to_a_pipe(tmp_path):
     read, write = os.pipe()
     os.close(write)
-    with open(read, "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            early_payload.started(src, dst, 1, None) as payload:
-        assert payload is None
+    with open(read, "rb") as src, open(tmp_path / "out", "wb") as dst:
+        assert not early_payload.sealed_early(src, dst, 1, None, not_loaded)
 
 
 def run_command(args, **kw):

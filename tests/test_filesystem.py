@@ -20,9 +20,9 @@ import pytest
 
 import agefast
 from agefast import x25519
-from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, sealed_size
+from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, plaintext_size, sealed_size
 from agefast.errors import HeaderError, IdentityError, NoIdentityMatchError, PayloadError
-from agefast.filesystem import AgeFileSystem, plaintext_size
+from agefast.filesystem import AgeFileSystem
 from range_server import serving
 
 needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="the Go age CLI (`age`) is not installed")

@@ -2,7 +2,7 @@
 the first that failed, as Go age leaves it, never anything after it and never
 a hole; or nothing, where the output is replaced only on success.
 
-The files are just large enough for the file kernel (agefast.payload.file_batches),
+The files are just large enough for the file kernel (agefast.payload.file_driver),
 whose workers write their batches in any order: 35 MiB, 17 batches through
 the kernel (chunks 0-543), the last one (chunks 544-560) through the pipeline.
 """
@@ -21,13 +21,14 @@ import pytest
 
 import agefast
 from agefast import kernels
-from agefast.payload import file_batches, rules
+from agefast.payload import rules
+from agefast.payload.engine import ENGINE_AFTER
 from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from agefast.errors import PayloadError
 
 AGEFAST = [sys.executable, "-m", "agefast"]
 MiB = 1 << 20
-SIZE = file_batches.MIN_SIZE + 3 * MiB + 17
+SIZE = ENGINE_AFTER + 3 * MiB + 17
 KERNEL_CHUNKS = (rules.sealed_size(SIZE) - 1) // (kernels.FILE_BATCH * SEALED_CHUNK_SIZE) * kernels.FILE_BATCH
 # The first failing chunk: in the first batch, in the second (as in the damaged
 # file of issue 25), in the last batch through the kernel, in the pipeline's

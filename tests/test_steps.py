@@ -1,5 +1,5 @@
 """encrypt/decrypt of a whole payload in memory go to the engine in steps
-(agefast.payload.rules.MEMORY_STEP), each once its part of the result is faulted in:
+(agefast.payload.steps, of rules.MEMORY_STEP chunks), each once its part of the result is faulted in:
 the steps must join into one STREAM and keep every payload check."""
 
 import io

@@ -7,6 +7,7 @@ lines, with exit status 1; flags that don't parse exit with status 2.
 """
 
 import contextlib
+import functools
 import io
 import re
 import sys
@@ -222,7 +223,7 @@ def _seals_early(args: Arguments) -> bool:
     armor, no progress bar, and only -r recipients, every one an X25519 key."""
     return (args.input not in (None, "-") and args.output not in (None, "-") and not args.armor
             and not args.passphrase and not args.recipients_files and not args.identity_flags
-            and bool(args.recipients) and all(map(early_payload.is_x25519, args.recipients))
+            and bool(args.recipients) and all(map(key_flags.is_x25519, args.recipients))
             and not is_terminal(sys.stderr))
 
 
@@ -236,12 +237,10 @@ def _encrypt(args: Arguments) -> None:
         source = _terminal_input(src, False) if tty_in else src
         with output.open_output(args.output, False, tty_in) as dst:
             if early:
-                with early_payload.started(source, dst, len(args.recipients), args.threads) as payload:
-                    # cryptography is imported here, while the payload is sealed
-                    recipients = key_flags.load_recipients(args)
-                    if payload is not None:
-                        payload.finish(recipients)
-                        return
+                if early_payload.sealed_early(source, dst, len(args.recipients), args.threads,
+                                              functools.partial(key_flags.load_recipients, args)):
+                    return
+                recipients = key_flags.load_recipients(args)
             with _progress(source) as reader:
                 agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
 

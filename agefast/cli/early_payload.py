@@ -1,50 +1,35 @@
-"""Sealing a large file's payload while the command still starts up: the header comes last.
+"""Sealing a large file's payload while the command still starts up: the header is made meanwhile.
 
 An age file is its header, then the payload: a 16-byte nonce and the STREAM
 chunks, sealed with a key derived from the file key and the nonce alone. The
 header holds one stanza per recipient, and an X25519 stanza always has the
 same length, so where every recipient is an X25519 key the payload's place in
-the output is known before the file key is wrapped. The command
-(agefast.cli.age) then starts sealing a large file's batches, as any
-file-to-file payload (agefast.payload.file_batches: the whole ones but the last on
-the compiled file kernel, which needs no GIL, the rest through the
-pipeline), and imports cryptography and wraps the file key meanwhile: the
-~25 ms of imports that came before the first batch now overlap it. The
-header is written last, at the file's start.
+the output is known before the file key is wrapped. For a large file the
+command (agefast.cli.age) hands the whole job to sealed_early, which seals
+the payload as any file-to-file payload (agefast.payload.file_driver: the
+whole batches but the last on the compiled file kernel, which needs no GIL,
+the rest through the pipeline), and meanwhile has the keys loaded, which
+imports cryptography, and the file key wrapped and the header written at
+the file's start: the ~25 ms of imports that came before the first batch
+now overlap it.
 """
 
-import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
-from ..payload import file_batches
-from ..payload.engine import choose
+from ..payload.engine import ENGINE_AFTER, choose
+from ..payload.file_driver import seal_payload
 from ..payload.rules import NONCE_SIZE, payload_key, sealed_size
 from ..io import reserve
 from ..io.reserve import positional_fd
-from ..format import bech32
+from ..io.writes import write_all
 from ..format.grammar import Stanza, b64encode, encode_header_without_mac, encode_mac_line
 from ..io.source import file_position
 from ..errors import EncryptError
 
 if TYPE_CHECKING:
-    from ..payload.engine import Engine
     from .._typing import Recipient
-
-
-
-def is_x25519(recipient: str) -> bool:
-    """Whether agefast.keys.parse_recipient reads `recipient` as an X25519 key:
-    "age1" and Bech32 data with no other "1" (that would be a plugin's or
-    another type's), 32 bytes long."""
-    if not recipient.startswith("age1") or recipient.count("1") != 1:
-        return False
-    try:
-        hrp, data = bech32.decode(recipient)
-    except bech32.Bech32Error:
-        return False
-    return hrp == "age" and len(data) == 32
 
 
 def _stdlib_hmac_sha256(key: bytes, data: bytes) -> bytes:
@@ -61,58 +46,44 @@ def header_size(recipients: int) -> int:
     return len(encode_header_without_mac([stanza] * recipients)) + len(encode_mac_line(bytes(32)))
 
 
-class EarlyPayload:
-    """A payload under way into `dst` after room for its header; finish() writes the rest and the header."""
+def sealed_early(src: IO[bytes], dst: Any, recipients: int, threads: int | None,
+                 load_recipients: "Callable[[], list[Recipient]]") -> bool:
+    """Encrypt `src` into `dst`, a new file, for `recipients` X25519 keys,
+    which `load_recipients()` loads while the payload is sealed; True once done.
 
-    def __init__(self, head: file_batches.Head, engine: "Engine", src: IO[bytes], dst: Any, file_key: bytes,
-                 nonce: bytes, key: bytes, header_size: int) -> None:
-        self._head, self._engine, self._src, self._dst = head, engine, src, dst
-        self._file_key, self._nonce, self._key = file_key, nonce, key
-        self._header_size = header_size
-
-    def finish(self, recipients: "list[Recipient]") -> None:
-        """Make and write the header for `recipients` (X25519 keys, as many as
-        the payload was placed for), and seal the rest of the input."""
-        from .. import _arguments
-        from ..io.source import Source
-        from ..header import make_header
-        from ..payload.pipeline import seal_stream
-        from ..io.writes import write_all
-
-        header, _ = make_header(_arguments.recipients(recipients), self._file_key)
-        if len(header) != self._header_size:
-            raise EncryptError(f"the header takes {len(header)} bytes, not the {self._header_size} "
-                               "its payload was placed after")
-        read_at, write_at, counter = self._head.finish()
-        seal_stream(Source(self._src).readinto, self._dst, self._key, self._engine, read_at=read_at,
-                    write_at=write_at, counter=counter)
-        self._dst.seek(0)
-        write_all(self._dst, header + self._nonce)
-        self._dst.flush()
-
-
-@contextlib.contextmanager
-def started(src: IO[bytes], dst: Any, recipients: int, threads: int | None) -> Iterator[EarlyPayload | None]:
-    """The payload of `src` under way into `dst` for `recipients` X25519 keys, or
-    None where that does not apply: an output that is not a new file, or a
-    payload that agefast.payload.file_batches leaves to the pipeline (an input that
-    is not a regular file of at least its MIN_SIZE bytes, --threads 1, a cold
-    kernel cache, AGEFAST_ENGINE=cryptography).
-
-    The workers are stopped before the block is left, however it is left: the
-    files are never closed under them.
+    False, with no key loaded and nothing read or written, where the head
+    start does not apply: an output that is not a new file, an input that is not a
+    regular file of at least engine.ENGINE_AFTER bytes (below that a job stays
+    on cryptography), or a job the engine leaves to cryptography (--threads 1
+    with the kernels not loaded, a cold kernel cache, AGEFAST_ENGINE=cryptography),
+    where nothing would overlap the imports.
     """
     position = file_position(src)
-    if position is None or position[1] - position[0] < file_batches.MIN_SIZE \
+    if position is None or position[1] - position[0] < ENGINE_AFTER \
             or positional_fd(dst) is None or dst.tell() != 0 or os.fstat(dst.fileno()).st_size != 0:
-        yield None
-        return
+        return False
+    size = position[1] - position[0]
+    engine = choose(size, threads)
+    if engine.kernels is None:
+        return False
     file_key, nonce = os.urandom(16), os.urandom(NONCE_SIZE)
     key = payload_key(file_key, nonce, _stdlib_hmac_sha256)
-    size = position[1] - position[0]
-    header = header_size(recipients)
-    engine = choose(size, threads)
-    with reserve.reserving(dst, 0, header + NONCE_SIZE + sealed_size(size)), \
-            file_batches.started(file_batches.SEAL, src, dst, key, position[0], header + NONCE_SIZE, size,
-                                 engine) as head:
-        yield None if head is None else EarlyPayload(head, engine, src, dst, file_key, nonce, key, header)
+    place = header_size(recipients)
+
+    def write_header() -> None:
+        # Run by the file driver while its workers seal after the header's
+        # place: loading the keys imports cryptography, then the file key is
+        # wrapped and the header written at the file's start.
+        from .. import _arguments
+        from ..header import make_header
+
+        header, _ = make_header(_arguments.recipients(load_recipients()), file_key)
+        if len(header) != place:
+            raise EncryptError(f"the header takes {len(header)} bytes, not the {place} its payload was placed after")
+        write_all(dst, header + nonce)
+
+    with reserve.reserving(dst, 0, place + NONCE_SIZE + sealed_size(size)):
+        seal_payload(src, dst, key, engine, read_at=position[0], write_at=place + NONCE_SIZE, size=size,
+                     meanwhile=write_header)
+        dst.flush()
+    return True

@@ -18,6 +18,7 @@ from agefast._typing import Identity, Recipient
 from agefast.cli.outcome import UsageError, print_warning
 from agefast.cli.output import go_quote
 from agefast.cli.terminal import PluginPrompts, print_to_terminal, read_passphrase
+from agefast.format import bech32
 from agefast.format.grammar import Stanza
 from agefast.recipients import batchpass
 
@@ -132,6 +133,21 @@ def public_keys(identity: "keys.LoadedIdentity | batchpass.Identity") -> Sequenc
     if isinstance(identity, keys.EncryptedIdentityFile):
         return identity.recipients()
     return [identity.to_public()]
+
+
+def is_x25519(recipient: str) -> bool:
+    """Whether agefast.keys.parse_recipient reads `recipient` as an X25519 key:
+    "age1" and Bech32 data with no other "1" (that would be a plugin's or
+    another type's), 32 bytes long. Such a key loads without failing, so the
+    command may load it once a large file's payload is under way
+    (agefast.cli.early_payload), without importing agefast.keys to ask."""
+    if not recipient.startswith("age1") or recipient.count("1") != 1:
+        return False
+    try:
+        hrp, data = bech32.decode(recipient)
+    except bech32.Bech32Error:
+        return False
+    return hrp == "age" and len(data) == 32
 
 
 def _parse_recipient(text: str) -> "keys.ParsedRecipient":

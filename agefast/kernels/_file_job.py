@@ -151,6 +151,6 @@ def open_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, ba
     only once every chunk of it verified. A worker ends at its first batch
     that does not verify; wait() returns the least such batch. Batches after
     it (other workers') may have been written: verified plaintext, but not to
-    be released (agefast.payload.file_batches cuts the output back to written()).
+    be released (agefast.payload.file_driver cuts the output back to written()).
     """
     return _start(_abi.OPEN, key, src_fd, src_at, dst_fd, dst_at, batches, threads)

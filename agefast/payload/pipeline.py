@@ -208,7 +208,7 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
     """Encrypt everything `read_full` yields as the STREAM payload onto `dst`,
     its first chunk with the nonce counter `counter` (the rest of a payload
-    whose first chunks were sealed elsewhere: agefast.payload.file_batches).
+    whose first chunks were sealed elsewhere: agefast.payload.file_driver).
 
     `read_at` and `write_at` are the file offsets the input is read from and
     the output written to, where known: hints for placing buffers."""

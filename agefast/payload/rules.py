@@ -8,7 +8,7 @@ be shorter than CHUNK_SIZE, and it is empty only when the whole plaintext is.
 The payload ends with its final chunk: nothing may follow it.
 
 Everything here is arithmetic on sizes and the two derivations; the engine
-(agefast.payload.chunks) seals and opens, and agefast.payload.stream and
+(agefast.payload.engine) seals and opens, and agefast.payload.stream and
 .seekable read and write whole payloads by these rules.
 """
 

@@ -1,13 +1,15 @@
-"""A file-to-file payload's whole batches on the compiled file kernel; the rest through the pipeline.
+"""The file driver: a payload from a regular file to a regular file, its whole batches on the compiled file kernel.
 
 Where a payload goes from a regular file to a regular file (encrypt_io and
-decrypt_io, and so the `*_file` functions and the command), every whole batch
-of 32 chunks but the last is sealed or opened by agefast.kernels.seal_file /
-open_file: one worker per core that reads, seals or opens and writes batch
-after batch in compiled code, with no Python and no GIL in between. The last
-batch, which holds the final chunk, goes through agefast.payload.pipeline, which knows
-how a payload ends, and so does whatever the input grew by meanwhile; an
-input that shrank under the workers is an error.
+decrypt_io, and so the `*_file` functions, and the command's head start),
+seal_payload and open_payload move all of it: every whole batch of 32 chunks
+but the last is sealed or opened by agefast.kernels.seal_file / open_file,
+one worker per core that reads, seals or opens and writes batch after batch
+in compiled code, with no Python and no GIL in between. The last batch,
+which holds the final chunk, goes through agefast.payload.pipeline, which
+knows how a payload ends, and so does whatever the input grew by meanwhile;
+an input that shrank under the workers is an error. Where the file kernel
+does not apply, the pipeline moves the whole payload.
 
 However the workers end short (a chunk that does not verify, a failed read
 or write, an exception in the caller), the output is left as age leaves it:
@@ -25,9 +27,9 @@ through the pipeline alone, opening 104 ms against 138 ms.
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EncryptError, PayloadError
 from ..io.reserve import positional_fd
@@ -36,13 +38,13 @@ from .engine import ENGINE_AFTER, Engine
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .stream import open_batch
 
-SEAL, OPEN = "seal", "open"
-# Below this a job stays on cryptography by default (engine.ENGINE_AFTER),
-# and loading the kernels and starting workers would not pay back.
-MIN_SIZE = ENGINE_AFTER
+if TYPE_CHECKING:
+    from .pipeline import ReadFull
+
+_SEAL, _OPEN = "seal", "open"
 
 
-class Head:
+class _Head:
     """The head of a payload under way on the file kernel: its whole batches but
     the last; finish() says where the rest (the tail) starts."""
 
@@ -52,7 +54,7 @@ class Head:
         self._batches, self._batch_chunks = batches, kernels.FILE_BATCH
         self._reader, self._src_fd, self._read_at = reader, src_fd, read_at
         self._writer, self._dst_fd, self._write_at = writer, dst_fd, write_at
-        self._in, self._out = (CHUNK_SIZE, SEALED_CHUNK_SIZE) if direction == SEAL else (SEALED_CHUNK_SIZE,
+        self._in, self._out = (CHUNK_SIZE, SEALED_CHUNK_SIZE) if direction == _SEAL else (SEALED_CHUNK_SIZE,
                                                                                           CHUNK_SIZE)
         self._finished = False      # every batch written: the output is whole so far
         self._verified: int | None = None   # where the output ends after a batch that did not verify
@@ -64,7 +66,7 @@ class Head:
         try:
             failed = self._job.wait()
         except EOFError:
-            if self._direction == SEAL:
+            if self._direction == _SEAL:
                 raise EncryptError("the input file shrank while it was encrypted") from None
             raise PayloadError("the file shrank while it was decrypted") from None
         except self._kernels.WriteError as e:
@@ -116,32 +118,80 @@ class Head:
 
 
 @contextlib.contextmanager
-def started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int | None, write_at: int | None,
-            size: int, engine: Engine) -> Iterator[Head | None]:
+def _started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int | None, write_at: int | None,
+             size: int, engine: Engine) -> Iterator[_Head | None]:
     """The whole batches but the last of a payload of `size` bytes (the input's)
     sealed or opened from `reader` at `read_at` into `writer` at `write_at`;
     None where the file kernel does not apply (offsets not known, not regular
-    files, under MIN_SIZE, or a job the engine leaves to cryptography).
+    files, under engine.ENGINE_AFTER, below which a job stays on cryptography
+    by default and starting workers would not pay back, or a job the engine
+    leaves to cryptography).
 
     The workers are stopped before the block is left, however it is left: the
     files are never closed under them. Left before finish() returned, the
-    output ends where the first chunk that failed begins (Head.stop).
+    output ends where the first chunk that failed begins (_Head.stop).
     """
     head = None
     src_fd, dst_fd = positional_fd(reader), positional_fd(writer)
     if read_at is not None and write_at is not None and src_fd is not None and dst_fd is not None \
-            and size >= MIN_SIZE:
+            and size >= ENGINE_AFTER:
         kernels = engine.kernels
         if kernels is not None:
             writer.flush()      # what a buffered writer holds lands before the workers' writes
-            batch = kernels.FILE_BATCH * (CHUNK_SIZE if direction == SEAL else SEALED_CHUNK_SIZE)
+            batch = kernels.FILE_BATCH * (CHUNK_SIZE if direction == _SEAL else SEALED_CHUNK_SIZE)
             count = (size - 1) // batch
-            start = kernels.seal_file if direction == SEAL else kernels.open_file
+            start = kernels.seal_file if direction == _SEAL else kernels.open_file
             job = start(key, src_fd, read_at, dst_fd, write_at, count, engine.threads)
-            head = Head(direction, engine, kernels, job, key, count, reader, src_fd, read_at, writer, dst_fd,
-                        write_at)
+            head = _Head(direction, engine, kernels, job, key, count, reader, src_fd, read_at, writer, dst_fd,
+                         write_at)
     try:
         yield head
     finally:
         if head is not None:
             head.stop()
+
+
+def _move(direction: str, reader: Any, writer: Any, key: bytes, engine: Engine, read_at: int | None,
+          write_at: int | None, size: int, read_full: "ReadFull | None", meanwhile: Callable[[], None] | None) -> None:
+    with _started(direction, reader, writer, key, read_at, write_at, size, engine) as head:
+        # Imported once the workers are under way, which the command's head start wants as early as can be.
+        from ..io.source import Source
+        from .pipeline import open_stream, seal_stream
+
+        if meanwhile is not None:
+            meanwhile()
+        counter = 0
+        if head is not None:
+            read_at, write_at, counter = head.finish()
+            read_full = None    # the rest is read from where the batches ended, past anything read ahead
+        stream = seal_stream if direction == _SEAL else open_stream
+        stream(Source(reader).readinto if read_full is None else read_full, writer, key, engine, read_at=read_at,
+               write_at=write_at, counter=counter)
+
+
+def seal_payload(reader: Any, writer: Any, key: bytes, engine: Engine, *, read_at: int | None,
+                 write_at: int | None, size: int, meanwhile: Callable[[], None] | None = None) -> None:
+    """Seal all of `reader` (`size` bytes from `read_at`, where it is a file)
+    as the payload under `key` onto `writer` (at `write_at`): its whole
+    batches but the last on the file kernel where it applies, the rest
+    through the pipeline, all on `engine`.
+
+    `meanwhile()`, if given, runs on this thread once the kernel's workers
+    are under way (at once where they do not apply), before the rest: the
+    command's head start makes the header then (agefast.cli.early_payload).
+    """
+    _move(_SEAL, reader, writer, key, engine, read_at, write_at, size, None, meanwhile)
+
+
+def open_payload(reader: Any, writer: Any, key: bytes, engine: Engine, *, read_at: int | None,
+                 write_at: int | None, size: int, read_full: "ReadFull | None" = None) -> None:
+    """Open the payload of `reader` (`size` bytes from `read_at`, after the
+    header, where it is a file) under `key` onto `writer` (at `write_at`),
+    as seal_payload seals one. `read_full`, if given, reads the payload where
+    the file kernel does not apply (the header's reader, which may have read
+    ahead of `reader`).
+
+    Only verified plaintext is written: on a PayloadError `writer` holds the
+    plaintext of every chunk before the first that failed, and nothing after.
+    """
+    _move(_OPEN, reader, writer, key, engine, read_at, write_at, size, read_full, None)

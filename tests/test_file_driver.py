@@ -1,4 +1,4 @@
-"""File-to-file payloads whose whole batches go through the compiled file kernel (agefast.payload.file_batches)."""
+"""File-to-file payloads whose whole batches go through the compiled file kernel (agefast.payload.file_driver)."""
 
 import io
 import os
@@ -7,13 +7,13 @@ import random
 import pytest
 
 import agefast
-from agefast.payload import file_batches, rules
-from agefast.payload.engine import choose
+from agefast.payload import file_driver, rules
+from agefast.payload.engine import ENGINE_AFTER, choose
 from agefast import kernels
 from agefast.errors import PayloadError
 
 MiB = 1 << 20
-SIZE = file_batches.MIN_SIZE + 3 * MiB + 17
+SIZE = ENGINE_AFTER + 3 * MiB + 17
 IDENTITY = agefast.x25519.Identity.generate()
 RECIPIENT = IDENTITY.to_public()
 KEY = bytes(range(32))
@@ -64,7 +64,7 @@ def test_files_round_trip_through_the_kernel_from_any_offset(tmp_path, kernel_ca
 
 def test_they_do_not_apply_to_small_files_pipes_appends_or_other_file_objects(tmp_path, kernel_calls):
     data = bytes(SIZE)
-    (tmp_path / "small").write_bytes(data[:file_batches.MIN_SIZE - 1])
+    (tmp_path / "small").write_bytes(data[:ENGINE_AFTER - 1])
     (tmp_path / "plain").write_bytes(data)
 
     class Subclass(io.FileIO):
@@ -111,7 +111,7 @@ def test_a_damaged_chunk_fails_as_the_pipeline_fails(tmp_path, monkeypatch, kern
     assert str(kernel.value) == str(pipeline.value) == f"failed to authenticate payload chunk {min(damaged)}"
 
 
-def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path):
+def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path, kernel_calls):
     # Chunk 40 of 600 sealed as the final one: the payload goes on after it.
     plain = random.Random(2).randbytes(600 * kernels.CHUNK_SIZE)
     sealed = bytearray(600 * kernels.SEALED_CHUNK_SIZE)
@@ -121,12 +121,11 @@ def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path):
     choose(None, None).seal(KEY, 41, plain[41 * kernels.CHUNK_SIZE:],
                             memoryview(sealed)[41 * kernels.SEALED_CHUNK_SIZE:], True)
     (tmp_path / "payload").write_bytes(sealed)
-    with open(tmp_path / "payload", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            file_batches.started(file_batches.OPEN, src, dst, KEY, 0, 0, len(sealed),
-                                 choose(len(sealed), None)) as head:
-        assert head is not None
+    with open(tmp_path / "payload", "rb") as src, open(tmp_path / "out", "wb") as dst:
         with pytest.raises(PayloadError, match="trailing data after the final chunk"):
-            head.finish()
+            file_driver.open_payload(src, dst, KEY, choose(len(sealed), None), read_at=0, write_at=0,
+                                     size=len(sealed))
+    assert kernel_calls["open"]
 
 
 @pytest.mark.parametrize("direction,error", [("seal", agefast.EncryptError), ("open", PayloadError)])
@@ -139,7 +138,7 @@ def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch, dir
 
     monkeypatch.setattr(kernels.FileJob, "wait", shrank)
     (tmp_path / "in").write_bytes(bytes(SIZE))
-    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst, \
-            file_batches.started(direction, src, dst, KEY, 0, 0, SIZE, choose(SIZE, None)) as head:
+    move = file_driver.seal_payload if direction == "seal" else file_driver.open_payload
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
         with pytest.raises(error, match="shrank"):
-            head.finish()
+            move(src, dst, KEY, choose(SIZE, None), read_at=0, write_at=0, size=SIZE)
