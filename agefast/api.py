@@ -19,7 +19,6 @@ from .io.buffers import Fill, new_bytes, ready_now
 from .io.replace import replacing
 from .io.source import MemoryReader, Source, file_position
 from .io.direct import DirectReader
-from .errors import PayloadError
 from .header import make_header, open_header
 from .primitives import hmac_sha256
 from .payload.pipeline import open_stream, seal_stream
@@ -96,7 +95,7 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
                                  payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
                                  view[first * CHUNK_SIZE:], stop == count)[2]
             if problem is not None:
-                raise PayloadError(problem)
+                raise problem
 
     return plaintext_size(len(payload)), fill
 
