@@ -6,8 +6,8 @@ Chained in front of another filesystem as fsspec's own wrappers are
 under the protocol's name, `age={"identity_file": "key.txt"}`. fsspec finds it
 through the `fsspec.specs` entry point, so users never import this module.
 
-Reading is random access: opening reads the header and authenticates the last
-two chunks (so the plaintext size is trusted), and each read then fetches, with one
+Reading is random access: opening reads the header and authenticates the final
+chunk (so the plaintext size is trusted), and each read then fetches, with one
 ranged read of the wrapped file per run of chunks, only the sealed chunks its
 bytes live in. Listings report plaintext sizes, computed from the ciphertext
 size and the header's length: one small ranged read of each file's header,

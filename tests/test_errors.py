@@ -111,6 +111,18 @@ def test_a_cut_file_fails_alike_in_every_route(tmp_path, cut):
         assert (type(failed.value), str(failed.value)) == (error, message), route
 
 
+@pytest.mark.parametrize("extra", [5, 16])
+def test_a_few_bytes_after_a_whole_final_chunk_are_trailing_data_not_a_cut(extra):
+    # Too few to be a chunk of their own: only the chunk before them, final,
+    # says they are not the rest of a cut one; random access opens it too.
+    ct = agefast.encrypt(DATA[:2 * CHUNK], [RECIPIENT]) + bytes(extra)
+    for reader in (Trickle(ct), io.BytesIO(ct)):
+        with pytest.raises(errors.PayloadError, match="^trailing data after the final chunk$"):
+            agefast.decryptor(reader, [IDENTITY]).read()
+    with pytest.raises(errors.TruncatedError, match="ends after chunk 0, without a final chunk"):
+        agefast.decryptor(io.BytesIO(ct[:-extra - SEALED]), [IDENTITY])
+
+
 @pytest.mark.requires_tool("age")
 @pytest.mark.parametrize("cut", CUTS)
 def test_a_cut_file_fails_where_go_age_does(tmp_path, capsys, cut):

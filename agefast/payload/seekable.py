@@ -1,14 +1,13 @@
 """Random access to the payload of a seekable age file.
 
 The payload can be seeked by chunk: chunk i sits at a fixed offset and is
-opened on its own. Before releasing anything, the reader opens the last two
-chunks at the end of the file as the streaming reader opens the end of a
+opened on its own. Before releasing anything, the reader opens the final
+chunk at the end of the file as the streaming reader opens the end of a
 payload (agefast.payload.stream.open_batch), so the plaintext length is
 trusted: a file that was truncated, extended, or had its chunks reordered
 fails on open, before any plaintext is released, with the error the stream
-gives. The chunk before the final one is what tells a file cut at a chunk
-boundary (it verifies as a middle chunk, and nothing follows it) and bytes
-after a whole final chunk (trailing data, not a cut inside a chunk).
+gives (a whole last chunk that verifies as a middle one: the file was cut
+at a chunk boundary).
 """
 
 import io
@@ -18,7 +17,7 @@ from typing import Any
 
 from .engine import Engine
 from ..errors import PayloadError, TruncatedError
-from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, plaintext_size
+from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
 from .stream import open_batch
 
 # The file shrank under the reader: a read returned fewer bytes than it held when opened.
@@ -42,10 +41,16 @@ class SeekablePayload:
         end: int = src.seek(0, io.SEEK_END)
         self._chunks = chunk_count(end - start)
         self.size = plaintext_size(end - start)
-        # Open the end of the payload now, so `size` can be trusted.
+        # Open the end of the payload now, so `size` can be trusted: the final
+        # chunk, and where the bytes after the last whole chunk are too few to
+        # be a final chunk (a tag or less), the chunk before them too, which
+        # tells a cut (it verifies as a middle chunk) from bytes after a whole
+        # final chunk (it verifies as the final one), as in a stream.
         self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
         self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
-        self._first = max(0, self._chunks - 2)  # the cached chunks: [first, first + count)
+        rest = (end - start) % SEALED_CHUNK_SIZE
+        # the cached chunks: [first, first + count)
+        self._first = max(0, self._chunks - (2 if 0 < rest <= TAG_SIZE else 1))
         tail = memoryview(self._sealed)[:end - start - self._first * SEALED_CHUNK_SIZE]
         if self._pread(tail, start + self._first * SEALED_CHUNK_SIZE) != len(tail):
             raise TruncatedError(_SHRANK)
