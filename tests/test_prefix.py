@@ -215,7 +215,8 @@ def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limi
     left = (tmp_path / "out").read_bytes()
     assert len(left) <= limit and left == plain[:len(left)]
     done = run(["-d", "-i", key, "-o", tmp_path / "named", sealed], preexec_fn=_no_larger_files_than(limit))
-    assert done.stderr.decode().splitlines() == [f"agefast: error: {tmp_path / 'named'}: File too large"]
+    assert done.stderr.decode().splitlines() == [
+        f'agefast: error: failed to write output file "{tmp_path / "named"}": File too large']
     assert not (tmp_path / "named").exists()
 
 
@@ -284,7 +285,8 @@ def test_a_full_tmpfs_leaves_a_prefix_without_holes(full_tmpfs, files, decryptin
     assert left == plain[:len(left)]
     os.unlink(full_tmpfs / "out")
     done = run([*args[:-1], "-o", full_tmpfs / "named", args[-1]])
-    assert done.stderr.decode().splitlines() == [f"agefast: error: {full_tmpfs / 'named'}: No space left on device"]
+    assert done.stderr.decode().splitlines() == [
+        f'agefast: error: failed to write output file "{full_tmpfs / "named"}": No space left on device']
     assert os.listdir(full_tmpfs) == []
 
 
