@@ -46,6 +46,21 @@ class PayloadError(DecryptError):
     """The STREAM payload is corrupt, truncated, or has trailing data."""
 
 
+class TruncatedError(PayloadError):
+    """The file ends before its payload does: it was cut short (a copy or a
+    download that stopped early), and whatever chunks it still holds verified.
+
+    Raised where the bytes themselves prove it: the file ends with no chunk,
+    inside the 16-byte tag of a chunk, or after a whole chunk that verified
+    as a middle one, or it shrank while it was read. A file cut in the middle
+    of its last chunk cannot be told from one whose final chunk is damaged
+    (the tag that would tell is gone), so that is a PayloadError, as in age,
+    whose message says both. A file cut inside its header or before the
+    payload nonce is a HeaderError, age's outcome for it, saying the file is
+    truncated.
+    """
+
+
 class ArmorError(DecryptError):
     """The ASCII armor is not strict, canonical PEM."""
 

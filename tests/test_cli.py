@@ -78,8 +78,10 @@ FLAG_ERRORS = [
     (["-i", "{key}"], "can't be used in encryption mode unless"),
     (["-r", "age1notakey"], "recipient 'age1notakey': malformed"),
     (["-r", "{recipient}", "a", "b"], 'too many INPUT arguments: "a" "b"'),
-    (["-r", "{recipient}", "/nonexistent/input"], "No such file"),
-    (["-d", "-i", "/nonexistent/key.txt"], "No such file"),
+    (["-r", "{recipient}", "/nonexistent/input"], 'failed to open input file "/nonexistent/input": No such file'),
+    (["-d", "-i", "/nonexistent/key.txt"], 'failed to open identity file "/nonexistent/key.txt": No such file'),
+    (["-e", "-i", "/"], 'failed to open identity file "/": Is a directory'),
+    (["-R", "/nonexistent/keys.txt"], 'failed to open recipients file "/nonexistent/keys.txt": No such file'),
     (["-e", "-i", "-"], "standard input is used for multiple purposes"),
     (["-r", "{recipient}", "-R", "-", "-"], "standard input is used for multiple purposes"),
 ]
@@ -94,14 +96,51 @@ def test_flag_errors(args, fragment, age_key, run_agefast):
 
 
 @pytest.mark.parametrize(("output", "fragment"), [
-    ("/nonexistent/dir/out", "/nonexistent/dir/out: No such file"),
-    ("/", "/: Is a directory"),
+    ("/nonexistent/dir/out", 'failed to open output file "/nonexistent/dir/out": No such file'),
+    ("/", 'failed to open output file "/": Is a directory'),
 ])
 def test_output_errors(output, fragment, age_key, encrypt_to_age_key, run_agefast):
     key_path, _ = age_key
     done = run_agefast("-d", "-o", output, "-i", key_path, input=encrypt_to_age_key(b"x"))
     assert done.returncode == 1
     _assert_one_error_line(done.stderr, fragment)
+
+
+# A file that can't be used, named with its role as Go age names it: the
+# command, with {missing} a path that does not exist and {file} one that
+# does, and the message both agree on before the system's reason.
+ROLES_AS_GO_AGE = [
+    (["age", "-r", "{recipient}", "{missing}"], 'failed to open input file "{missing}": '),
+    (["age-keygen", "-y", "{missing}"], 'failed to open input file "{missing}": '),
+    (["age-keygen", "-o", "{file}"], 'failed to open output file "{file}": '),
+]
+
+
+@pytest.mark.requires_tool("age", "age-keygen")
+@pytest.mark.parametrize(("args", "message"), ROLES_AS_GO_AGE, ids=[" ".join(a[:2]) for a, _ in ROLES_AS_GO_AGE])
+def test_a_file_that_cannot_be_used_is_named_as_go_age_names_it(args, message, tmp_path, age_key):
+    _, recipient = age_key
+    names = {"recipient": recipient, "missing": str(tmp_path / "missing"), "file": str(tmp_path / "file")}
+    (tmp_path / "file").write_text("")
+    args = [a.format(**names) for a in args]
+    ours = {"age": [*AGEFAST], "age-keygen": [sys.executable, "-m", "agefast.cli.keygen"]}[args[0]]
+    for program, command in ((args[0], args), ("agefast" if args[0] == "age" else "agefast-keygen",
+                                               [*ours, *args[1:]])):
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        assert done.returncode == 1
+        assert done.stderr.decode().startswith(f"{program}: error: {message.format(**names)}"), done.stderr
+
+
+def test_file_failures_are_told_in_one_line():
+    from agefast.cli.files import FileFailed, named
+    from agefast.cli.outcome import describe
+
+    with pytest.raises(FileFailed) as failed:
+        with named("recipients file", 'a "b"\n'):
+            open("/nonexistent/a", "rb")
+    assert describe(failed.value) == 'failed to open recipients file "a \\"b\\"\\n": No such file or directory'
+    error = FileFailed("write", "output file", "out.age", OSError(28, "No space left on device", "out.age"))
+    assert describe(error) == 'failed to write output file "out.age": No space left on device'
 
 
 @pytest.mark.parametrize("flag", ["-h", "-help", "--help", "--h"])

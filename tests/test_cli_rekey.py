@@ -213,6 +213,8 @@ def test_passphrase_prompts_old_then_new(tmp_path, keys, tty_run):
     (["-i", "KEY", "-e", "-p"], "-p/--passphrase can't be combined with -e/--encrypt"),
     (["-r", "age1x", "a", "b"], "too many INPUT arguments"),
     (["-i", "KEY", "-r", "age1x", "-o", "KEY"], "input and output file are the same"),
+    (["-i", "/nonexistent/key.txt", "-e"], 'failed to open identity file "/nonexistent/key.txt": No such file'),
+    (["-i", "KEY", "-e", "/nonexistent/in.age"], 'failed to open input file "/nonexistent/in.age": No such file'),
 ])
 def test_flag_errors(tmp_path, keys, args, message):
     args = [keys["old_file"] if a == "KEY" else a for a in args]

@@ -2,6 +2,7 @@
 
 import io
 import random
+import subprocess
 import time
 
 import pytest
@@ -63,8 +64,81 @@ def test_truncated_before_payload():
     for end in (CHUNKS_START - 16, CHUNKS_START - 1):
         with pytest.raises(errors.HeaderError):
             agefast.decrypt(CT[:end], [IDENTITY])
-    with pytest.raises(errors.PayloadError, match="no chunks"):
+    with pytest.raises(errors.TruncatedError, match="before the first chunk"):
         agefast.decrypt(CT[:CHUNKS_START], [IDENTITY])
+
+
+# Where a file is cut (bytes kept after the payload nonce; negative: before
+# its end), the error and message agefast gives, and Go age 1.1.1's message
+# for the same file. Only a cut that the bytes prove is a TruncatedError: the
+# rest of a chunk cut in its middle can't be told from a damaged final chunk.
+CUTS = {
+    "inside the header": (-40, errors.HeaderError, "the file is truncated: it ends inside the header",
+                          "failed to read header"),
+    "inside the nonce": (-8, errors.HeaderError, "the file is truncated: it ends before the payload nonce",
+                         "failed to read nonce"),
+    "right after the nonce": (0, errors.TruncatedError, "the file is truncated: it ends before the first chunk",
+                              "unexpected EOF"),
+    "at a chunk boundary": (2 * SEALED, errors.TruncatedError,
+                            "the file is truncated: it ends after chunk 1, without a final chunk", "unexpected EOF"),
+    "inside a tag": (2 * SEALED + 10, errors.TruncatedError, "the file is truncated: it ends inside chunk 2",
+                     "failed to decrypt and authenticate payload chunk"),
+    "a tag into a chunk": (2 * SEALED + 16, errors.PayloadError, "the final chunk is empty", "last chunk is empty"),
+    "inside a chunk": (SEALED + 100, errors.PayloadError, "failed to authenticate payload chunk 1, the last in the "
+                       "file: it is damaged, or the file is truncated", "failed to decrypt and authenticate payload"),
+}
+
+
+@pytest.mark.parametrize("cut", CUTS)
+def test_a_cut_file_fails_alike_in_every_route(tmp_path, cut):
+    kept, error, message, _ = CUTS[cut]
+    ct = CT[:CHUNKS_START + kept]
+    (tmp_path / "cut.age").write_bytes(ct)
+
+    def to_file():
+        with open(tmp_path / "cut.age", "rb") as src, open(tmp_path / "out", "wb") as dst:
+            agefast.decrypt_io(src, dst, [IDENTITY])
+
+    routes = {
+        "decrypt": lambda: agefast.decrypt(ct, [IDENTITY]),
+        "stream": lambda: agefast.decryptor(Trickle(ct), [IDENTITY]).read(),
+        "random access": lambda: agefast.decryptor(io.BytesIO(ct), [IDENTITY]).pread(0, 1),
+        "file to file": to_file,
+    }
+    for route, decrypt in routes.items():
+        with pytest.raises(errors.DecryptError) as failed:
+            decrypt()
+        assert (type(failed.value), str(failed.value)) == (error, message), route
+
+
+@pytest.mark.parametrize("extra", [5, 16])
+def test_a_few_bytes_after_a_whole_final_chunk_are_trailing_data_not_a_cut(extra):
+    # Too few to be a chunk of their own: only the chunk before them, final,
+    # says they are not the rest of a cut one; random access opens it too.
+    ct = agefast.encrypt(DATA[:2 * CHUNK], [RECIPIENT]) + bytes(extra)
+    for reader in (Trickle(ct), io.BytesIO(ct)):
+        with pytest.raises(errors.PayloadError, match="^trailing data after the final chunk$"):
+            agefast.decryptor(reader, [IDENTITY]).read()
+    with pytest.raises(errors.TruncatedError, match="ends after chunk 0, without a final chunk"):
+        agefast.decryptor(io.BytesIO(ct[:-extra - SEALED]), [IDENTITY])
+
+
+@pytest.mark.requires_tool("age")
+@pytest.mark.parametrize("cut", CUTS)
+def test_a_cut_file_fails_where_go_age_does(tmp_path, capsys, cut):
+    from agefast.cli import age
+
+    kept, error, message, go_message = CUTS[cut]
+    (tmp_path / "key.txt").write_text(f"{IDENTITY}\n")
+    (tmp_path / "cut.age").write_bytes(CT[:CHUNKS_START + kept])
+    go = subprocess.run(["age", "-d", "-i", tmp_path / "key.txt", tmp_path / "cut.age"], capture_output=True)
+    assert go.returncode == 1 and go_message in go.stderr.decode()
+    assert age.main(["-d", "-i", str(tmp_path / "key.txt"), "-o", str(tmp_path / "out"),
+                     str(tmp_path / "cut.age")]) == 1
+    part = "header" if error is errors.HeaderError else "payload"
+    assert capsys.readouterr().err == f"agefast: error: invalid {part}: {message}\n"
+    # What Go age wrote before failing is what agefast releases as a stream.
+    assert go.stdout == released_before_error(CT[:CHUNKS_START + kept])[0]
 
 
 @pytest.mark.parametrize("extra", [b"\x00", b"x" * 100, bytes(SEALED)])

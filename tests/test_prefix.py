@@ -24,7 +24,7 @@ from agefast import kernels
 from agefast.payload import rules
 from agefast.payload.engine import ENGINE_AFTER
 from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
-from agefast.errors import PayloadError
+from agefast.errors import PayloadError, TruncatedError
 
 AGEFAST = [sys.executable, "-m", "agefast"]
 MiB = 1 << 20
@@ -122,6 +122,59 @@ def test_the_prefix_is_go_ages(tmp_path, files, damaged):
     assert (tmp_path / "agefast").read_bytes() == go and (tmp_path / "decrypt_io").read_bytes() == go
 
 
+# A copy cut short after 540 chunks (16 batches through the kernel, the rest
+# through the pipeline): at that chunk boundary, which proves the cut, and
+# 1000 bytes into chunk 540, which can't be told from a damaged final chunk.
+CUT_CHUNKS = 540
+CUTS = {"at a chunk boundary": (0, TruncatedError, f"the file is truncated: it ends after chunk {CUT_CHUNKS - 1}, "
+                                "without a final chunk", "unexpected EOF"),
+        "inside a chunk": (1000, PayloadError, f"failed to authenticate payload chunk {CUT_CHUNKS}, the last in the "
+                           "file: it is damaged, or the file is truncated", "failed to decrypt and authenticate payload")}
+
+
+@pytest.fixture(scope="module")
+def cut(files):
+    """cut(name): a copy of the sealed file cut as CUTS[name] says (made once)."""
+    folder, _, _, sealed = files
+    made = {}
+
+    def make(name):
+        if name not in made:
+            data = sealed.read_bytes()
+            payload_at = len(data) - rules.sealed_size(SIZE)
+            made[name] = folder / f"cut-{CUTS[name][0]}"
+            made[name].write_bytes(data[:payload_at + CUT_CHUNKS * SEALED_CHUNK_SIZE + CUTS[name][0]])
+        return made[name]
+
+    return make
+
+
+@pytest.mark.parametrize("name", CUTS)
+def test_a_cut_file_says_so_and_leaves_the_prefix(tmp_path, files, cut, name):
+    _, key, plain, _ = files
+    _, error, message, _ = CUTS[name]
+    assert os.path.getsize(cut(name)) >= file_batches.MIN_SIZE  # the file kernel's route
+    with open(cut(name), "rb") as src, open(tmp_path / "out", "wb") as dst:
+        with pytest.raises(PayloadError) as failed:
+            agefast.decrypt_io(src, dst, identities(key))
+    assert (type(failed.value), str(failed.value)) == (error, message)
+    assert (tmp_path / "out").read_bytes() == plain[:CUT_CHUNKS * CHUNK_SIZE]
+
+
+@pytest.mark.requires_tool("age")
+@pytest.mark.parametrize("name", CUTS)
+def test_a_cut_file_leaves_go_ages_prefix(tmp_path, files, cut, name):
+    _, key, plain, _ = files
+    _, _, message, go_message = CUTS[name]
+    with open(tmp_path / "go", "wb") as out:
+        go = subprocess.run(["age", "-d", "-i", key, cut(name)], stdout=out, stderr=subprocess.PIPE, timeout=120)
+    assert go.returncode == 1 and go_message in go.stderr.decode()
+    with open(tmp_path / "agefast", "wb") as out:
+        done = run(["-d", "-i", key, cut(name)], stdout=out)
+    assert done.stderr.decode().splitlines() == [f"agefast: error: invalid payload: {message}"]
+    assert (tmp_path / "agefast").read_bytes() == (tmp_path / "go").read_bytes() == plain[:CUT_CHUNKS * CHUNK_SIZE]
+
+
 @pytest.mark.parametrize("damage", [DAMAGES[0], DAMAGES[2]])
 def test_outputs_replaced_on_success_only_are_left_as_they_were(tmp_path, files, damaged, damage):
     _, key, _, _ = files
@@ -163,7 +216,8 @@ def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limi
     left = (tmp_path / "out").read_bytes()
     assert len(left) <= limit and left == plain[:len(left)]
     done = run(["-d", "-i", key, "-o", tmp_path / "named", sealed], preexec_fn=_no_larger_files_than(limit))
-    assert done.stderr.decode().splitlines() == [f"agefast: error: {tmp_path / 'named'}: File too large"]
+    assert done.stderr.decode().splitlines() == [
+        f'agefast: error: failed to write output file "{tmp_path / "named"}": File too large']
     assert not (tmp_path / "named").exists()
 
 
@@ -232,7 +286,8 @@ def test_a_full_tmpfs_leaves_a_prefix_without_holes(full_tmpfs, files, decryptin
     assert left == plain[:len(left)]
     os.unlink(full_tmpfs / "out")
     done = run([*args[:-1], "-o", full_tmpfs / "named", args[-1]])
-    assert done.stderr.decode().splitlines() == [f"agefast: error: {full_tmpfs / 'named'}: No space left on device"]
+    assert done.stderr.decode().splitlines() == [
+        f'agefast: error: failed to write output file "{full_tmpfs / "named"}": No space left on device']
     assert os.listdir(full_tmpfs) == []
 
 

@@ -18,7 +18,7 @@ from typing import IO, Any
 import agefast
 from agefast import errors
 from agefast._typing import Identity, Recipient
-from agefast.cli import early_payload, goflag, key_flags, output
+from agefast.cli import early_payload, files, goflag, key_flags, output
 from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
 from agefast.cli.output import go_quote
 from agefast.cli.progress import with_progress
@@ -184,10 +184,8 @@ def _warn_duplicates(values: Iterable[str], name: str) -> None:
 @contextlib.contextmanager
 def open_input(path: str | None) -> Iterator[IO[bytes]]:
     if path is not None and path != "-":
-        try:
+        with files.named("input file", path):
             f = open(path, "rb")
-        except OSError as e:
-            raise UsageError(f"failed to open input file {go_quote(path)}: {e.strerror}") from None
         with f:
             yield f
         return

@@ -15,7 +15,7 @@ import stat
 import sys
 from typing import Any
 
-from . import goflag
+from . import files, goflag, outcome
 from .output import go_quote
 from ..io.source import Source
 from ..format.armor import ArmorReader, starts_armored
@@ -168,9 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             data = inspect(sys.stdin.buffer)
         else:
             try:
-                f = open(name, "rb")
-            except OSError as e:
-                return _error(f"failed to open input file {go_quote(name)}: {e.strerror}")
+                with files.named("input file", name):
+                    f = open(name, "rb")
+            except files.FileFailed as e:
+                return _error(outcome.describe(e))
             with f:
                 st = os.fstat(f.fileno())
                 data = inspect(f, st.st_size if stat.S_ISREG(st.st_mode) else None)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import agefast
 from agefast import errors
 from agefast._typing import Identity, Recipient
+from agefast.cli import files
 from agefast.cli.outcome import UsageError, print_warning
 from agefast.cli.output import go_quote
 from agefast.cli.terminal import PluginPrompts, print_to_terminal, read_passphrase
@@ -41,16 +42,19 @@ _PLUGIN_PROMPTS = PluginPrompts()
 _PLUGINS_PAGE = "visit https://age-encryption.org/awesome#plugins for a list of available plugins"
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, purpose: str) -> bytes:
+    """The file at `path` ("-": standard input), which is a `purpose` ("identity file")."""
     if path == "-":
         return sys.stdin.buffer.read()
-    with open(path, "rb") as f:
+    with files.named(purpose, path):
+        f = open(path, "rb")
+    with f, files.named(purpose, path, "read"):
         return f.read()
 
 
 def read_key_file(path: str, purpose: str) -> str:
     try:
-        return _read_bytes(path).decode("utf-8")
+        return _read_bytes(path, purpose).decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
 
@@ -80,7 +84,7 @@ def _ssh_public_key(path: str) -> "agefast.ssh.Recipient | None":
     if path == "-" or not os.path.exists(public_path):
         return None
     try:
-        return agefast.ssh.Recipient.from_str(read_key_file(public_path, "SSH public key"))
+        return agefast.ssh.Recipient.from_str(read_key_file(public_path, "SSH public key file"))
     except agefast.RecipientError as e:
         raise agefast.IdentityError(f"{public_path}: {e}") from None
 
@@ -91,7 +95,7 @@ def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
     Native identity files, SSH private keys, and identity files encrypted
     with a passphrase (asked for at first use) all work, as with age.
     """
-    data = _read_bytes(path)
+    data = _read_bytes(path, "identity file")
     try:
         return agefast.load_identities(data, name=path, passphrase=read_passphrase,
                                        callbacks=_PLUGIN_PROMPTS, ssh_public_key=_ssh_public_key(path))

@@ -14,9 +14,8 @@ import sys
 from typing import TextIO
 
 import agefast
-from agefast.cli import goflag
+from agefast.cli import files, goflag
 from agefast.recipients import pq, x25519
-from agefast.cli.output import go_quote
 from agefast.cli.terminal import is_terminal
 from agefast.cli.key_flags import read_key_file
 from agefast.cli.outcome import UsageError, describe
@@ -57,10 +56,8 @@ def _open_output(path: str | None) -> TextIO:
     if path is None or path == "-":
         return os.fdopen(os.dup(sys.stdout.fileno()), "w")
     # O_EXCL: a key file is never silently replaced, as with age-keygen.
-    try:
+    with files.named("output file", path):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as e:
-        raise UsageError(f"failed to open output file {go_quote(path)}: {e.strerror}") from None
     return os.fdopen(fd, "w")
 
 
@@ -83,7 +80,7 @@ def _generate(output: str | None, post_quantum: bool) -> None:
 
 
 def _convert(path: str | None, output: str | None) -> None:
-    identities = agefast.parse_identities(read_key_file(path or "-", "identity file"))
+    identities = agefast.parse_identities(read_key_file(path or "-", "input file"))
     # Everything is parsed before OUTPUT is created, so a bad INPUT leaves no file.
     with _open_output(output) as out:
         out.write("".join(f"{identity.to_public()}\n" for identity in identities))
@@ -104,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _generate(values["output"], values["pq"])
         return 0
-    except (UsageError, agefast.IdentityError, OSError) as e:
+    except (UsageError, files.FileFailed, agefast.IdentityError, OSError) as e:
         print(f"agefast-keygen: error: {describe(e)}", file=sys.stderr)
         return 1
 

@@ -13,7 +13,8 @@ from types import FrameType
 from typing import Any
 
 from agefast import errors
-from agefast.cli.output import OutputRefused
+from agefast.cli.files import FileFailed
+from agefast.cli.output import OutputRefused, go_quote
 from agefast.cli.terminal import TerminalError
 
 
@@ -45,6 +46,8 @@ _PREFIXES = (
 
 def describe(exc: Exception) -> str:
     """One line for the user about `exc`."""
+    if isinstance(exc, FileFailed):
+        return f"failed to {exc.action} {exc.role} {go_quote(exc.path)}: {exc.reason}"
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return where + (exc.strerror or str(exc))
@@ -70,7 +73,7 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         message = describe(e)
-    except (TerminalError, errors.AgeError, OSError) as e:
+    except (TerminalError, errors.AgeError, OSError, FileFailed) as e:
         message = describe(e)
     except KeyboardInterrupt:
         message = "interrupted"

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, ContextManager
 
 from ..io import pipes
+from .files import FileFailed
 from ..io.replace import replacing
 from ..io.writes import write_failed
 from .._typing import Writer
@@ -113,6 +114,23 @@ def check_terminal_output(output: str | None, decrypting: bool, armored: bool) -
                             'force anyway with "-o -"')
 
 
+@contextlib.contextmanager
+def _output_file(path: str) -> Iterator[Writer]:
+    """The OUTPUT file, written whole or not at all (agefast.io.replace); if it
+    can't be created or written, the failure names it as the output file."""
+    opened = False
+    try:
+        with replacing(path) as dst:
+            opened = True
+            yield dst
+    except OSError as e:
+        # Once open, only a failure that names OUTPUT is about it (replacing
+        # names a failed write so); the input's are the caller's to tell.
+        if opened and e.filename != path:
+            raise
+        raise FileFailed("write" if opened else "open", "output file", path, e) from None
+
+
 def open_output(output: str | None, decrypting: bool, input_is_terminal: bool) -> ContextManager[Writer]:
     """A context manager giving the binary stream the result is written to.
 
@@ -120,7 +138,7 @@ def open_output(output: str | None, decrypting: bool, input_is_terminal: bool) -
     binary output onto a terminal.
     """
     if output is not None and output != "-":
-        return replacing(output)
+        return _output_file(output)
     if is_terminal(sys.stdout):
         check = output is None and decrypting
         if check or input_is_terminal:

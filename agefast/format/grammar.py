@@ -156,7 +156,8 @@ def _read_line(src: "Source", consumed: int) -> bytes:
     if not line.endswith(b"\n"):
         if len(line) > MAX_LINE or consumed + len(line) > MAX_HEADER:
             raise HeaderError("header line or header too long")
-        raise HeaderError("header ends early: unexpected end of file")
+        # The version line was whole, so this is an age file cut short.
+        raise HeaderError("the file is truncated: it ends inside the header")
     return line
 
 

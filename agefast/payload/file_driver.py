@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EncryptError, PayloadError
+from ..errors import EncryptError, PayloadError, TruncatedError
 from ..io.reserve import positional_fd
 from ..io.writes import write_failed
 from .engine import ENGINE_AFTER, Engine
@@ -68,11 +68,11 @@ class _Head:
         except EOFError:
             if self._direction == _SEAL:
                 raise EncryptError("the input file shrank while it was encrypted") from None
-            raise PayloadError("the file shrank while it was decrypted") from None
+            raise TruncatedError("the file is truncated: it shrank while it was decrypted") from None
         except self._kernels.WriteError as e:
             raise write_failed(self._writer, OSError(e.errno, e.strerror)) from None
         if failed is not None:
-            raise PayloadError(self._open_failed(failed))
+            raise self._open_failed(failed)
         self._finished = True
         counter = self._batches * self._batch_chunks
         read_at = self._read_at + counter * self._in
@@ -81,7 +81,7 @@ class _Head:
         self._writer.seek(write_at)
         return read_at, write_at, counter
 
-    def _open_failed(self, batch: int) -> str:
+    def _open_failed(self, batch: int) -> PayloadError:
         """Open batch `batch`, the first that did not verify, as the pipeline
         would: write the plaintext of its chunks before the failing one after
         the batches before it, and say why it failed, in the pipeline's words
@@ -101,7 +101,7 @@ class _Head:
                 self._verified = at
         except OSError as e:
             raise write_failed(self._writer, e) from None
-        return problem or "the payload changed while it was read"
+        return problem or PayloadError("the payload changed while it was read")
 
     def stop(self) -> None:
         """End the work after the batches under way; unless finish() returned,

@@ -49,7 +49,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # Fills a buffer unless the input ends first; returns the count.
 ReadFull = Callable[[memoryview], int]
 # process(counter, data, out, final) -> (bytes of `out` to write, why the payload is invalid or None)
-Process = Callable[[int, memoryview, memoryview, bool], tuple[int, str | None]]
+Process = Callable[[int, memoryview, memoryview, bool], tuple[int, PayloadError | None]]
 
 
 def workers_for(threads: int | None) -> int:
@@ -80,7 +80,7 @@ class _Workers:
         self._writing = False      # a worker is writing its batch
         self._stopped = False      # an error or an invalid batch: nothing more is read or written
         self.error: BaseException | None = None
-        self.problem: str | None = None
+        self.problem: PayloadError | None = None
 
     def _read(self, buf: "mmap.mmap") -> tuple[int, memoryview, bool] | None:
         """Read the next batch (and one byte more) into `buf`; (index, the batch, final) or None at the end."""
@@ -105,7 +105,7 @@ class _Workers:
                 n = self._in_size
             return index, view[:n], final
 
-    def _write(self, index: int, out: memoryview, size: int, problem: str | None, at: int | None) -> None:
+    def _write(self, index: int, out: memoryview, size: int, problem: PayloadError | None, at: int | None) -> None:
         with self._turn:
             while self._next_write != index and not self._stopped:
                 self._turn.wait()
@@ -166,7 +166,7 @@ class _Workers:
 
 
 def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int, out_chunk: int,
-         process: Process, threads: int | None) -> str | None:
+         process: Process, threads: int | None) -> PayloadError | None:
     """Feed the input batch by batch to `process`, which fills `out`, and
     write each output in order; returns the first problem `process` reported
     (after writing the output of its batch, and nothing after it).
@@ -213,7 +213,7 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
     `read_at` and `write_at` are the file offsets the input is read from and
     the output written to, where known: hints for placing buffers."""
 
-    def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, str | None]:
+    def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, PayloadError | None]:
         return engine.seal(key, counter + index, plain, sealed, final, split=False), None
 
     _run(read_full, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads)
@@ -229,10 +229,10 @@ def open_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
     it on error (decrypt_file and the CLI do).
     """
 
-    def open_(index: int, sealed: memoryview, plain: memoryview, final: bool) -> tuple[int, str | None]:
+    def open_(index: int, sealed: memoryview, plain: memoryview, final: bool) -> tuple[int, PayloadError | None]:
         _, size, problem = open_batch(engine, key, counter + index, sealed, plain, final, split=False)
         return size, problem
 
     problem = _run(read_full, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads)
     if problem is not None:
-        raise PayloadError(problem)
+        raise problem

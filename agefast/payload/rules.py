@@ -15,6 +15,8 @@ Everything here is arithmetic on sizes and the two derivations; the engine
 import struct
 from typing import TYPE_CHECKING
 
+from ..errors import PayloadError, TruncatedError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -79,21 +81,27 @@ def sealed_size(plaintext_size: int) -> int:
     return plaintext_size + chunks * TAG_SIZE
 
 
-def end_problem(payload_size: int) -> str | None:
+def end_problem(payload_size: int) -> PayloadError | None:
     """Why no payload is `payload_size` bytes long (after the nonce), or None.
 
     Only the final chunk may be short, so the size tells where it starts. A
     size that is a multiple of SEALED_CHUNK_SIZE is a payload whose final
     chunk is a whole one; the reader, which learns which chunk is final from
     its tag, says more when it turns out not to be (stream.open_batch).
+
+    Every chunk holds at least its tag, so a payload with no chunk, or whose
+    last chunk is shorter than a tag, was cut short. A last chunk of a tag
+    alone is an empty final chunk, which age refuses with these words ("last
+    chunk is empty") and does not call truncated: an encoder may have written
+    it, and a file cut 16 bytes into a chunk looks the same.
     """
     full, rest = divmod(payload_size, SEALED_CHUNK_SIZE)
     if rest == 0 and full == 0:
-        return "the payload has no chunks"
+        return TruncatedError("the file is truncated: it ends before the first chunk")
     if 0 < rest < TAG_SIZE:
-        return "the payload is truncated inside a chunk"
+        return TruncatedError(f"the file is truncated: it ends inside chunk {full}")
     if rest == TAG_SIZE and full > 0:
-        return "the final chunk is empty"
+        return PayloadError("the final chunk is empty")
     return None
 
 

@@ -1,10 +1,13 @@
 """Random access to the payload of a seekable age file.
 
 The payload can be seeked by chunk: chunk i sits at a fixed offset and is
-opened on its own. Before releasing anything, the reader authenticates the
-final chunk at the end of the file, so the plaintext length is trusted: a
-file that was truncated at a chunk boundary, extended, or had its chunks
-reordered fails on open, before any plaintext is released.
+opened on its own. Before releasing anything, the reader opens the final
+chunk at the end of the file as the streaming reader opens the end of a
+payload (agefast.payload.stream.open_batch), so the plaintext length is
+trusted: a file that was truncated, extended, or had its chunks reordered
+fails on open, before any plaintext is released, with the error the stream
+gives (a whole last chunk that verifies as a middle one: the file was cut
+at a chunk boundary).
 """
 
 import io
@@ -13,9 +16,12 @@ import threading
 from typing import Any
 
 from .engine import Engine
-from ..errors import PayloadError
-from .rules import (CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, chunk_count, end_problem,
-                    plaintext_size)
+from ..errors import PayloadError, TruncatedError
+from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
+from .stream import open_batch
+
+# The file shrank under the reader: a read returned fewer bytes than it held when opened.
+_SHRANK = "the file is truncated: it shrank while it was read"
 
 
 class SeekablePayload:
@@ -33,18 +39,24 @@ class SeekablePayload:
         except (AttributeError, OSError, io.UnsupportedOperation):
             self._fd = None
         end: int = src.seek(0, io.SEEK_END)
-        problem = end_problem(end - start)
-        if problem is not None:
-            raise PayloadError(problem)
         self._chunks = chunk_count(end - start)
         self.size = plaintext_size(end - start)
-        # Authenticate the final chunk now, so `size` can be trusted.
+        # Open the end of the payload now, so `size` can be trusted: the final
+        # chunk, and where the bytes after the last whole chunk are too few to
+        # be a final chunk (a tag or less), the chunk before them too, which
+        # tells a cut (it verifies as a middle chunk) from bytes after a whole
+        # final chunk (it verifies as the final one), as in a stream.
         self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
         self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
-        self._count, error = self._load(self._chunks - 1, self._plain, self._sealed)
-        if error is not None:
-            raise error
-        self._first = self._chunks - 1  # the cached chunks: [first, first + count)
+        rest = (end - start) % SEALED_CHUNK_SIZE
+        # the cached chunks: [first, first + count)
+        self._first = max(0, self._chunks - (2 if 0 < rest <= TAG_SIZE else 1))
+        tail = memoryview(self._sealed)[:end - start - self._first * SEALED_CHUNK_SIZE]
+        if self._pread(tail, start + self._first * SEALED_CHUNK_SIZE) != len(tail):
+            raise TruncatedError(_SHRANK)
+        self._count, _, problem = open_batch(engine, payload_key, self._first, tail, self._plain, True)
+        if problem is not None:
+            raise problem
         self.pos = 0
         self._pending: PayloadError | None = None  # why the chunk after the cached ones failed
         self._error: PayloadError | None = None  # raised by every read once a read has failed
@@ -81,7 +93,7 @@ class SeekablePayload:
             size += self.size - self._chunks * CHUNK_SIZE
         view = memoryview(sealed)[:size]
         if self._pread(view, self._start + first * SEALED_CHUNK_SIZE) != size:
-            return 0, PayloadError("the file changed size while being read")
+            return 0, TruncatedError(_SHRANK)
         ok = self._engine.open(self._key, first, view, plain, final)
         if ok != count:
             return ok, PayloadError(f"failed to authenticate payload chunk {first + ok}")

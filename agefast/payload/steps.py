@@ -9,7 +9,6 @@ waits for; a caller's buffer is there at once (ready_now).
 
 from collections.abc import Callable, Iterator
 
-from ..errors import PayloadError
 from ..io import cpus
 from ..io.buffers import ready_now
 from .engine import Engine
@@ -62,4 +61,4 @@ def open_in_steps(engine: Engine, key: bytes, payload: memoryview, view: memoryv
                              payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
                              view[first * CHUNK_SIZE:], stop == count)[2]
         if problem is not None:
-            raise PayloadError(problem)
+            raise problem

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .engine import Engine
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem
 from .._typing import Buffer
-from ..errors import PayloadError
+from ..errors import PayloadError, TruncatedError
 from ..io.writes import write_all
 
 if TYPE_CHECKING:
@@ -20,16 +20,16 @@ if TYPE_CHECKING:
 
 
 def open_batch(engine: Engine, key: bytes, counter: int, sealed: Buffer, plain: Buffer, at_end: bool,
-               split: bool = True) -> tuple[int, int, str | None]:
+               split: bool = True) -> tuple[int, int, PayloadError | None]:
     """Open consecutive sealed chunks into `plain`, as age's reader does.
 
     `at_end` says the payload ends with `sealed`. Returns (chunks, size,
     problem): how many chunks verified, how many plaintext bytes they released
-    into `plain`, and why the payload is invalid, if it is. A full-size chunk
-    is first opened as a middle chunk and, if that fails, as a full-size final
-    chunk, so that a file whose final chunk is full needs no look-ahead to
-    decrypt and data after a final chunk is reported as such. `split` is as
-    for Engine.open.
+    into `plain`, and why the payload is invalid, if it is (a TruncatedError
+    where it ends early). A full-size chunk is first opened as a middle chunk
+    and, if that fails, as a full-size final chunk, so that a file whose final
+    chunk is full needs no look-ahead to decrypt and data after a final chunk
+    is reported as such. `split` is as for Engine.open.
     """
     sealed = memoryview(sealed)
     plain = memoryview(plain)
@@ -42,22 +42,29 @@ def open_batch(engine: Engine, key: bytes, counter: int, sealed: Buffer, plain: 
             break
         one = sealed[done * SEALED_CHUNK_SIZE:(done + 1) * SEALED_CHUNK_SIZE]
         if engine.open(key, counter + done, one, plain[done * CHUNK_SIZE:], True, split) != 1:
-            return done, done * CHUNK_SIZE, f"failed to authenticate payload chunk {counter + done}"
+            return done, done * CHUNK_SIZE, PayloadError(f"failed to authenticate payload chunk {counter + done}")
         done += 1
         if done < full or rest or not at_end:
-            return done, done * CHUNK_SIZE, "trailing data after the final chunk"
+            return done, done * CHUNK_SIZE, PayloadError("trailing data after the final chunk")
         return done, done * CHUNK_SIZE, None
     size = done * CHUNK_SIZE
     if not at_end:
         return done, size, None
     if rest == 0 and counter + done:
-        # Every whole chunk opened as a middle one, so none was final.
-        return done, size, "the payload ends without a final chunk"
+        # Every whole chunk opened as a middle one, so none was final: the
+        # file was cut at a chunk boundary (age: "unexpected EOF").
+        return done, size, TruncatedError(f"the file is truncated: it ends after chunk {counter + done - 1}, "
+                                          "without a final chunk")
     problem = end_problem((counter + done) * SEALED_CHUNK_SIZE + rest)
     if problem is not None:
         return done, size, problem
     if engine.open(key, counter + done, sealed[full * SEALED_CHUNK_SIZE:], plain[size:], True, split) != 1:
-        return done, size, f"failed to authenticate payload chunk {counter + done}"
+        # A short last chunk that does not verify as the final one is a final
+        # chunk that was damaged or a chunk that was cut short; its tag, the
+        # only thing that could tell, is what failed (or is gone). Age calls
+        # it an authentication failure; the message also names the cut.
+        return done, size, PayloadError(f"failed to authenticate payload chunk {counter + done}, the last in "
+                                        "the file: it is damaged, or the file is truncated")
     return done + 1, size + rest - TAG_SIZE, None
 
 
@@ -168,7 +175,7 @@ class PayloadReader:
         done, released, problem = open_batch(self._engine, self._key, self._counter, sealed[:size], plain, not more)
         self._counter += done
         if problem is not None:
-            self._error = PayloadError(problem)
+            self._error = problem
             self._done = True
         elif more:
             sealed[0] = sealed[n - 1]
