@@ -153,7 +153,7 @@ def cut(files):
 def test_a_cut_file_says_so_and_leaves_the_prefix(tmp_path, files, cut, name):
     _, key, plain, _ = files
     _, error, message, _ = CUTS[name]
-    assert os.path.getsize(cut(name)) >= file_batches.MIN_SIZE  # the file kernel's route
+    assert os.path.getsize(cut(name)) >= ENGINE_AFTER  # the file kernel's route
     with open(cut(name), "rb") as src, open(tmp_path / "out", "wb") as dst:
         with pytest.raises(PayloadError) as failed:
             agefast.decrypt_io(src, dst, identities(key))
