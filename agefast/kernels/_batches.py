@@ -24,14 +24,16 @@ _U64 = (1 << 64) - 1
 def _key(key: Any) -> bytes:
     """The 32-byte key as bytes, which ctypes passes to a voidptr argument as
     a pointer to its (immutable) data, without a copy."""
-    if type(key) is not bytes:
+    if type(key) is bytes:
+        data: bytes = key
+    else:
         try:
-            key = bytes(memoryview(key).cast("B"))
+            data = bytes(memoryview(key).cast("B"))
         except TypeError:
             raise TypeError("key must be a bytes-like object") from None
-    if len(key) != 32:
+    if len(data) != 32:
         raise ValueError("key must be 32 bytes")
-    return key
+    return data
 
 
 def key_buffer(key: Any) -> "ctypes.Array[ctypes.c_char]":

@@ -111,7 +111,7 @@ class Lent:
 
     __slots__ = ("_view", "_held", "address", "size")
 
-    def __init__(self, obj: object, writable: bool) -> None:
+    def __init__(self, obj: Any, writable: bool) -> None:
         self._view: _PyBuffer | None = None
         self._held: ctypes.c_char | None = None
         view = None if type(obj) is bytes else memoryview(obj)     # bytes: read-only, asking costs 0.3 us

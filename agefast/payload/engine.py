@@ -15,27 +15,30 @@ import os
 import sys
 import threading
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._typing import Buffer
 from .rules import CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 # cryptography's AEAD is imported where a batch first needs it, not with
 # this module: the command seals a large file on the kernels before it
 # imports cryptography (agefast.cli.early_payload), and computes sizes here.
 # Kept once imported: an import statement in every call cost a small
 # message's seal 1.7 us and its open 3.1 us.
-_cryptography: "tuple[Any, type[Exception]] | None" = None    # (ChaCha20Poly1305, InvalidTag)
+_cryptography: "tuple[type[ChaCha20Poly1305], type[Exception]] | None" = None    # (ChaCha20Poly1305, InvalidTag)
 
 
-def _aead() -> "tuple[Any, type[Exception]]":
+def _aead() -> "tuple[type[ChaCha20Poly1305], type[Exception]]":
     """cryptography's ChaCha20Poly1305 and InvalidTag, imported on first use."""
     global _cryptography
     if _cryptography is None:
         from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305 as AEAD
 
-        _cryptography = ChaCha20Poly1305, InvalidTag
+        _cryptography = AEAD, InvalidTag
     return _cryptography
 
 # Batches of at least this many bytes may go to the kernels; smaller ones
@@ -59,8 +62,20 @@ ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
 
 
+# os.environ.get raises and catches two KeyErrors where the variable is not
+# set, as in most processes: 4 us of a 1 KiB message's encryption or
+# decryption (2026-12-02). On POSIX os.environ keeps the environment in a dict
+# keyed by the names' bytes, which every change made through os.environ
+# updates (monkeypatch.setenv included); that dict is asked instead.
+_ENVIRON: "dict[bytes, bytes] | None" = getattr(os.environ, "_data", None) if os.name == "posix" else None
+
+
 def _forced() -> str:
-    engine = os.environ.get("AGEFAST_ENGINE", "")
+    if _ENVIRON is None:
+        engine = os.environ.get("AGEFAST_ENGINE", "")
+    else:
+        raw = _ENVIRON.get(b"AGEFAST_ENGINE")
+        engine = "" if raw is None else os.fsdecode(raw)
     if engine not in ("", "cryptography", "numba"):
         raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
     return engine
