@@ -51,7 +51,7 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
     fill(view, ready) writing the plaintext or raising PayloadError), or None
     if the file is armored (its size is unknown until it is decoded)."""
     identities = _arguments.identities(identities)
-    source = Source(MemoryReader(data))
+    source = Source.over(data)
     armored = _arguments.armored_or_not(armored)
     if armored or (armored is None and armor.starts_armored(source)):
         return None

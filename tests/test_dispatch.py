@@ -81,6 +81,16 @@ def test_several_threads_or_the_override_use_the_engine():
     """, AGEFAST_ENGINE="numba") == "True\n"
 
 
+def test_a_small_job_loads_no_kernels_however_many_threads():
+    # None of its batches could run on them (KERNEL_MIN_BATCH): loading them would cost it milliseconds.
+    out = run(COMMON + """
+    small = data[:100_000]
+    assert agefast.decrypt(agefast.encrypt(small, [identity.to_public()], threads=2), [identity], threads=2) == small
+    print("agefast.kernels" in sys.modules)
+    """)
+    assert out == "False\n"
+
+
 def test_one_thread_stays_on_cryptography():
     out = run(COMMON + """
     engine.ENGINE_AFTER = 1

@@ -72,3 +72,16 @@ def test_a_corrupt_chunk_leaves_only_verified_plaintext():
     assert out[:2 * CHUNK] == data[:2 * CHUNK]
     # The failed chunk's part is untouched, or wiped where OpenSSL wrote before its tag check.
     assert set(out[2 * CHUNK:]) <= {0, SENTINEL}
+
+
+def test_a_header_longer_than_the_first_buffered_bytes():
+    # decrypt buffers the start of the file at once (Source.over, 4 KiB); a
+    # longer header, here 50 stanzas, is read on from the buffer behind it.
+    identities = [agefast.x25519.Identity.generate() for _ in range(50)]
+    data = plaintext(1000)
+    sealed = agefast.encrypt(data, [i.to_public() for i in identities])
+    assert len(sealed) - len(data) > 4096 + 32
+    assert agefast.decrypt(sealed, [identities[-1]]) == data
+    opened = bytearray(len(data))
+    assert agefast.decrypt_into(sealed, [identities[-1]], opened) == len(data) and opened == data
+    assert pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(str(identities[-1]))]) == data

@@ -9,8 +9,11 @@ import random
 import pytest
 
 import agefast
+from agefast.errors import TruncatedError
 from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
 from agefast.io.writes import write_all
+from agefast.payload.engine import Engine
+from agefast.payload.stream import open_batch
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
 CHUNK = 64 * 1024
@@ -249,3 +252,36 @@ def test_an_encryptor_onto_a_file_keeps_to_write_size_boundaries(tmp_path, prefi
                 w.write(data[at:at + (3 << 20)])
     assert dst.writes and crossing(dst.writes, FILE_WRITE_SIZE) == []
     assert agefast.decrypt((tmp_path / "sealed").read_bytes()[prefix:], [IDENTITY]) == data
+
+
+class CountingEngine(Engine):
+    """The cryptography engine, counting the chunks it is asked to open."""
+
+    def __init__(self) -> None:
+        super().__init__(None, 1)
+        self.opened = 0
+
+    def open(self, key, counter, src, dst, final, split=True):
+        self.opened += -(-len(memoryview(src)) // (CHUNK + 16))
+        return super().open(key, counter, src, dst, final, split)
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 17])
+def test_a_full_final_chunk_is_opened_once(chunks):
+    # Where a batch ends the payload with a whole chunk, that chunk can only
+    # be the final one: it is opened as such, not first as a middle chunk.
+    key = bytes(range(32))
+    data = plaintext(chunks * CHUNK)
+    sealed = bytearray(chunks * (CHUNK + 16))
+    Engine(None, 1).seal(key, 0, data, sealed, True)
+    engine = CountingEngine()
+    plain = bytearray(len(data))
+    assert open_batch(engine, key, 0, sealed, plain, True) == (chunks, len(data), None)
+    assert plain == data and engine.opened == chunks
+    # A payload cut after a middle chunk still says so, and releases what verified.
+    cut = sealed[:(chunks - 1) * (CHUNK + 16)] if chunks > 1 else None
+    if cut is not None:
+        done, size, problem = open_batch(CountingEngine(), key, 0, cut, plain, True)
+        assert (done, size, type(problem), str(problem)) == (
+            chunks - 1, (chunks - 1) * CHUNK, TruncatedError,
+            f"the file is truncated: it ends after chunk {chunks - 2}, without a final chunk")

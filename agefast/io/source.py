@@ -64,12 +64,28 @@ def file_position(reader: Any) -> tuple[int, int] | None:
     return (offset, size) if type(offset) is int else None
 
 
+# What Source.over buffers at once: more than a one-recipient header and the
+# armor check's peek (agefast.format.armor.MAX_WHITESPACE), so that a small
+# file's header is parsed without a read.
+_OVER_HEAD = 4096
+
+
 class Source:
     def __init__(self, reader: Any) -> None:
         self._buf = bytearray()
         self._eof = False
         self._readinto = readinto_of(reader)
         self.consumed = 0  # bytes handed out so far
+
+    @classmethod
+    def over(cls, data: Buffer) -> "Source":
+        """A Source over a buffer in memory, its first _OVER_HEAD bytes
+        buffered at once: the first read through a MemoryReader cost a 1 KiB
+        file's decryption 3.4 us of its header's 20."""
+        view = memoryview(data).cast("B")
+        source = cls(MemoryReader(view[_OVER_HEAD:]))
+        source._buf = bytearray(view[:_OVER_HEAD])
+        return source
 
     def _raw_read(self, mv: memoryview) -> int:
         n = self._readinto(mv)

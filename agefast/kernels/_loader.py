@@ -64,7 +64,7 @@ def _reference() -> tuple[_native.Functions, str]:
     # The kernel modules are exempt from type checking (pyproject.toml): their kernels are Numba's.
     def batch(key: Any, counter: int, src: int, n: int, dst: int, m: int, final: bool, mode: int,
               scratch: object) -> int:
-        k = np.frombuffer(bytearray(key.raw), np.uint8)
+        k = np.frombuffer(bytearray(key), np.uint8)   # bytes (_batches passes the key as it is)
         result: int = _aead._batch(  # type: ignore[no-untyped-call]
             k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
             _aead._scratch())  # type: ignore[no-untyped-call]

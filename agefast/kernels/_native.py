@@ -109,18 +109,35 @@ _release_buffer.restype = None
 class Lent:
     """The address and size of a contiguous buffer, held until release(); writable on request."""
 
-    __slots__ = ("_view", "address", "size")
+    __slots__ = ("_view", "_held", "address", "size")
 
-    def __init__(self, obj: object, writable: bool) -> None:
-        self._view: _PyBuffer | None = _PyBuffer()
-        _get_buffer(obj, ctypes.byref(self._view), _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
-        self.address = self._view.buf or 0
-        self.size = self._view.len
+    def __init__(self, obj: Any, writable: bool) -> None:
+        self._view: _PyBuffer | None = None
+        self._held: ctypes.c_char | None = None
+        view = None if type(obj) is bytes else memoryview(obj)     # bytes: read-only, asking costs 0.3 us
+        if view is not None and not view.readonly and view.nbytes and view.c_contiguous:
+            # ctypes lends a writable buffer itself (from_buffer holds it until
+            # the object it returns is dropped): 1.4 us with the release,
+            # against 2 us for PyObject_GetBuffer called through ctypes, of a
+            # single 64 KiB chunk's ~40 us. It cannot lend an empty one.
+            self._held = ctypes.c_char.from_buffer(view)
+            self.address = ctypes.addressof(self._held)
+            self.size = view.nbytes
+            return
+        # The structure itself is passed where its pointer is declared: ctypes
+        # takes its address, cheaper than a byref() made in Python.
+        lent = _PyBuffer()
+        _get_buffer(obj, lent, _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
+        self._view = lent
+        self.address = lent.buf or 0
+        self.size = lent.len
 
     def release(self) -> None:
-        if self._view is not None:
-            _release_buffer(ctypes.byref(self._view))
+        self._held = None
+        view = self._view
+        if view is not None:
             self._view = None
+            _release_buffer(view)
 
 
 class Flag:
@@ -166,9 +183,12 @@ def last_errno() -> int:
     return ctypes.get_errno()
 
 
+_Scratch = ctypes.c_char * _abi.SCRATCH_SIZE
+
+
 def scratch() -> ctypes.Array[ctypes.c_char]:
     """A zeroed scratch buffer for one batch call (_abi.SCRATCH_SIZE bytes, malloc-aligned)."""
-    return ctypes.create_string_buffer(_abi.SCRATCH_SIZE)
+    return _Scratch()
 
 
 def key_buffer(key: bytes) -> ctypes.Array[ctypes.c_char]:

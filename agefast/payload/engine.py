@@ -15,13 +15,31 @@ import os
 import sys
 import threading
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .._typing import Buffer
 from .rules import CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
 # cryptography's AEAD is imported where a batch first needs it, not with
 # this module: the command seals a large file on the kernels before it
 # imports cryptography (agefast.cli.early_payload), and computes sizes here.
+# Kept once imported: an import statement in every call cost a small
+# message's seal 1.7 us and its open 3.1 us.
+_cryptography: "tuple[type[ChaCha20Poly1305], type[Exception]] | None" = None    # (ChaCha20Poly1305, InvalidTag)
+
+
+def _aead() -> "tuple[type[ChaCha20Poly1305], type[Exception]]":
+    """cryptography's ChaCha20Poly1305 and InvalidTag, imported on first use."""
+    global _cryptography
+    if _cryptography is None:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305 as AEAD
+
+        _cryptography = AEAD, InvalidTag
+    return _cryptography
 
 # Batches of at least this many bytes may go to the kernels; smaller ones
 # stay on cryptography (measured in docs/engine.md).
@@ -36,8 +54,9 @@ KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
 # cache) a job of COMPILE_AFTER bytes has them compiled in a background thread, as
 # long as cryptography takes to seal the compile's ~8 s of CPU, and moves to
 # them once they are ready; until then cryptography serves. threads > 1 asks
-# for the kernels at once. threads=1 loads nothing (cryptography is nearly as
-# fast on one core), but once the kernels are loaded in this process one core
+# for the kernels at once, unless the job is known to be smaller than
+# KERNEL_MIN_BATCH. threads=1 loads nothing (cryptography is nearly as fast
+# on one core), but once the kernels are loaded in this process one core
 # runs on them too, 6% faster. AGEFAST_ENGINE=cryptography|numba forces one.
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
@@ -139,9 +158,7 @@ class Engine:
         if kernels is not None:
             sealed: int = kernels.seal_chunks(key, counter, src, dst, final, self.threads if split else 1)
             return sealed
-        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-
-        aead = ChaCha20Poly1305(key)
+        aead = _aead()[0](key)
         nonce = bytearray(CHUNK_NONCE_SIZE)
         written = 0
         pos = 0
@@ -175,10 +192,8 @@ class Engine:
         if kernels is not None:
             opened: int = kernels.open_chunks(key, counter, src, dst, final, self.threads if split else 1)
             return opened
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-
-        aead = ChaCha20Poly1305(key)
+        new_aead, invalid_tag = _aead()
+        aead = new_aead(key)
         nonce = bytearray(CHUNK_NONCE_SIZE)
         pos = 0
         out = 0
@@ -189,7 +204,7 @@ class Engine:
             size = end - pos - TAG_SIZE
             try:
                 out += aead.decrypt_into(nonce, src[pos:end], None, dst[out:out + size])
-            except InvalidTag:
+            except invalid_tag:
                 # OpenSSL may have written unverified plaintext before checking
                 # the tag; wipe it so no caller buffer ever holds it.
                 dst[out:out + size] = bytes(size)
@@ -211,6 +226,10 @@ def choose(size: int | None, threads: int | None) -> Engine:
 
         kernels.warm_up()       # forced: a failure to load is the caller's to see
         return Engine(kernels, threads, forced=True)
+    if size is not None and size < KERNEL_MIN_BATCH:
+        # A small job never loads the kernels, nor runs on them where they
+        # are loaded: none of its batches is large enough (Engine._kernels_for).
+        return Engine(None, threads)
     if threads is not None and threads > 1:
         return Engine(_loaded(), threads)
     warm = _warm()
@@ -218,8 +237,6 @@ def choose(size: int | None, threads: int | None) -> Engine:
         return Engine(warm, threads)
     if threads == 1 or size is None:
         return Engine(None, threads, watch=True, counting=size is None)
-    if size < KERNEL_MIN_BATCH:
-        return Engine(None, threads)    # a small job never loads the kernels
     if size >= ENGINE_AFTER:
         cached = _loaded_if_cached()
         if cached is not None:
