@@ -9,6 +9,7 @@ agefast.kernels keeps the result in its cache (_cache), and later processes
 load it without importing numba (_native).
 """
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -16,6 +17,9 @@ import subprocess
 
 import llvmlite.binding as ll
 from numba import cfunc, types
+from numba.core import codegen as _codegen
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import cpu_target
 
 from . import _abi, _aead, _file_io
 
@@ -51,6 +55,48 @@ _FUNCTIONS = ((_abi.SYMBOL, _aead.batch_c, _abi.BATCH_ARGS, _abi.BATCH_RESULT),
               (_abi.FILE_SYMBOL, _file_io.file_batches_c, _abi.FILE_ARGS, _abi.FILE_RESULT))
 
 
+class _IRLibrary(_codegen.JITCodeLibrary):
+    """A Numba code library finalized as Numba's ahead-of-time ones are: its LLVM IR, no machine code.
+
+    Numba's JIT emits machine code for every library it finalizes (each
+    helper the kernels call, each C function, every callee linked into each
+    again), then compile_object reads only the two C functions' LLVM IR and
+    emits that once. The IR, and so the object, is the same either way; the
+    machine code nobody ran was most of the cold compile (docs/engine.md).
+    """
+
+    def _finalize_specific(self):
+        pass
+
+    def get_pointer_to_function(self, name):
+        # Numba asks for the address of each CPython wrapper and C function
+        # it compiles: finalized, with no address, as nothing made here runs
+        # in this process (compile_object takes the IR)
+        self._ensure_finalized()
+        return 0
+
+
+@contextlib.contextmanager
+def _ir_only():
+    """Numba's libraries made while this runs are _IRLibrary's, never added to the JIT.
+
+    Numba's compiler lock is held throughout, so another thread's compile
+    never meets this; its runtime library (NRT, which jitted code does call)
+    is compiled before, as usual.
+    """
+    context = cpu_target.target_context
+    with global_compiler_lock:
+        context.refresh()
+        codegen = context.codegen()
+        codegen._library_class = _IRLibrary
+        codegen._add_module = lambda module: None
+        codegen.set_env = lambda env_name, env: None
+        try:
+            yield
+        finally:
+            del codegen._library_class, codegen._add_module, codegen.set_env
+
+
 def _signature(args, result):
     return getattr(types, result)(*(getattr(types, name) for name in args))
 
@@ -78,7 +124,8 @@ def compile_object():
 
     The object defines _abi.SYMBOL and _abi.FILE_SYMBOL and needs nothing but the C library.
     """
-    modules = [_module(*function) for function in _FUNCTIONS]
+    with _ir_only():
+        modules = [_module(*function) for function in _FUNCTIONS]
     module, codegen = modules[0]
     for other, _ in modules[1:]:
         module.link_in(other)
