@@ -13,7 +13,7 @@ from numba.extending import intrinsic
 
 from . import _abi
 from ._abi import SEAL
-from ._common import _inner, _put_le64, _U1, CHUNK, GROUP, LANE_MIN, LANES, STITCHED, TAG
+from ._common import _inner, _put_le64, CHUNK, GROUP, LANE_MIN, LANES, STITCHED, TAG
 from ._chacha20 import _chacha20_xor, _chacha_xor_1k, _set_age_nonce, _set_key
 from ._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag, _poly_zero_padded, _put_limbs
 
@@ -114,28 +114,32 @@ def _open_one(scr, aad, src, dst):
 
 
 @_inner
+def _seal_chunk(st, counter, i, n, final):
+    """Chunk i of a batch of n plaintext bytes to seal: its bounds in the plaintext and whether it is the
+    batch's last; sets its nonce in st (flag 1 on the last chunk of a final batch)."""
+    pos = i * CHUNK
+    end = min(pos + CHUNK, n)
+    last = end == n
+    _set_age_nonce(st, np.uint64(counter) + np.uint64(i), 1 if (last and final) else 0)
+    return pos, end, last
+
+
+@_inner
 def _seal_batch(key, counter, src, dst, final, scr):
     """Seal src as consecutive chunks into dst (agefast.payload.engine.Engine.seal semantics); returns bytes written."""
     _set_key(scr[0], key)
     aad = scr[5][:0]
+    if STITCHED:
+        return _stitched.seal_batch(scr, aad, counter, src, dst, final)
     n = src.size
-    pos = 0
-    out = 0
-    i = np.uint64(0)
+    i = 0
     while True:
-        end = min(pos + CHUNK, n)
-        last = end == n
-        _set_age_nonce(scr[0], np.uint64(counter) + i, 1 if (last and final) else 0)
-        size = end - pos
-        if STITCHED:
-            _stitched.seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
-        else:
-            _seal_one(scr, aad, src[pos:end], dst[out:out + size + TAG])
-        out += size + TAG
-        pos = end
-        i += _U1
+        pos, end, last = _seal_chunk(scr[0], counter, i, n, final)
+        out = pos + TAG * i
+        _seal_one(scr, aad, src[pos:end], dst[out:out + end - pos + TAG])
+        i += 1
         if last:
-            return out
+            return end + TAG * i
 
 
 @_inner

@@ -10,14 +10,16 @@ on the vector units, one after the other (docs/engine.md). The 32 Poly1305
 steps are spread over the 80 quarter rounds in the IR, so that the
 out-of-order core sees both kinds of work in its window.
 
-Seal hashes the ciphertext written 1 KiB earlier (the first KiB is encrypted
-before the loop, the last KiB hashed after it); open hashes the ciphertext it
-decrypts in the same iteration, so it writes plaintext before the tag is
-known: a chunk whose tag fails has its output overwritten with zeros before
-open_one returns.
+Seal hashes the ciphertext written 512 bytes earlier, and bridges chunks: the
+iteration that hashes a chunk's last 512 bytes encrypts the next chunk's
+first 512 (seal_batch). Open hashes the ciphertext it decrypts in the same
+iteration, so it writes plaintext before the tag is known: a chunk whose tag
+fails has its output overwritten with zeros before open_one returns. Each
+chunk's Poly1305 key comes from one iteration of the same body (_key).
 
-_aead imports this module at its end and calls seal_one / open_one from its
-batch loop where the target has AVX2 but not AVX-512 (_common.STITCHED).
+_aead imports this module at its end and hands it the batch (seal_batch) or
+each chunk (open_one) where the target has AVX2 but not AVX-512
+(_common.STITCHED).
 """
 
 import numpy as np
@@ -26,11 +28,10 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._aead import _mac_begin, _mac_finish, _tag_matches
-from ._chacha20 import (_chacha20_xor, _chacha_xor_1k, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl,
-                        _SIGMA)
-from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, TAG
-from ._poly1305 import _emit_poly_step, _py_poly_step
+from ._aead import _mac_finish, _seal_chunk, _tag_matches
+from ._chacha20 import _chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA
+from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, TAG
+from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
 
 STEP = 512              # bytes per iteration: 8 ChaCha20 blocks, 32 Poly1305 blocks
 _BLOCKS = STEP // 16    # Poly1305 steps per iteration
@@ -183,23 +184,63 @@ if config.DISABLE_JIT:
 
 
 @_inner
-def seal_one(scr, aad, src, dst):
-    """As _aead._seal_one: dst[:n] = ChaCha20(src), dst[n:n+16] = tag; stitched."""
-    st, ctx = scr[0], scr[1]
+def _key(scr, aad):
+    """The chunk's Poly1305 key from ChaCha20 block 0 into ctx (scr[1]), aad absorbed; sets the counter to 1.
+
+    Block 0 comes from one iteration of the stitched body (8 blocks, where the
+    16-block ChaCha20 computed 16 for these 32 bytes); its Poly1305 side
+    absorbs zeros into a spare accumulator, scr[2] (the lane state, unused
+    here; its r is 0), on scalar units the vector code leaves idle.
+    """
+    st, ctx, spare, buf = scr[0], scr[1], scr[2], scr[5]
+    st[12] = 0
+    _stitched_512(st, spare, buf, 0, buf, 1024, buf, 0, 1)
+    st[12] = 1
+    _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, False)
+    _poly_zero_padded(ctx, aad, buf[2064:2080])
+
+
+@_inner
+def seal_batch(scr, aad, counter, src, dst, final):
+    """As _aead._seal_batch (returns bytes written), stitched, with one iteration bridging each pair of chunks.
+
+    A chunk's first 512 bytes are encrypted before its loop, whose iterations
+    hash the ciphertext written 512 bytes before; the last 512 are hashed
+    in the iteration that encrypts the next chunk's first 512 bytes (the
+    next chunk's ChaCha20 state, this chunk's Poly1305 accumulator), then the
+    tag is written. Only the batch's first chunk encrypts its first 512 bytes
+    with nothing of its own to hash (zeros into the spare accumulator), and
+    only its last hashes its last bytes alone.
+    """
+    st, ctx, buf = scr[0], scr[1], scr[5]
     n = src.size
-    _mac_begin(scr, aad, 0)     # 0: no Poly1305 lanes, radix 2^64 throughout
-    hashed = 0
-    done = 0
-    if n >= BLOCK16 + STEP:
-        _chacha_xor_1k(st, src, 0, dst, 0)
-        st[12] += np.uint32(BLOCK16 // 64)
-        steps = (n - BLOCK16) // STEP
-        _stitched_512(st, ctx, src, BLOCK16, dst, BLOCK16, dst, 0, steps)
+    chunks = max(1, (n + CHUNK - 1) // CHUNK)
+    pos, end, last = _seal_chunk(st, counter, 0, n, final)
+    head = 0        # bytes of this chunk encrypted before its loop
+    for i in range(chunks):
+        size = end - pos
+        out = pos + TAG * i
+        _key(scr, aad)
+        if head == 0 and size >= STEP:
+            _stitched_512(st, scr[2], src, pos, dst, out, buf, 0, 1)
+            head = STEP
+        st[12] = np.uint32(1 + head // 64)
+        steps = (size - head) // STEP if head else 0
+        _stitched_512(st, ctx, src, pos + head, dst, out + head, dst, out, steps)
         st[12] += np.uint32(8 * steps)
         hashed = STEP * steps
-        done = BLOCK16 + hashed
-    _chacha20_xor(st, src[done:], dst[done:n], scr[5][1024:2048])
-    _mac_finish(scr, dst[hashed:n], aad.size, n, dst, n)
+        _chacha20_xor(st, src[pos + head + hashed:end], dst[out + head + hashed:out + size], buf[1024:2048])
+        head = 0
+        if not last:
+            # a chunk before the last is whole: 512 bytes left to hash
+            pos, end, last = _seal_chunk(st, counter, i + 1, n, final)
+            if end - pos >= STEP:
+                st[12] = 1
+                _stitched_512(st, ctx, src, pos, dst, pos + TAG * (i + 1), dst, out + hashed, 1)
+                hashed += STEP
+                head = STEP
+        _mac_finish(scr, dst[out + hashed:out + size], aad.size, size, dst, out + size)
+    return n + TAG * chunks
 
 
 @_inner
@@ -208,7 +249,7 @@ def open_one(scr, aad, src, dst):
     so where the tag does not verify dst[:n] is overwritten with zeros before this returns."""
     st, ctx, buf = scr[0], scr[1], scr[5]
     n = src.size - TAG
-    _mac_begin(scr, aad, 0)
+    _key(scr, aad)
     steps = n // STEP
     _stitched_512(st, ctx, src, 0, dst, 0, src, 0, steps)
     st[12] += np.uint32(8 * steps)

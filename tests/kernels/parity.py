@@ -16,6 +16,10 @@ CHUNK = kernels.CHUNK_SIZE
 LENGTHS = (0, 1, 15, 16, 17, 63, 64, 511, 512, 513, 1023, 1024, 1025, 1535, 1536, 1537, 2047, 2048,
            CHUNK - 513, CHUNK - 512, CHUNK - 1, CHUNK)
 FILL = 0xA5
+# batches of 1-3 chunks: the bridge between chunks (stitched), the last chunk whole, short of one
+# 512-byte step or past it, and the empty batch
+BATCHES = (0, 100, CHUNK, CHUNK + 100, CHUNK + 511, CHUNK + 512, 2 * CHUNK, 2 * CHUNK + 1, 3 * CHUNK - 1,
+           3 * CHUNK)
 
 
 def _at(data, offset, extra=0):
@@ -53,3 +57,40 @@ def check_chunks(rng: random.Random, stitched: bool, random_lengths: int = 30) -
         left = bytes(n) if stitched else bytes([FILL]) * n
         assert back == left, (n, i)
     return len(lengths)
+
+
+def _nonce(counter: int, final: bool) -> bytes:
+    return (counter % (1 << 64)).to_bytes(11, "big") + bytes([final])
+
+
+def check_batches(rng: random.Random, stitched: bool) -> int:
+    """Seal and open batches of several chunks in one call (threads=1), at odd offsets, final and not,
+    against cryptography chunk by chunk; then one chunk tampered: the chunks before it open, its part
+    of dst is all zeros (stitched) or untouched (two passes), and nothing after it is touched.
+    Returns the number of batches checked."""
+    key = rng.randbytes(32)
+    aead = ChaCha20Poly1305(key)
+    for i, n in enumerate(BATCHES):
+        counter = rng.choice((0, 7, (1 << 64) - 2))
+        final = n % CHUNK != 0 or n == 0 or i % 2 == 0      # a non-final batch holds whole chunks
+        chunks = max(1, -(-n // CHUNK))
+        plain = rng.randbytes(n)
+        expect = b"".join(aead.encrypt(_nonce(counter + k, final and k == chunks - 1), plain[k * CHUNK:(k + 1) * CHUNK],
+                                       None) for k in range(chunks))
+        sealed = _at(bytes(len(expect)), i % 8, extra=3)
+        assert kernels.seal_chunks(key, counter, _at(plain, (i + 3) % 8), sealed, final, threads=1) == len(expect)
+        assert sealed == expect, (n, i)
+        back = _at(bytes([FILL]) * n, (i + 5) % 8)
+        assert kernels.open_chunks(key, counter, _at(expect, (i + 1) % 8), back, final, threads=1) == chunks
+        assert back == plain, (n, i)
+        bad = bytearray(expect)
+        hit = rng.randrange(len(bad))
+        bad[hit] ^= 1 << rng.randrange(8)
+        failed = hit // (CHUNK + 16)
+        back = _at(bytes([FILL]) * n, i % 8)
+        assert kernels.open_chunks(key, counter, bytes(bad), back, final, threads=1) == failed
+        start, stop = failed * CHUNK, min((failed + 1) * CHUNK, n)
+        assert back[:start] == plain[:start], (n, i)
+        assert back[start:stop] == (bytes(stop - start) if stitched else bytes([FILL]) * (stop - start)), (n, i)
+        assert back[stop:] == bytes([FILL]) * (n - stop), (n, i)
+    return len(BATCHES)

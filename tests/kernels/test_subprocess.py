@@ -101,10 +101,11 @@ def test_avx2_only_build(tmp_path):
         from agefast.payload.engine import choose
         from agefast import kernels
         from agefast.kernels import _common
-        from tests.kernels.parity import check_chunks
+        from tests.kernels.parity import check_batches, check_chunks
         assert kernels.isa() == "avx2" and _common.STITCHED, kernels.isa()
         rng = random.Random(7)
         check_chunks(rng, stitched=True)
+        check_batches(rng, stitched=True)
         key = rng.randbytes(32)
         for n in (0, 1000, 65536, 2 * 65536 + 4097):
             src = rng.randbytes(n)
