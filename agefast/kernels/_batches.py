@@ -85,26 +85,27 @@ def _lend_destination(dst: object, size: int) -> _native.Lent:
     return lent
 
 
+def _checked(result: int) -> int:
+    """A batch call's result; a negative one is the compiled wrapper's report of a failed call (_build)."""
+    if result < 0:
+        raise RuntimeError("the batch kernel failed")
+    return result
+
+
 def _run(mode: int, k: bytes, counter: int, s: _native.Lent, d: _native.Lent,
          final: bool, threads: int | None, chunks: int, step_in: int, step_out: int) -> list[int]:
     """Run the batch over `chunks` chunks of s into d, split into per-thread ranges; the per-range results."""
     parts = threads_for(threads, chunks)
     batch = _loader.functions().batch
     if parts == 1:      # no spans: the call itself, at ~40 us for a 64 KiB chunk, is the cost
-        result = batch(k, counter, s.address, s.size, d.address, d.size, final, mode, _native.scratch())
-        if result < 0:      # the compiled wrapper's report of a failed call (_build)
-            raise RuntimeError("the batch kernel failed")
-        return [result]
+        return [_checked(batch(k, counter, s.address, s.size, d.address, d.size, final, mode, _native.scratch()))]
 
     def run(span: tuple[int, int]) -> int:
         a, b = span
         src_at, dst_at = a * step_in, a * step_out
         size = min(b * step_in, s.size) - src_at
-        result = batch(k, (counter + a) & _U64, s.address + src_at, size, d.address + dst_at, d.size - dst_at,
-                       final and b == chunks, mode, _native.scratch())
-        if result < 0:      # the compiled wrapper's report of a failed call (_build)
-            raise RuntimeError("the batch kernel failed")
-        return result
+        return _checked(batch(k, (counter + a) & _U64, s.address + src_at, size, d.address + dst_at,
+                              d.size - dst_at, final and b == chunks, mode, _native.scratch()))
 
     return map_spans(run, list(_ranges(chunks, parts)))
 
