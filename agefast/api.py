@@ -8,14 +8,14 @@ whole payload to the engine in steps (agefast.payload.steps).
 
 import io
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import IO
 
 from . import _arguments
 from .io import reserve
-from .payload.engine import choose
+from .payload.engine import Engine, choose
 from .format import armor
-from .io.buffers import Fill, new_bytes, ready_now
+from .io.buffers import ready_now
 from .io.replace import replacing
 from .io.source import MemoryReader, Source, file_position
 from .io.direct import DirectReader
@@ -24,32 +24,26 @@ from .primitives import hmac_sha256
 from .payload.file_driver import open_payload, seal_payload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
 from .payload.rules import NONCE_SIZE, payload_key, plaintext_size, sealed_size
-from .payload.steps import open_in_steps, seal_in_steps
+from .payload.steps import open_in_steps, open_whole, seal_in_steps, seal_whole
 from .io.writes import flush
 from .streaming import Decryptor, begin_file, encryptor, finish_file, open_file, write_position
 
 
-def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | None) -> tuple[int, Fill]:
-    """Make the header now; return (age file size, fill(view, ready) writing the file)."""
+def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | None) -> tuple[
+        bytes, bytes, memoryview, Engine]:
+    """Make the header now; return (header and payload nonce, payload key, plaintext, engine)."""
     data = _arguments.buffer("plaintext", plaintext)
     header, file_key = make_header(_arguments.recipients(recipients))
     nonce = os.urandom(NONCE_SIZE)
-    start = len(header) + NONCE_SIZE
-    engine = choose(len(data), threads)
-
-    def fill(view: memoryview, ready: Callable[[int], None]) -> None:
-        view[:start] = header + nonce
-        key = payload_key(file_key, nonce, hmac_sha256)   # passed in: as header.open_header does
-        seal_in_steps(engine, key, data, view, start, ready)
-
-    return start + sealed_size(len(data)), fill
+    key = payload_key(file_key, nonce, hmac_sha256)   # passed in: as header.open_header does
+    return header + nonce, key, data, choose(len(data), threads)
 
 
 def _opening(data: memoryview, identities: Iterable[Identity], threads: int | None,
-             armored: bool | None) -> tuple[int, Fill] | None:
-    """Open the header of a binary age file; return (plaintext size,
-    fill(view, ready) writing the plaintext or raising PayloadError), or None
-    if the file is armored (its size is unknown until it is decoded)."""
+             armored: bool | None) -> tuple[bytes, memoryview, Engine] | None:
+    """Open the header of a binary age file; return (payload key, payload
+    after its nonce, engine), or None if the file is armored (its size is
+    unknown until it is decoded)."""
     identities = _arguments.identities(identities)
     source = Source.over(data)
     armored = _arguments.armored_or_not(armored)
@@ -57,13 +51,7 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
         return None
     key = open_header(source, identities)
     payload = data[source.consumed:]
-    engine = choose(len(payload), threads)
-
-    def fill(view: memoryview, ready: Callable[[int], None]) -> None:
-        # A valid payload fills the view exactly; only verified chunks are written.
-        open_in_steps(engine, key, payload, view, ready)
-
-    return plaintext_size(len(payload)), fill
+    return key, payload, choose(len(payload), threads)
 
 
 def _writable(buf: Buffer) -> memoryview:
@@ -85,7 +73,8 @@ def encrypt(plaintext: Buffer, recipients: Iterable[Recipient], armored: bool = 
         with encryptor(out, recipients, armored=True, threads=threads) as w:
             w.write(plaintext)
         return out.getvalue()
-    return new_bytes(*_sealing(plaintext, recipients, threads))
+    head, key, data, engine = _sealing(plaintext, recipients, threads)
+    return seal_whole(engine, key, data, head)
 
 
 def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer, *,
@@ -101,10 +90,12 @@ def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer
     one raises ValueError naming the size needed, before anything is written.
     """
     view = _writable(buf)
-    size, fill = _sealing(plaintext, recipients, threads)
+    head, key, data, engine = _sealing(plaintext, recipients, threads)
+    size = len(head) + sealed_size(len(data))
     if len(view) < size:
         raise _too_small(size)
-    fill(view[:size], ready_now)
+    view[:len(head)] = head
+    seal_in_steps(engine, key, data, view[:size], len(head), ready_now)
     return size
 
 
@@ -117,7 +108,8 @@ def decrypt(ciphertext: Buffer, identities: Iterable[Identity], *, armored: bool
     opening = _opening(data, identities, threads, armored)
     if opening is None:
         return Decryptor(MemoryReader(data), identities, armored=True, threads=threads).readall()
-    return new_bytes(*opening)
+    key, payload, engine = opening
+    return open_whole(engine, key, payload)
 
 
 def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer, *,
@@ -143,10 +135,11 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
         if reader.read(1):
             raise ValueError("buf is too small for the plaintext")
         return n
-    size, fill = opening
+    key, payload, engine = opening
+    size = plaintext_size(len(payload))
     if len(view) < size:
         raise _too_small(size)
-    fill(view[:size], ready_now)
+    open_in_steps(engine, key, payload, view[:size], ready_now)
     return size
 
 

@@ -79,6 +79,14 @@ CUTS = {
                          "failed to read nonce"),
     "right after the nonce": (0, errors.TruncatedError, "the file is truncated: it ends before the first chunk",
                               "unexpected EOF"),
+    # A payload of one chunk is opened by one call in memory (Engine.open_lone); it fails as a longer one does.
+    "inside the first tag": (10, errors.TruncatedError, "the file is truncated: it ends inside chunk 0",
+                             "failed to decrypt and authenticate payload chunk"),
+    "inside the first chunk": (100, errors.PayloadError, "failed to authenticate payload chunk 0, the last in the "
+                               "file: it is damaged, or the file is truncated",
+                               "failed to decrypt and authenticate payload"),
+    "after the first chunk": (SEALED, errors.TruncatedError,
+                              "the file is truncated: it ends after chunk 0, without a final chunk", "unexpected EOF"),
     "at a chunk boundary": (2 * SEALED, errors.TruncatedError,
                             "the file is truncated: it ends after chunk 1, without a final chunk", "unexpected EOF"),
     "inside a tag": (2 * SEALED + 10, errors.TruncatedError, "the file is truncated: it ends inside chunk 2",

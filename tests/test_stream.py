@@ -12,7 +12,7 @@ import agefast
 from agefast.errors import TruncatedError
 from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
 from agefast.io.writes import write_all
-from agefast.payload.engine import Engine
+from agefast.payload.engine import Engine, choose
 from agefast.payload.stream import open_batch
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
@@ -285,3 +285,21 @@ def test_a_full_final_chunk_is_opened_once(chunks):
         assert (done, size, type(problem), str(problem)) == (
             chunks - 1, (chunks - 1) * CHUNK, TruncatedError,
             f"the file is truncated: it ends after chunk {chunks - 2}, without a final chunk")
+
+
+@pytest.mark.parametrize("length", [0, 1, 1000, CHUNK - 1, CHUNK])
+def test_a_lone_chunk_is_sealed_and_opened_as_the_batch_path_does(length):
+    # encrypt and decrypt take a one-chunk payload by one engine call; on
+    # the job's engine (the kernels, where AGEFAST_ENGINE=numba forces them:
+    # test_engine_formats) it is the batch path's chunk 0, final.
+    key = bytes(range(32))
+    data = plaintext(length)
+    sealed = bytearray(length + 16)
+    Engine(None, 1).seal(key, 0, data, sealed, True)
+    engine = choose(length, None)
+    assert engine.seal_lone(key, memoryview(data)) == sealed
+    assert engine.open_lone(key, memoryview(bytes(sealed))) == data
+    for damaged in (0, length // 2, length + 15):
+        sealed[damaged] ^= 1
+        assert engine.open_lone(key, memoryview(bytes(sealed))) is None
+        sealed[damaged] ^= 1

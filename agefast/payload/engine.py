@@ -18,7 +18,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .._typing import Buffer
-from .rules import CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce
+from .rules import (CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, LONE_CHUNK_NONCE, SEALED_CHUNK_SIZE, TAG_SIZE,
+                    chunk_nonce)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -213,6 +214,38 @@ class Engine:
             counter += 1
             pos = end
         return done
+
+    # A payload of one chunk, as encrypt and decrypt of a small message meet
+    # it, is sealed or opened by one call into new bytes of its own: through
+    # seal and open, a 1 KiB message paid ~10 us each way for the views, the
+    # nonce and the result's buffer around a 3 us AEAD call.
+
+    def seal_lone(self, key: bytes, plaintext: memoryview) -> bytes:
+        """The sealed payload (after its nonce) of `plaintext`, at most one
+        chunk: chunk 0, final, as new bytes."""
+        if len(plaintext) > CHUNK_SIZE:
+            raise ValueError("a lone chunk holds at most CHUNK_SIZE bytes")
+        if self._kernels_for(len(plaintext)) is None:
+            return _aead()[0](key).encrypt(LONE_CHUNK_NONCE, plaintext, None)
+        sealed = bytearray(len(plaintext) + TAG_SIZE)
+        self.seal(key, 0, plaintext, sealed, True)
+        return bytes(sealed)
+
+    def open_lone(self, key: bytes, sealed: memoryview) -> bytes | None:
+        """The plaintext of a payload of one sealed chunk, `sealed` opened as
+        chunk 0, final, as new bytes; None if it does not verify (the caller
+        says why: agefast.payload.stream.open_batch)."""
+        n = len(sealed)
+        if not TAG_SIZE <= n <= SEALED_CHUNK_SIZE:
+            raise ValueError("a lone chunk is a tag and at most CHUNK_SIZE bytes")
+        if self._kernels_for(n) is None:
+            new_aead, invalid_tag = _aead()
+            try:
+                return new_aead(key).decrypt(LONE_CHUNK_NONCE, sealed, None)
+            except invalid_tag:
+                return None
+        plain = bytearray(n - TAG_SIZE)
+        return bytes(plain) if self.open(key, 0, sealed, plain, True) == 1 else None
 
 
 def choose(size: int | None, threads: int | None) -> Engine:

@@ -75,6 +75,16 @@ def chunk_nonce(nonce: bytearray, counter: int, final: bool) -> None:
     struct.pack_into(">xxxQB", nonce, 0, counter, 1 if final else 0)
 
 
+def _lone_chunk_nonce() -> bytes:
+    nonce = bytearray(CHUNK_NONCE_SIZE)
+    chunk_nonce(nonce, 0, True)
+    return bytes(nonce)
+
+
+# The nonce of a payload's only chunk: chunk 0, final.
+LONE_CHUNK_NONCE = _lone_chunk_nonce()
+
+
 def sealed_size(plaintext_size: int) -> int:
     """The payload bytes after the nonce that hold `plaintext_size` bytes of plaintext."""
     chunks = max(1, -(-plaintext_size // CHUNK_SIZE))

@@ -4,15 +4,16 @@ encrypt and decrypt (and their *_into forms, agefast.api) hand the whole
 payload to the job's engine in steps of MEMORY_STEP chunks, each once its
 part of the result is there to be written: a new result's pages are faulted
 in ahead of the engine by a thread of agefast.io.buffers, which `ready(n)`
-waits for; a caller's buffer is there at once (ready_now).
+waits for; a caller's buffer is there at once (ready_now). A payload of one
+chunk into new bytes takes one call of the engine (seal_whole, open_whole).
 """
 
 from collections.abc import Callable, Iterator
 
 from ..io import cpus
-from ..io.buffers import ready_now
+from ..io.buffers import new_bytes, ready_now
 from .engine import Engine
-from .rules import CHUNK_SIZE, MEMORY_STEP, SEALED_CHUNK_SIZE, chunk_count, sealed_size
+from .rules import CHUNK_SIZE, MEMORY_STEP, SEALED_CHUNK_SIZE, TAG_SIZE, chunk_count, plaintext_size, sealed_size
 from .stream import open_batch
 
 
@@ -62,3 +63,26 @@ def open_in_steps(engine: Engine, key: bytes, payload: memoryview, view: memoryv
                              view[first * CHUNK_SIZE:], stop == count)[2]
         if problem is not None:
             raise problem
+
+
+def seal_whole(engine: Engine, key: bytes, plaintext: memoryview, head: bytes) -> bytes:
+    """New bytes: `head` (the header and payload nonce), then `plaintext` sealed as the payload."""
+    if len(plaintext) <= CHUNK_SIZE:
+        return head + engine.seal_lone(key, plaintext)
+
+    def fill(view: memoryview, ready: Callable[[int], None]) -> None:
+        view[:len(head)] = head
+        seal_in_steps(engine, key, plaintext, view, len(head), ready)
+
+    return new_bytes(len(head) + sealed_size(len(plaintext)), fill)
+
+
+def open_whole(engine: Engine, key: bytes, payload: memoryview) -> bytes:
+    """The plaintext of `payload` as new bytes; a PayloadError if it is invalid."""
+    if TAG_SIZE <= len(payload) <= SEALED_CHUNK_SIZE:
+        plaintext = engine.open_lone(key, payload)
+        if plaintext is not None:
+            return plaintext
+        # It failed: the general path below fails too, and says why.
+    return new_bytes(plaintext_size(len(payload)),
+                     lambda view, ready: open_in_steps(engine, key, payload, view, ready))
