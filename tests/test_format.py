@@ -1,8 +1,11 @@
 """Units of the format: bech32, canonical base64, header round trips."""
 
+import base64
+import binascii
 import io
 
 import pytest
+from hypothesis import given, strategies as st
 
 from agefast.format import bech32
 from agefast.io.source import Source
@@ -41,6 +44,21 @@ def test_bech32_known_age_recipient():
 def test_base64_rejects_non_canonical(text):
     with pytest.raises(ValueError):
         b64decode(text)
+
+
+@given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n -_", max_size=12))
+def test_base64_accepts_exactly_the_canonical_unpadded_encodings(text):
+    # The definition, by the standard library: what decodes once padded and
+    # encodes back to the very same text, unpadded.
+    try:
+        expected = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except binascii.Error:
+        expected = None
+    if expected is not None and base64.b64encode(expected).decode().rstrip("=") == text:
+        assert b64decode(text) == expected
+    else:
+        with pytest.raises(ValueError):
+            b64decode(text)
 
 
 def test_base64_round_trip():

@@ -52,6 +52,10 @@ def starts_armored(source: "Source") -> bool:
     failure rather than as a garbled binary header. More whitespace than
     that is no armor, and the binary header parser rejects it at once.
     """
+    # Most files tell by their first byte (a binary one starts "age-"),
+    # without a copy of the whole span the armor may start in.
+    if source.peek(1).strip(_WHITESPACE + b"-"):
+        return False
     head = source.peek(MAX_WHITESPACE + len(b"-----"))
     return head.lstrip(_WHITESPACE).startswith(b"-----")
 

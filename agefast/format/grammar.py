@@ -70,18 +70,24 @@ def b64encode(data: bytes) -> str:
     return _b64encode_bytes(data).decode("ascii")
 
 
+# What each byte is worth as a base64 digit (0 for bytes outside the
+# alphabet, which b64decode refuses first), and the low bits of a last digit
+# that a text of each length mod 4 leaves unused: a canonical encoding has
+# them zero, which is what re-encoding the result would check.
+_B64_DIGIT = bytes(_B64_ALPHABET.find(bytes([b])) % 64 for b in range(256))
+_UNUSED_BITS = (0, 0, 0x0F, 0x03)
+_PADDING = (b"", b"", b"==", b"=")
+
+
 def b64decode(text: str | bytes) -> bytes:
     """Decode canonical unpadded base64; raise ValueError otherwise."""
     raw = text.encode("ascii") if isinstance(text, str) else bytes(text)
-    if raw.translate(None, _B64_ALPHABET) or len(raw) % 4 == 1:
+    rest = len(raw) % 4
+    if raw.translate(None, _B64_ALPHABET) or rest == 1:
         raise ValueError("not unpadded base64")
-    try:
-        data = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4), strict_mode=True)
-    except binascii.Error as e:
-        raise ValueError(str(e)) from None
-    if _b64encode_bytes(data) != raw:
+    if rest and _B64_DIGIT[raw[-1]] & _UNUSED_BITS[rest]:
         raise ValueError("non-canonical base64")
-    return data
+    return binascii.a2b_base64(raw + _PADDING[rest], strict_mode=True)
 
 
 def single_argument(stanza: Stanza, size: int, name: str) -> bytes:
@@ -113,11 +119,12 @@ def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[s
     if not first.startswith(STANZA_PREFIX):
         raise error(f"malformed stanza opening line: {first[:80]!r}")
     line = first[len(STANZA_PREFIX):]
-    raw_args = line.split(b" ")
     # Arguments are non-empty runs of VCHAR separated by single spaces.
-    if line.translate(None, _ARGUMENT_LINE_BYTES) or b"" in raw_args:
+    if line.translate(None, _ARGUMENT_LINE_BYTES):
         raise error(f"malformed stanza arguments: {first[:80]!r}")
-    args = [a.decode("ascii") for a in raw_args]
+    args = line.decode("ascii").split(" ")
+    if "" in args:
+        raise error(f"malformed stanza arguments: {first[:80]!r}")
     body = bytearray()
     while True:
         text = next_line()
@@ -163,33 +170,23 @@ def _read_line(src: "Source", consumed: int) -> bytes:
 
 def parse_header(src: "Source") -> Header:
     """Read a header from a Source, leaving it positioned at the payload."""
-    raw = bytearray()
+    start = src.consumed
     # No longer than the version line: anything else is not an age file, and
     # a first line of a gigabyte of spaces need not be read to say so.
     line = src.readline(len(VERSION_LINE))
-    if len(line) < len(VERSION_LINE) and not line.endswith(b"\n"):
-        raise HeaderError("header ends early: unexpected end of file")
-    raw += line
     if line != VERSION_LINE:
-        if line.startswith(b"age-encryption.org/"):
-            raise HeaderError(f"unsupported age format version: {line[:64]!r}")
-        if line.isspace():
-            from .armor import MAX_WHITESPACE  # here: only this error needs the armor module
-
-            raise HeaderError("not an age file: it starts with whitespace, which only an armored file may, "
-                              f"and at most {MAX_WHITESPACE} bytes of it")
-        raise HeaderError("not an age file: bad version line")
+        raise _not_version_line(line)
+    lines = [line]     # what the MAC covers, but its "---"
     stanzas: list[Stanza] = []
 
     def body_line() -> bytes:
-        line = _read_line(src, len(raw))
-        raw.extend(line)
+        line = _read_line(src, src.consumed - start)
+        lines.append(line)
         return line[:-1]
 
     while True:
-        line = _read_line(src, len(raw))
+        line = _read_line(src, src.consumed - start)
         if line.startswith(MAC_PREFIX):
-            mac_input = bytes(raw) + MAC_PREFIX
             if not line.startswith(b"--- ") or not stanzas:
                 raise HeaderError(f"malformed header MAC line: {line[:80]!r}")
             try:
@@ -198,6 +195,20 @@ def parse_header(src: "Source") -> Header:
                 raise HeaderError("malformed header MAC line: bad base64") from None
             if len(mac) != 32:
                 raise HeaderError("malformed header MAC line: wrong length")
-            return Header(stanzas, mac, mac_input)
-        raw += line
+            lines.append(MAC_PREFIX)
+            return Header(stanzas, mac, b"".join(lines))
+        lines.append(line)
         stanzas.append(read_stanza(line[:-1], body_line, HeaderError))
+
+
+def _not_version_line(line: bytes) -> HeaderError:
+    if len(line) < len(VERSION_LINE) and not line.endswith(b"\n"):
+        return HeaderError("header ends early: unexpected end of file")
+    if line.startswith(b"age-encryption.org/"):
+        return HeaderError(f"unsupported age format version: {line[:64]!r}")
+    if line.isspace():
+        from .armor import MAX_WHITESPACE  # here: only this error needs the armor module
+
+        return HeaderError("not an age file: it starts with whitespace, which only an armored file may, "
+                           f"and at most {MAX_WHITESPACE} bytes of it")
+    return HeaderError("not an age file: bad version line")
