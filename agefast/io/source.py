@@ -85,6 +85,8 @@ class Source:
         view = memoryview(data).cast("B")
         source = cls(MemoryReader(view[_OVER_HEAD:]))
         source._buf = bytearray(view[:_OVER_HEAD])
+        # A buffer that fits is all there: a peek past its end reads nothing.
+        source._eof = len(view) <= _OVER_HEAD
         return source
 
     def _raw_read(self, mv: memoryview) -> int:
