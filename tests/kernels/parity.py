@@ -1,8 +1,8 @@
 """One chunk at a time against cryptography, for whichever build of the kernels the process loaded.
 
-Run in process (test_stitched.py) and in the AVX2-only build's subprocess
+Run in process (test_stitched.py) and in each class's build in a subprocess
 (test_subprocess.py), so the stitched kernel is checked in CI whatever the
-CI machine's CPU.
+CI machine's CPU, and the AVX-512 builds wherever it has AVX-512.
 """
 
 import random

@@ -1,14 +1,17 @@
-"""Runs that need a fresh interpreter: the kernels' Python without the JIT, and an AVX2-only build."""
+"""Runs that need a fresh interpreter: the kernels' Python without the JIT, and a build for each CPU class."""
 
 import os
+import platform
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from agefast.kernels import _shipped
+
 ROOT = Path(__file__).resolve().parents[2]
-HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,"
-           "+movbe,+pclmul,+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
 
 
 def run(args, cwd=ROOT, **env):
@@ -92,20 +95,29 @@ def test_a_forked_child_keeps_using_the_engine():
     assert proc.stdout == "child 0 True\n", proc.stderr[-3000:]
 
 
-def test_avx2_only_build(tmp_path):
-    # The build for AVX2 without AVX-512 is the stitched one (_stitched),
-    # whatever the CPU this runs on: one cold compile, every check of it.
-    script = textwrap.dedent("""
+X86_CLASSES = [c for c in _shipped.CLASSES if c.machine == "x86_64"]
+
+
+@pytest.mark.parametrize("cpu_class", X86_CLASSES, ids=[c.name for c in X86_CLASSES])
+def test_each_class_build(tmp_path, cpu_class):
+    # Each class's build (its Numba target, as the package ships it), whatever
+    # the CPU this runs on can run: one cold compile, every check of it. Only
+    # the AVX2 build is stitched (_stitched); a tampered chunk leaves zeros
+    # there, and the two-pass builds leave it untouched.
+    if platform.machine() != "x86_64" or not _shipped.required_flags(cpu_class) <= _shipped.host_flags():
+        pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
+    stitched = cpu_class.name == "avx2"
+    script = textwrap.dedent(f"""
         import random
         from agefast.payload import rules
         from agefast.payload.engine import choose
         from agefast import kernels
         from agefast.kernels import _common
         from tests.kernels.parity import check_batches, check_chunks
-        assert kernels.isa() == "avx2" and _common.STITCHED, kernels.isa()
+        assert kernels.isa() == {cpu_class.name!r} and _common.STITCHED == {stitched}, kernels.isa()
         rng = random.Random(7)
-        check_chunks(rng, stitched=True)
-        check_batches(rng, stitched=True)
+        check_chunks(rng, stitched={stitched})
+        check_batches(rng, stitched={stitched})
         key = rng.randbytes(32)
         for n in (0, 1000, 65536, 2 * 65536 + 4097):
             src = rng.randbytes(n)
@@ -115,11 +127,11 @@ def test_avx2_only_build(tmp_path):
             assert kernels.seal_chunks(key, 3, src, got, True, threads=1) == w and got == ref
             back = bytearray(n)
             assert kernels.open_chunks(key, 3, bytes(ref), back, True, threads=1) >= 1 and back == src
-        print("avx2 ok")
+        print("build ok")
     """)
-    out = run(["-c", script], NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=HASWELL,
+    out = run(["-c", script], NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features,
               NUMBA_CACHE_DIR=str(tmp_path))
-    assert "avx2 ok" in out
+    assert "build ok" in out
 
 
 def test_the_kernel_caches_live_outside_the_package(tmp_path):
