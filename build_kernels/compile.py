@@ -18,7 +18,8 @@ def main(out: str) -> None:
     with tempfile.TemporaryDirectory(prefix="agefast-link-") as scratch:
         shared = _build.link_shared(obj, scratch)
         if shared is None:
-            sys.exit("no C compiler driver ($CC or cc) linked the kernels into a shared library")
+            sys.exit("the C compiler driver ($CC, else cc) is missing or did not link the kernels "
+                     "into a shared library")
         # every symbol resolves now (ctypes loads with RTLD_NOW), on any CPU
         with open(shared, "rb") as f:
             data = f.read()

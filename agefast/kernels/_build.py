@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 import llvmlite.binding as ll
-from numba import cfunc, types
+from numba import cfunc, config, types
 from numba.core import codegen as _codegen
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import cpu_target
@@ -119,6 +119,26 @@ def _module(symbol, python, args, result):
     return module, library.codegen
 
 
+def _object_machine(codegen):
+    """The target machine the object is emitted for: Numba's CPU and features, position-independent code.
+
+    Numba's own (codegen._tm) is its JIT's: the large code model, where code
+    reaches its constants by absolute address (movabs on x86-64; MOVZ/MOVK
+    with R_AARCH64_MOVW_UABS_G* relocations on AArch64) and static
+    relocations. GNU ld links x86-64's into a shared library only with text
+    relocations (DT_TEXTREL: the loader patches the code pages) and refuses
+    AArch64's ("relocation R_AARCH64_MOVW_UABS_G0_NC against `a local symbol'
+    can not be used when making a shared object; recompile with -fPIC"), so
+    there the shared library, and the shipped aarch64 class, never linked.
+    This is the target machine of Numba's ahead-of-time compiler: PIC and the
+    default (small) code model, linked without text relocations and loaded
+    as well by MCJIT (_native.load_object) where no C compiler driver links it.
+    """
+    target = ll.Target.from_triple(ll.get_process_triple())
+    return target.create_target_machine(cpu=codegen._get_host_cpu_name(), features=codegen._get_host_cpu_features(),
+                                        opt=config.OPT, reloc="pic", codemodel="default")
+
+
 def compile_object():
     """(object file bytes, CPU name, CPU features) of the kernels' C functions: Numba's cold compile (seconds).
 
@@ -129,7 +149,7 @@ def compile_object():
     module, codegen = modules[0]
     for other, _ in modules[1:]:
         module.link_in(other)
-    machine = codegen._tm
+    machine = _object_machine(codegen)
     passes = ll.create_new_module_pass_manager()
     passes.add_global_dead_code_eliminate_pass()
     passes.run(module, ll.create_pass_builder(machine, ll.create_pipeline_tuning_options()))

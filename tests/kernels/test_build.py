@@ -1,9 +1,14 @@
-"""The compile's IR-only mode (_build._ir_only): Numba's libraries get no machine code inside it, and Numba works as before after it."""
+"""The compile's IR-only mode (_build._ir_only): Numba's libraries get no machine code inside it, and Numba works as
+before after it; and what the compile links."""
+
+import struct
 
 import numpy as np
+import pytest
 from numba import cfunc, njit, types
 
-from agefast.kernels import _build
+from agefast import kernels
+from agefast.kernels import _build, _cache, _shipped
 
 
 def test_libraries_made_inside_have_no_machine_code_and_numba_jits_after():
@@ -18,3 +23,37 @@ def test_libraries_made_inside_have_no_machine_code_and_numba_jits_after():
     after = njit(lambda a: a.sum() + 1)        # the JIT again: compiled, run, and right
     assert after(np.arange(5, dtype=np.int64)) == 11
     assert cfunc(types.int64(types.int64, types.int64))(add).ctypes(2, 3) == 5
+
+
+def _text_relocations(elf: bytes) -> bool:
+    """Whether a little-endian ELF64 shared library asks the loader to patch its code (DT_TEXTREL, DF_TEXTREL)."""
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    for i in range(phnum):
+        kind, _, offset, _, _, size = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
+        if kind != 2:       # PT_DYNAMIC
+            continue
+        for at in range(offset, offset + size, 16):
+            tag, value = struct.unpack_from("<qQ", elf, at)
+            if tag == 0:    # DT_NULL
+                break
+            if tag == 22 or (tag == 30 and value & 4):     # DT_TEXTREL, or DT_FLAGS with DF_TEXTREL
+                return True
+    return False
+
+
+def test_the_kernels_library_is_position_independent():
+    # Code emitted for Numba's JIT (the large code model) links into a shared
+    # library only with text relocations on x86-64, and not at all on AArch64
+    # (GNU ld refuses R_AARCH64_MOVW_UABS_G*): the compile emits PIC.
+    kernels.warm_up()
+    shipped = _shipped.verified()
+    entry = _cache.lookup(_cache.key())
+    if shipped is not None:
+        library = shipped[1]
+    elif entry is not None and entry[0] == "so":
+        library = entry[1]
+    else:
+        pytest.skip("the kernels were loaded from an object file: no C compiler driver linked a shared library here")
+    assert library[:4] == b"\x7fELF" and library[4] == 2 and library[5] == 1, "not a little-endian ELF64 library"
+    assert not _text_relocations(library)
