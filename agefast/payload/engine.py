@@ -217,8 +217,9 @@ class Engine:
 
     # A payload of one chunk, as encrypt and decrypt of a small message meet
     # it, is sealed or opened by one call into new bytes of its own: through
-    # seal and open, a 1 KiB message paid ~10 us each way for the views, the
-    # nonce and the result's buffer around a 3 us AEAD call.
+    # seal and open (the views, the nonce, the result's buffer around a 3 us
+    # AEAD call) a 1 KiB message's encryption took 151 us instead of 131 and
+    # its decryption 132 instead of 112 (bench_small.py, Zen 2, 2026-12-03).
 
     def seal_lone(self, key: bytes, plaintext: memoryview) -> bytes:
         """The sealed payload (after its nonce) of `plaintext`, at most one
