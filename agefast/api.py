@@ -94,8 +94,7 @@ def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer
     size = len(head) + sealed_size(len(data))
     if len(view) < size:
         raise _too_small(size)
-    view[:len(head)] = head
-    seal_in_steps(engine, key, data, view[:size], len(head), ready_now)
+    seal_in_steps(engine, key, data, view[:size], head, ready_now)
     return size
 
 

@@ -38,10 +38,14 @@ def beside_populating(engine: Engine, ready: Callable[[int], None]) -> Engine:
     return engine.on(max(1, cpus.count() - 1))
 
 
-def seal_in_steps(engine: Engine, key: bytes, plaintext: memoryview, view: memoryview, at: int,
+def seal_in_steps(engine: Engine, key: bytes, plaintext: memoryview, view: memoryview, head: bytes,
                   ready: Callable[[int], None]) -> None:
-    """Seal `plaintext` as the payload's chunks into view[at:], calling
-    ready(n) before writing anywhere in view[:n]."""
+    """Write the age file into `view`: `head` (the header and payload
+    nonce), then `plaintext` sealed as the payload's chunks, calling ready(n)
+    before writing anywhere in view[:n]."""
+    at = len(head)
+    ready(at)
+    view[:at] = head
     out = view[at:]
     count = chunk_count(sealed_size(len(plaintext)))
     for first, stop in _steps(count):
@@ -69,12 +73,8 @@ def seal_whole(engine: Engine, key: bytes, plaintext: memoryview, head: bytes) -
     """New bytes: `head` (the header and payload nonce), then `plaintext` sealed as the payload."""
     if len(plaintext) <= CHUNK_SIZE:
         return head + engine.seal_lone(key, plaintext)
-
-    def fill(view: memoryview, ready: Callable[[int], None]) -> None:
-        view[:len(head)] = head
-        seal_in_steps(engine, key, plaintext, view, len(head), ready)
-
-    return new_bytes(len(head) + sealed_size(len(plaintext)), fill)
+    return new_bytes(len(head) + sealed_size(len(plaintext)),
+                     lambda view, ready: seal_in_steps(engine, key, plaintext, view, head, ready))
 
 
 def open_whole(engine: Engine, key: bytes, payload: memoryview) -> bytes:
