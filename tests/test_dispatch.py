@@ -44,12 +44,28 @@ COMMON = """
 """
 
 
-def test_small_jobs_stay_on_cryptography_however_many():
-    # Each job is judged by its own size: there is no count of what the process moved.
+def test_jobs_move_to_the_kernels_once_the_process_has_moved_enough_on_cryptography():
+    # No job of 8 MiB reaches ENGINE_AFTER alone; together they do, and the jobs after that run on the kernels.
     out = run(COMMON + """
-    engine.ENGINE_AFTER = 9 << 20
-    for _ in range(4):
-        round_trip()                  # 8 MiB each way, 64 MiB in all
+    engine.ENGINE_AFTER = 20 << 20
+    round_trip()                      # 16 MiB moved
+    print("agefast.kernels" in sys.modules)
+    round_trip()                      # the encryption crosses 20 MiB: the cached kernels are loaded
+    from agefast import kernels
+    calls = engine_calls()
+    round_trip()
+    print(kernels.is_warm(), len(calls) > 0, "numba" in sys.modules)
+    """)
+    assert out == "False\nTrue True False\n"
+
+
+def test_small_jobs_stay_on_cryptography_however_many():
+    # A job known to be under KERNEL_MIN_BATCH could never run on the kernels: it does not count.
+    out = run(COMMON + """
+    engine.ENGINE_AFTER = 1 << 20
+    small = data[:100_000]           # under KERNEL_MIN_BATCH, sealed too
+    for _ in range(40):
+        assert agefast.decrypt(agefast.encrypt(small, [identity.to_public()]), [identity]) == small
     print("agefast.kernels" in sys.modules)
     """)
     assert out == "False\n"
@@ -105,8 +121,7 @@ def test_a_cold_cache_compiles_in_the_background_for_a_large_job(tmp_path):
     out = run(COMMON + """
     engine.ENGINE_AFTER = 8 << 20
     engine.COMPILE_AFTER = 20 << 20
-    round_trip()                      # jobs of 8 MiB, the cache is cold: cryptography, nothing compiled
-    round_trip()
+    round_trip()                      # 16 MiB moved, the cache is cold: cryptography, nothing compiled
     from agefast.kernels import _loader
     print(_loader._compiling is None, "numba" in sys.modules)
     big = data * 3                    # a job of 24 MiB: the compile starts
@@ -117,6 +132,19 @@ def test_a_cold_cache_compiles_in_the_background_for_a_large_job(tmp_path):
     print(len(calls))
     """, NUMBA_CACHE_DIR=str(tmp_path))
     assert out == "True False\n2\n"
+
+
+def test_a_cold_cache_is_compiled_once_the_process_has_moved_enough(tmp_path):
+    out = run(COMMON + """
+    engine.COMPILE_AFTER = 20 << 20
+    started = []
+    engine._compile_in_background = lambda: started.append(1)   # the rule, not the compile (the test above)
+    round_trip()                      # 16 MiB in jobs of 8: nothing to compile yet
+    print(len(started))
+    round_trip()                      # past 20 MiB: the compile is started (again for each batch after: a no-op)
+    print(len(started) > 0, "agefast.kernels" in sys.modules)
+    """, NUMBA_CACHE_DIR=str(tmp_path))
+    assert out == "0\nTrue True\n"
 
 
 def test_one_thread_runs_on_the_engine_once_it_is_warm():

@@ -46,19 +46,23 @@ def _aead() -> "tuple[type[ChaCha20Poly1305], type[Exception]]":
 # stay on cryptography (measured in docs/engine.md).
 KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
 # With threads=None a job moves to the kernels, on every core, once it is
-# known to move ENGINE_AFTER bytes (its size says so, or a stream of unknown
-# size has moved that much), where the package ships a build of the kernels
-# this CPU runs or their cache holds them (kernels.cached()): loading them
-# then costs 3-8 ms, which 2 threads win back from about there on, even with
-# the other core busy (docs/engine.md). Where neither has them (no shipped
-# build fits, and the first job on a machine; `agefast --warm-up` fills the
-# cache) a job of COMPILE_AFTER bytes has them compiled in a background thread, as
-# long as cryptography takes to seal the compile's ~8 s of CPU, and moves to
-# them once they are ready; until then cryptography serves. threads > 1 asks
-# for the kernels at once, unless the job is known to be smaller than
-# KERNEL_MIN_BATCH. threads=1 loads nothing (cryptography is nearly as fast
-# on one core), but once the kernels are loaded in this process one core
-# runs on them too, 6% faster. AGEFAST_ENGINE=cryptography|numba forces one.
+# known to move ENGINE_AFTER bytes (its size says so), or once the jobs of
+# this process have moved that much on cryptography (many in-memory calls of
+# a few MiB, a stream whose size is not known: _Tally), where the package
+# ships a build of the kernels this CPU runs or their cache holds them
+# (kernels.cached()): loading them then costs 3-8 ms, which 2 threads win
+# back from about there on, even with the other core busy (docs/engine.md).
+# Where neither has them (no shipped build fits, and the first job on a
+# machine; `agefast --warm-up` fills the cache) a job of COMPILE_AFTER bytes,
+# or a process that has moved that much, has them compiled in a background
+# thread, as long as cryptography takes to seal the compile's ~8 s of CPU,
+# and moves to them once they are ready; until then cryptography serves.
+# threads > 1 asks for the kernels at once, unless the job is known to be
+# smaller than KERNEL_MIN_BATCH; such a job never loads them nor counts
+# towards the thresholds. threads=1 loads nothing and counts nothing
+# (cryptography is nearly as fast on one core), but once the kernels are
+# loaded in this process one core runs on them too, 6% faster.
+# AGEFAST_ENGINE=cryptography|numba forces one.
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
 
@@ -98,23 +102,44 @@ def _compile_in_background() -> None:
     kernels.compile_in_background()
 
 
+class _Tally:
+    """The bytes this process's jobs have moved on cryptography while they
+    could have moved to the kernels (threads=None, not known to be small)."""
+
+    def __init__(self) -> None:
+        self._moved = 0
+        self._lock = threading.Lock()
+
+    def kernels_after(self, n: int) -> ModuleType | None:
+        """Count `n` more bytes; the kernels, where crossing ENGINE_AFTER loads
+        them from the cache, else None (and past COMPILE_AFTER, the compile started)."""
+        with self._lock:
+            before, self._moved = self._moved, self._moved + n
+        kernels = _loaded_if_cached() if before < ENGINE_AFTER <= before + n else None
+        if kernels is None and before + n >= COMPILE_AFTER:
+            _compile_in_background()
+        return kernels
+
+
+_tally = _Tally()
+
+
 class Engine:
     """Seals and opens the batches of one job.
 
     `kernels` is the loaded agefast.kernels module, or None for cryptography;
     `threads` the cores a batch may be split over (None: all). A job still on
-    cryptography that may move to the kernels (threads not 1, no
-    AGEFAST_ENGINE) watches for them between batches; one of unknown size
-    counts its bytes towards ENGINE_AFTER and COMPILE_AFTER.
+    cryptography that may move to the kernels (no AGEFAST_ENGINE) watches for
+    them between batches, and with threads=None counts its bytes towards
+    ENGINE_AFTER and COMPILE_AFTER (_tally).
     """
 
     def __init__(self, kernels: ModuleType | None, threads: int | None, *, forced: bool = False,
-                 watch: bool = False, counting: bool = False) -> None:
+                 watch: bool = False) -> None:
         self.kernels = kernels
         self.threads = threads
         self._forced = forced       # AGEFAST_ENGINE=numba: every batch on the kernels
         self._watch = watch and kernels is None
-        self._moved: int | None = 0 if counting else None
         self._lock = threading.Lock()
 
     def on(self, threads: int | None) -> "Engine":
@@ -133,13 +158,8 @@ class Engine:
             if self.kernels is not None:
                 return
             self.kernels = _warm()
-            if self.kernels is not None or self._moved is None or self.threads == 1:
-                return
-            before, self._moved = self._moved, self._moved + n
-            if before < ENGINE_AFTER <= self._moved:
-                self.kernels = _loaded_if_cached()
-            if self.kernels is None and self._moved >= COMPILE_AFTER:
-                _compile_in_background()
+            if self.kernels is None and self.threads is None:
+                self.kernels = _tally.kernels_after(n)
         if self.kernels is not None:
             self._watch = False
 
@@ -270,7 +290,7 @@ def choose(size: int | None, threads: int | None) -> Engine:
     if warm is not None:
         return Engine(warm, threads)
     if threads == 1 or size is None:
-        return Engine(None, threads, watch=True, counting=size is None)
+        return Engine(None, threads, watch=True)
     if size >= ENGINE_AFTER:
         cached = _loaded_if_cached()
         if cached is not None:
