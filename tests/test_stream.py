@@ -9,7 +9,7 @@ import random
 import pytest
 
 import agefast
-from agefast.errors import TruncatedError
+from agefast.errors import PayloadError, TruncatedError
 from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
 from agefast.io.writes import write_all
 from agefast.payload.engine import Engine, choose
@@ -259,10 +259,14 @@ class CountingEngine(Engine):
 
     def __init__(self) -> None:
         super().__init__(None, 1)
-        self.opened = 0
+        self.batches: list[int] = []    # the chunks of each call
+
+    @property
+    def opened(self) -> int:
+        return sum(self.batches)
 
     def open(self, key, counter, src, dst, final, split=True):
-        self.opened += -(-len(memoryview(src)) // (CHUNK + 16))
+        self.batches.append(-(-len(memoryview(src)) // (CHUNK + 16)))
         return super().open(key, counter, src, dst, final, split)
 
 
@@ -285,6 +289,30 @@ def test_a_full_final_chunk_is_opened_once(chunks):
         assert (done, size, type(problem), str(problem)) == (
             chunks - 1, (chunks - 1) * CHUNK, TruncatedError,
             f"the file is truncated: it ends after chunk {chunks - 2}, without a final chunk")
+
+
+@pytest.mark.parametrize("damaged", [None, 0, 7, 15])
+def test_a_payload_ending_in_a_full_chunk_is_opened_as_one_batch(damaged):
+    # The kernels take a batch only whole (KERNEL_MIN_BATCH): 16 full chunks
+    # reach the engine in one call, the last as the final one. A damaged
+    # chunk is still named, with the chunks before it released.
+    key = bytes(range(32))
+    data = plaintext(16 * CHUNK)
+    sealed = bytearray(16 * (CHUNK + 16))
+    Engine(None, 1).seal(key, 0, data, sealed, True)
+    if damaged is not None:
+        sealed[damaged * (CHUNK + 16) + 100] ^= 1
+    engine = CountingEngine()
+    plain = bytearray(len(data))
+    done, size, problem = open_batch(engine, key, 0, sealed, plain, True)
+    assert engine.batches[0] == 16
+    if damaged is None:
+        assert (done, size, problem, engine.batches) == (16, len(data), None, [16])
+        assert plain == data
+    else:
+        assert (done, size, type(problem), str(problem)) == (
+            damaged, damaged * CHUNK, PayloadError, f"failed to authenticate payload chunk {damaged}")
+        assert plain[:size] == data[:size]
 
 
 @pytest.mark.parametrize("length", [0, 1, 1000, CHUNK - 1, CHUNK])

@@ -33,12 +33,19 @@ def open_batch(engine: Engine, key: bytes, counter: int, sealed: Buffer, plain: 
     payload: only the final form can be valid there, so it is opened as final
     first, and as a middle chunk only to tell a truncated payload from a
     forged one once that failed (opening it as a middle chunk first cost a 64
-    KiB payload its chunk twice). `split` is as for Engine.open.
+    KiB payload its chunk twice). Such a payload is first opened whole, the
+    chunks before it with it, in one call: a batch is taken by the kernels
+    only whole (KERNEL_MIN_BATCH), and one of exactly 16 chunks opened as 15
+    and then 1 stayed on cryptography (1 MiB: 768 us against 516 for its
+    encryption, Zen 2). Where that call does not verify every chunk, they are
+    opened again one kind at a time, to say why. `split` is as for Engine.open.
     """
     sealed = memoryview(sealed)
     plain = memoryview(plain)
     full, rest = divmod(len(sealed), SEALED_CHUNK_SIZE)
     ends_whole = at_end and rest == 0 and full > 0
+    if ends_whole and full > 1 and engine.open(key, counter, sealed, plain, True, split) == full:
+        return full, full * CHUNK_SIZE, None
     middle = full - 1 if ends_whole else full
     done = 0
     while done < middle:
