@@ -59,6 +59,22 @@ def test_jobs_move_to_the_kernels_once_the_process_has_moved_enough_on_cryptogra
     assert out == "False\nTrue True False\n"
 
 
+def test_a_child_forked_while_the_process_counts_can_count():
+    out = run(COMMON + """
+    import os
+    engine._tally._lock.acquire()     # as if another thread were counting when the process forks
+    pid = os.fork()
+    if pid == 0:
+        import signal
+        signal.alarm(60)              # a child stuck on the lock dies of SIGALRM
+        round_trip()
+        os._exit(0)
+    engine._tally._lock.release()
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """)
+    assert out == "0\n"
+
+
 def test_small_jobs_stay_on_cryptography_however_many():
     # A job known to be under KERNEL_MIN_BATCH could never run on the kernels: it does not count.
     out = run(COMMON + """

@@ -110,6 +110,10 @@ class _Tally:
         self._moved = 0
         self._lock = threading.Lock()
 
+    def after_fork_in_child(self) -> None:
+        # A child forked while another thread counted would find the lock held forever.
+        self._lock = threading.Lock()
+
     def kernels_after(self, n: int) -> ModuleType | None:
         """Count `n` more bytes; the kernels, where crossing ENGINE_AFTER loads
         them from the cache, else None (and past COMPILE_AFTER, the compile started)."""
@@ -122,6 +126,7 @@ class _Tally:
 
 
 _tally = _Tally()
+os.register_at_fork(after_in_child=_tally.after_fork_in_child)
 
 
 class Engine:
