@@ -2,6 +2,8 @@
 
 import pathlib
 import re
+import subprocess
+import sys
 
 import agefast
 
@@ -27,3 +29,11 @@ def test_every_error_class_is_in_the_api_reference():
     missing = [name for name in errors
                if f"agefast.errors.{name}" not in documented and f"agefast.{name}" not in documented]
     assert missing == [], f"agefast.errors classes missing from the API reference: {missing}"
+
+
+def test_the_documented_errors_are_reached_from_a_fresh_import_agefast():
+    # The docs write `except agefast.errors.PayloadError`: that must not
+    # depend on some other import having loaded the module first.
+    done = subprocess.run([sys.executable, "-c", "import agefast; print(agefast.errors.PayloadError.__name__)"],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "PayloadError\n"), done.stderr
