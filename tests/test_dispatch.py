@@ -114,13 +114,43 @@ def test_several_threads_or_the_override_use_the_engine():
 
 
 def test_a_small_job_loads_no_kernels_however_many_threads():
-    # None of its batches could run on them (KERNEL_MIN_BATCH): loading them would cost it milliseconds.
+    # None of its batches could be split over them (KERNEL_SPLIT_BATCH): loading them would cost it milliseconds.
     out = run(COMMON + """
-    small = data[:100_000]
-    assert agefast.decrypt(agefast.encrypt(small, [identity.to_public()], threads=2), [identity], threads=2) == small
+    for size in (100_000, 512 << 10):
+        small = data[:size]
+        assert agefast.decrypt(agefast.encrypt(small, [identity.to_public()], threads=2), [identity],
+                               threads=2) == small
     print("agefast.kernels" in sys.modules)
     """)
     assert out == "False\n"
+
+
+def test_once_loaded_the_kernels_take_a_batch_of_a_few_chunks_on_the_calling_thread():
+    # From KERNEL_MIN_BATCH to KERNEL_SPLIT_BATCH one kernel call on the caller's thread (it releases the
+    # GIL); a smaller job stays on cryptography.
+    out = run(COMMON + """
+    from agefast import kernels
+    kernels.warm_up()
+    calls = engine_calls()
+    for size in (engine.KERNEL_MIN_BATCH - 1, engine.KERNEL_MIN_BATCH, engine.KERNEL_SPLIT_BATCH - 1):
+        part = data[:size]
+        assert agefast.decrypt(agefast.encrypt(part, [identity.to_public()]), [identity]) == part
+        print(calls)
+        calls.clear()
+    """)
+    assert out == "[]\n[1, 1]\n[1, 1]\n"
+
+
+def test_jobs_of_a_few_chunks_count_towards_the_threshold():
+    out = run(COMMON + """
+    engine.ENGINE_AFTER = 4 << 20
+    part = data[:engine.KERNEL_MIN_BATCH]
+    for _ in range(10):               # 5 MiB moved
+        assert agefast.decrypt(agefast.encrypt(part, [identity.to_public()]), [identity]) == part
+    from agefast import kernels
+    print(kernels.is_warm())
+    """)
+    assert out == "True\n"
 
 
 def test_one_thread_stays_on_cryptography():

@@ -293,8 +293,8 @@ def test_a_full_final_chunk_is_opened_once(chunks):
 
 @pytest.mark.parametrize("damaged", [None, 0, 7, 15])
 def test_a_payload_ending_in_a_full_chunk_is_opened_as_one_batch(damaged):
-    # The kernels take a batch only whole (KERNEL_MIN_BATCH): 16 full chunks
-    # reach the engine in one call, the last as the final one. A damaged
+    # The engine splits a batch over threads only whole (KERNEL_SPLIT_BATCH):
+    # 16 full chunks reach it in one call, the last as the final one. A damaged
     # chunk is still named, with the chunks before it released.
     key = bytes(range(32))
     data = plaintext(16 * CHUNK)

@@ -18,8 +18,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .._typing import Buffer
-from .rules import (CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, LONE_CHUNK_NONCE, SEALED_CHUNK_SIZE, TAG_SIZE,
-                    chunk_nonce)
+from .rules import (CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, KERNEL_SPLIT_CHUNKS, LONE_CHUNK_NONCE,
+                    SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -42,9 +42,12 @@ def _aead() -> "tuple[type[ChaCha20Poly1305], type[Exception]]":
         _cryptography = AEAD, InvalidTag
     return _cryptography
 
-# Batches of at least this many bytes may go to the kernels; smaller ones
-# stay on cryptography (measured in docs/engine.md).
+# Batches of at least KERNEL_MIN_BATCH bytes may go to the kernels, smaller
+# ones stay on cryptography; from KERNEL_SPLIT_BATCH on a batch is split over
+# the job's threads, below it one kernel call on the calling thread runs it
+# (measured in docs/engine.md).
 KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
+KERNEL_SPLIT_BATCH = KERNEL_SPLIT_CHUNKS * CHUNK_SIZE
 # With threads=None a job moves to the kernels, on every core, once it is
 # known to move ENGINE_AFTER bytes (its size says so), or once the jobs of
 # this process have moved that much on cryptography (many in-memory calls of
@@ -58,8 +61,9 @@ KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
 # thread, as long as cryptography takes to seal the compile's ~8 s of CPU,
 # and moves to them once they are ready; until then cryptography serves.
 # threads > 1 asks for the kernels at once, unless the job is known to be
-# smaller than KERNEL_MIN_BATCH; such a job never loads them nor counts
-# towards the thresholds. threads=1 loads nothing and counts nothing
+# smaller than KERNEL_SPLIT_BATCH (it would never split a batch over them).
+# A job known to be smaller than KERNEL_MIN_BATCH never runs on them, nor
+# counts towards the thresholds. threads=1 loads nothing and counts nothing
 # (cryptography is nearly as fast on one core), but once the kernels are
 # loaded in this process one core runs on them too, 6% faster.
 # AGEFAST_ENGINE=cryptography|numba forces one.
@@ -158,6 +162,10 @@ class Engine:
             return None
         return self.kernels
 
+    def _threads_for(self, n: int, split: bool) -> int | None:
+        """The cores a kernel call for a batch of n bytes is split over."""
+        return self.threads if split and (n >= KERNEL_SPLIT_BATCH or self._forced) else 1
+
     def _upgrade(self, n: int) -> None:
         with self._lock:
             if self.kernels is not None:
@@ -182,7 +190,7 @@ class Engine:
             raise ValueError("a non-final batch must hold whole chunks")
         kernels = self._kernels_for(n)
         if kernels is not None:
-            sealed: int = kernels.seal_chunks(key, counter, src, dst, final, self.threads if split else 1)
+            sealed: int = kernels.seal_chunks(key, counter, src, dst, final, self._threads_for(n, split))
             return sealed
         aead = _aead()[0](key)
         nonce = bytearray(CHUNK_NONCE_SIZE)
@@ -216,7 +224,7 @@ class Engine:
             raise ValueError("a batch must hold whole sealed chunks")
         kernels = self._kernels_for(n)
         if kernels is not None:
-            opened: int = kernels.open_chunks(key, counter, src, dst, final, self.threads if split else 1)
+            opened: int = kernels.open_chunks(key, counter, src, dst, final, self._threads_for(n, split))
             return opened
         new_aead, invalid_tag = _aead()
         aead = new_aead(key)
@@ -289,7 +297,7 @@ def choose(size: int | None, threads: int | None) -> Engine:
         # A small job never loads the kernels, nor runs on them where they
         # are loaded: none of its batches is large enough (Engine._kernels_for).
         return Engine(None, threads)
-    if threads is not None and threads > 1:
+    if threads is not None and threads > 1 and (size is None or size >= KERNEL_SPLIT_BATCH):
         return Engine(_loaded(), threads)
     warm = _warm()
     if warm is not None:

@@ -50,7 +50,11 @@ DIRECT_CHUNKS = 64
 MEMORY_STEP = 256
 # - Batches of fewer chunks stay on cryptography: below this the kernels'
 #   per-call cost is not won back (docs/engine.md).
-KERNEL_MIN_CHUNKS = 16
+KERNEL_MIN_CHUNKS = 4
+# - Batches of fewer chunks run on the calling thread alone, as one kernel
+#   call: waking the engine's threads is not won back. That call releases
+#   the GIL, so callers on several threads seal and open at once.
+KERNEL_SPLIT_CHUNKS = 16
 
 
 def payload_key(file_key: bytes, nonce: bytes, hmac_sha256: "Callable[[bytes, bytes], bytes] | None" = None) -> bytes:
