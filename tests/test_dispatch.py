@@ -31,8 +31,8 @@ COMMON = """
     from agefast.payload import engine
     identity = agefast.x25519.Identity.generate()
     data = bytes(range(256)) * (8 << 12)  # 8 MiB
-    def round_trip(**kw):
-        assert agefast.decrypt(agefast.encrypt(data, [identity.to_public()], **kw), [identity], **kw) == data
+    def round_trip(plain=data, **kw):
+        assert agefast.decrypt(agefast.encrypt(plain, [identity.to_public()], **kw), [identity], **kw) == plain
     def engine_calls():
         from agefast import kernels
         calls = []
@@ -81,7 +81,7 @@ def test_small_jobs_stay_on_cryptography_however_many():
     engine.ENGINE_AFTER = 1 << 20
     small = data[:100_000]           # under KERNEL_MIN_BATCH, sealed too
     for _ in range(40):
-        assert agefast.decrypt(agefast.encrypt(small, [identity.to_public()]), [identity]) == small
+        round_trip(small)
     print("agefast.kernels" in sys.modules)
     """)
     assert out == "False\n"
@@ -118,8 +118,7 @@ def test_a_small_job_loads_no_kernels_however_many_threads():
     out = run(COMMON + """
     for size in (100_000, 512 << 10):
         small = data[:size]
-        assert agefast.decrypt(agefast.encrypt(small, [identity.to_public()], threads=2), [identity],
-                               threads=2) == small
+        round_trip(small, threads=2)
     print("agefast.kernels" in sys.modules)
     """)
     assert out == "False\n"
@@ -134,7 +133,7 @@ def test_once_loaded_the_kernels_take_a_batch_of_a_few_chunks_on_the_calling_thr
     calls = engine_calls()
     for size in (engine.KERNEL_MIN_BATCH - 1, engine.KERNEL_MIN_BATCH, engine.KERNEL_SPLIT_BATCH - 1):
         part = data[:size]
-        assert agefast.decrypt(agefast.encrypt(part, [identity.to_public()]), [identity]) == part
+        round_trip(part)
         print(calls)
         calls.clear()
     """)
@@ -146,7 +145,7 @@ def test_jobs_of_a_few_chunks_count_towards_the_threshold():
     engine.ENGINE_AFTER = 4 << 20
     part = data[:engine.KERNEL_MIN_BATCH]
     for _ in range(10):               # 5 MiB moved
-        assert agefast.decrypt(agefast.encrypt(part, [identity.to_public()]), [identity]) == part
+        round_trip(part)
     from agefast import kernels
     print(kernels.is_warm())
     """)
@@ -171,7 +170,7 @@ def test_a_cold_cache_compiles_in_the_background_for_a_large_job(tmp_path):
     from agefast.kernels import _loader
     print(_loader._compiling is None, "numba" in sys.modules)
     big = data * 3                    # a job of 24 MiB: the compile starts
-    assert agefast.decrypt(agefast.encrypt(big, [identity.to_public()]), [identity]) == big
+    round_trip(big)
     _loader._compiling.join()
     calls = engine_calls()
     round_trip()                      # now on the engine, with the same results
