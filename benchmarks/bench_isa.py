@@ -1,23 +1,33 @@
-"""One core, the kernels as built for this process's CPU class against cryptography, in interleaved rounds.
+"""The kernels as built for a CPU class against cryptography restricted to the same instructions, in interleaved rounds.
 
-    python benchmarks/bench_isa.py --rounds 9
-    NUMBA_CACHE_DIR=/tmp/k-avx2 NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=... \\
-        OPENSSL_ia32cap=":~0xD0230000" python benchmarks/bench_isa.py     (another class: issue 26's table)
+    python benchmarks/bench_isa.py --rounds 9              (this process's class)
+    python benchmarks/bench_isa.py --classes --rounds 9    (issue 26's table: every class this CPU runs)
 
 Workloads, each sealed and opened with every tag verified: 128 MiB of 64 KiB
-age chunks (agefast.kernels in one call with threads=1; cryptography's
-encrypt_into / decrypt_into chunk by chunk into a preallocated buffer), and one
-64 KiB chunk per call. Each round times every case once, in a rotating order;
-the table gives each case's best round and the median over rounds of the
-per-round ratio. The build's instruction set is kernels.isa(); OPENSSL_ia32cap,
-if set, restricts cryptography's OpenSSL the same way (it is read when
+age chunks (agefast.kernels in one call with threads=1, and with threads=2
+where the machine has two CPUs; cryptography's encrypt_into / decrypt_into
+chunk by chunk into a preallocated buffer, on one core), and one 64 KiB chunk
+per call. Each round times every case once, in a rotating order; the table
+gives each case's best round and the median over rounds of the per-round
+ratio. The build's instruction set is kernels.isa(); OPENSSL_ia32cap, if
+set, restricts cryptography's OpenSSL the same way (it is read when
 cryptography loads it).
+
+--classes measures each x86 class agefast ships (agefast.kernels._shipped)
+that this CPU can run, each in a process of its own: the kernels compiled
+for the class's Numba target (NUMBA_CPU_NAME and NUMBA_CPU_FEATURES; the
+kernel cache keeps each target apart, and the first run compiles it) and
+OpenSSL masked to the same instructions (_OPENSSL_MASKS). A class this CPU
+cannot run is listed as such.
 """
 
 import argparse
+import json
 import os
 import statistics
 import struct
+import subprocess
+import sys
 import time
 
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -41,7 +51,7 @@ def crypto(seal, src, dst):
         run(nonce, s[i * step:(i + 1) * step], None, d[i * out:(i + 1) * out])
 
 
-def cases(size):
+def cases(size, two_threads):
     plain = os.urandom(size)
     sealed = bytearray(size + size // CHUNK * 16)
     crypto(True, plain, sealed)
@@ -49,17 +59,22 @@ def cases(size):
     out_sealed, out_plain = bytearray(len(sealed)), bytearray(size)
     chunks = size // CHUNK
 
-    def agefast_seal():
-        kernels.seal_chunks(KEY, 0, plain, out_sealed, True, threads=1)
+    def agefast_seal(threads):
+        return lambda: kernels.seal_chunks(KEY, 0, plain, out_sealed, True, threads=threads)
 
-    def agefast_open():
-        if kernels.open_chunks(KEY, 0, sealed, out_plain, True, threads=1) != chunks:
-            raise AssertionError("a chunk did not verify")
+    def agefast_open(threads):
+        def run():
+            if kernels.open_chunks(KEY, 0, sealed, out_plain, True, threads=threads) != chunks:
+                raise AssertionError("a chunk did not verify")
+        return run
 
-    return {"cryptography seal": lambda: crypto(True, plain, out_sealed),
-            "agefast seal": agefast_seal,
+    work = {"cryptography seal": lambda: crypto(True, plain, out_sealed),
+            "agefast seal": agefast_seal(1),
             "cryptography open": lambda: crypto(False, sealed, out_plain),
-            "agefast open": agefast_open}
+            "agefast open": agefast_open(1)}
+    if two_threads:
+        work |= {"agefast 2 threads seal": agefast_seal(2), "agefast 2 threads open": agefast_open(2)}
+    return work
 
 
 def rounds_of(work, rounds, repeat):
@@ -78,23 +93,96 @@ def rounds_of(work, rounds, repeat):
     return times
 
 
+def measure(rounds, mib):
+    """[{workload, op, agefast and cryptography GB/s, best and median ratio}] for this process's build."""
+    kernels.warm_up()
+    rows = []
+    two_threads = len(os.sched_getaffinity(0)) >= 2
+    for label, size, repeat in ((f"{mib} MiB", mib << 20, 1), ("64 KiB per call", CHUNK, 2000)):
+        times = rounds_of(cases(size, two_threads and repeat == 1), rounds, repeat)
+        for who in ("agefast", "agefast 2 threads"):
+            for op in ("seal", "open"):
+                if f"{who} {op}" not in times:
+                    continue
+                ours, theirs = times[f"{who} {op}"], times[f"cryptography {op}"]
+                rows.append({"workload": label if who == "agefast" else f"{label}, 2 threads", "op": op,
+                             "agefast_gb_s": size * repeat / min(ours) / 1e9,
+                             "cryptography_gb_s": size * repeat / min(theirs) / 1e9,
+                             "best": min(theirs) / min(ours),
+                             "median": statistics.median(t / o for o, t in zip(ours, theirs))})
+    return rows
+
+
+def print_rows(rows):
+    for row in rows:
+        print(f"{row['workload']:26} {row['op']}: agefast {row['agefast_gb_s']:.2f} GB/s  cryptography "
+              f"{row['cryptography_gb_s']:.2f} GB/s  best {row['best']:.2f}x  median of rounds {row['median']:.2f}x")
+
+
+# What keeps cryptography's OpenSSL to a class's instructions: OPENSSL_ia32cap
+# clears bits of CPUID leaf 7's EBX (after the colon): AVX-512 F (bit 16), DQ
+# (17), IFMA (21), CD (28), BW (30), VL (31) for AVX2 alone; IFMA for AVX-512F.
+_OPENSSL_MASKS = {"avx512ifma": "", "avx512f": ":~0x00200000", "avx2": ":~0xD0230000"}
+
+
+def each_class(rounds, mib):
+    """Measure every x86 class this CPU runs, each in its own process; print one table."""
+    from agefast.kernels import _shipped
+
+    flags = _shipped.host_flags()
+    table = []
+    for cpu_class in _shipped.CLASSES:
+        if cpu_class.machine != os.uname().machine:
+            continue
+        mask = _OPENSSL_MASKS.get(cpu_class.name, "")
+        missing = sorted(_shipped.required_flags(cpu_class) - flags)
+        if missing:
+            table.append((cpu_class, mask, None, f"this CPU lacks {', '.join(missing)}"))
+            continue
+        env = {**os.environ, "NUMBA_CPU_NAME": cpu_class.cpu, "NUMBA_CPU_FEATURES": cpu_class.features,
+               "OPENSSL_ia32cap": mask}
+        print(f"{cpu_class.name}: measuring (the first run compiles the class)", flush=True)
+        done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib), "--json"],
+                              env=env, stdout=subprocess.PIPE, text=True, check=True)
+        result = json.loads(done.stdout.splitlines()[-1])
+        print_rows(result["rows"])
+        table.append((cpu_class, mask, result, ""))
+    print()
+    print("| class | build | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open |")
+    print("|---|---|---|---|---|---|")
+    for cpu_class, mask, result, why in table:
+        head = f"| {cpu_class.name} | {cpu_class.cpu} | `{mask or '(none)'}` |"
+        if result is None:
+            print(f"{head} not measured: {why} | | |")
+            continue
+        by = {}
+        for row in result["rows"]:
+            by.setdefault(row["workload"], {})[row["op"]] = row
+        for workload, ops in by.items():
+            cells = [f"{r['agefast_gb_s']:.2f} / {r['cryptography_gb_s']:.2f}, **{r['best']:.2f}x**, {r['median']:.2f}x"
+                     for r in (ops["seal"], ops["open"])]
+            print(f"{head} {workload} | {cells[0]} | {cells[1]} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--mib", type=int, default=128)
+    parser.add_argument("--classes", action="store_true", help="every class this CPU runs, one process each")
+    parser.add_argument("--json", action="store_true", help="end with the results as one line of JSON")
     args = parser.parse_args()
-    kernels.warm_up()
-    print(f"isa {kernels.isa()}  OPENSSL_ia32cap={os.environ.get('OPENSSL_ia32cap', '')!r}  "
-          f"load {os.getloadavg()[0]:.2f}")
-    for label, size, repeat in ((f"{args.mib} MiB", args.mib << 20, 1), ("64 KiB per call", CHUNK, 2000)):
-        times = rounds_of(cases(size), args.rounds, repeat)
-        for op in ("seal", "open"):
-            ours, theirs = times[f"agefast {op}"], times[f"cryptography {op}"]
-            ratio = statistics.median(t / o for o, t in zip(ours, theirs))
-            print(f"{label:16} {op}: agefast {size * repeat / min(ours) / 1e9:.2f} GB/s  cryptography "
-                  f"{size * repeat / min(theirs) / 1e9:.2f} GB/s  best {min(theirs) / min(ours):.2f}x  "
-                  f"median of rounds {ratio:.2f}x")
+    if args.classes:
+        print(f"load {os.getloadavg()[0]:.2f}")
+        each_class(args.rounds, args.mib)
+        print(f"load at end {os.getloadavg()[0]:.2f}")
+        return
+    load = os.getloadavg()[0]
+    rows = measure(args.rounds, args.mib)
+    print(f"isa {kernels.isa()}  OPENSSL_ia32cap={os.environ.get('OPENSSL_ia32cap', '')!r}  load {load:.2f}")
+    print_rows(rows)
     print(f"load at end {os.getloadavg()[0]:.2f}")
+    if args.json:
+        print(json.dumps({"isa": kernels.isa(), "load": [load, os.getloadavg()[0]], "rows": rows}))
 
 
 if __name__ == "__main__":
