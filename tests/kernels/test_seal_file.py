@@ -22,6 +22,8 @@ def cryptography_reference(monkeypatch):
 
 
 def reference(plain: bytes) -> bytes:
+    if not plain:
+        return b""      # no batch: a job stopped before its first (the engine refuses an empty non-final batch)
     sealed = bytearray(len(plain) // kernels.CHUNK_SIZE * kernels.SEALED_CHUNK_SIZE)
     choose(None, None).seal(KEY, 0, plain, sealed, False)
     return bytes(sealed)
