@@ -1,6 +1,7 @@
 """agefast.io.buffers.new_bytes: results written once, in place."""
 
 import threading
+import traceback
 
 import pytest
 
@@ -34,6 +35,32 @@ def test_a_failing_fill_propagates():
 
     with pytest.raises(OSError, match="source gone"):
         buffers.new_bytes(buffers._RAW_MIN * 2, fill)
+
+
+def _live(view: memoryview) -> bool:
+    try:
+        view.nbytes
+    except ValueError:    # released
+        return False
+    return True
+
+
+@pytest.mark.parametrize("size", [100, buffers._RAW_MIN])
+def test_a_failing_fill_leaves_no_view_of_the_result_in_its_frames(size):
+    # A traceback keeps the frames of the failed fill, and they held views of
+    # the result: kept in a reference cycle (`except E as e: kept = e`), a
+    # BytesIO whose buffer was still lent crashed CPython 3.12.1's collector
+    # (python/cpython#111049), and the raw result's views outlived the bytes
+    # they point into.
+    def fill(view, ready):
+        part = view[1:2]    # noqa: F841  # what a fill's frame holds when it fails
+        raise OSError("source gone")
+
+    with pytest.raises(OSError) as failed:
+        buffers.new_bytes(size, fill)
+    views = [value for frame, _ in traceback.walk_tb(failed.value.__traceback__)
+             for value in frame.f_locals.values() if isinstance(value, memoryview)]
+    assert not [view for view in views if _live(view)]
 
 
 def test_a_failing_fill_stops_the_populating_thread():
