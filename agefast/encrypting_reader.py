@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from . import _arguments
 from .io.source import Source
 from ._typing import Buffer, Reader, Recipient
+from .errors import again
 from .streaming import Encryptor, read_all
 from .payload.rules import CHUNK_SIZE, STREAM_BATCH
 
@@ -74,7 +75,7 @@ class EncryptingReader(io.RawIOBase):
         if self.closed:
             raise ValueError("read from a closed encrypting reader")
         if self._error is not None:
-            raise self._error
+            raise again(self._error)
         mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv):

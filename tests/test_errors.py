@@ -4,6 +4,7 @@ import io
 import random
 import subprocess
 import time
+import traceback
 
 import pytest
 
@@ -355,3 +356,49 @@ def test_whitespace_before_armor_up_to_the_limit():
         agefast.decrypt(b"\n" * 1025 + armored, [IDENTITY])
     with pytest.raises(errors.ArmorError, match="whitespace after the END line"):
         agefast.decrypt(armored + b"\n" * 1024, [IDENTITY])
+
+
+class _FailingSource(io.RawIOBase):
+    """A reader whose every read fails, as a source that went away."""
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        raise OSError("the source went away")
+
+
+def _damaged(ct: bytes) -> bytes:
+    damaged = bytearray(ct)
+    damaged[CHUNKS_START + SEALED + 5] ^= 1     # chunk 1
+    return bytes(damaged)
+
+
+def _bad_armor() -> bytes:
+    lines = agefast.encrypt(DATA, [RECIPIENT], armored=True).split(b"\n")
+    lines[2000] = b"!" * len(lines[2000])     # in the payload, past what the header reads
+    return b"\n".join(lines)
+
+
+FAILED_READERS = {
+    "stream": (lambda: agefast.decryptor(Trickle(_damaged(CT)), [IDENTITY]), errors.PayloadError),
+    "seekable": (lambda: agefast.decryptor(io.BytesIO(_damaged(CT)), [IDENTITY]), errors.PayloadError),
+    "armor": (lambda: agefast.decryptor(Trickle(_bad_armor()), [IDENTITY], armored=True), errors.ArmorError),
+    "encrypting": (lambda: agefast.encrypting_reader(_FailingSource(), [RECIPIENT]), OSError),
+}
+
+
+@pytest.mark.parametrize("name", FAILED_READERS)
+def test_a_failed_reader_fails_again_with_a_traceback_of_its_own(name):
+    # Each read after a failure raises the stored error again. Raised as it
+    # was, its traceback grew by the frames of every failed read, and kept
+    # them: 2000 failed reads of a stream held 132 MB.
+    make, error = FAILED_READERS[name]
+    reader = make()
+    lengths = []
+    for _ in range(5):
+        with pytest.raises(error) as failed:
+            while reader.read(CHUNK):
+                pass
+        lengths.append(len(list(traceback.walk_tb(failed.value.__traceback__))))
+    assert lengths[1:] == [lengths[1]] * 4

@@ -21,7 +21,7 @@ import binascii
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import ArmorError
+from ..errors import ArmorError, again
 from .._typing import Buffer
 from ..io.writes import write_all
 
@@ -185,7 +185,7 @@ class ArmorReader:
 
     def readinto(self, b: Buffer) -> int:
         if self._error is not None:
-            raise self._error
+            raise again(self._error)
         mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv):

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from .engine import Engine
-from ..errors import PayloadError, TruncatedError
+from ..errors import PayloadError, TruncatedError, again
 from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
 from .stream import open_batch
 
@@ -104,7 +104,7 @@ class SeekablePayload:
 
     def readinto(self, b: Any) -> int:
         if self._error is not None:
-            raise self._error
+            raise again(self._error)
         mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv) and self.pos < self.size:
@@ -119,7 +119,7 @@ class SeekablePayload:
                 if self._error is not None:
                     if n:
                         return n
-                    raise self._error
+                    raise again(self._error)
                 continue
             if not self._cached(index) and self._pending is None:
                 self._count = 0  # the buffer is about to be overwritten
@@ -131,7 +131,7 @@ class SeekablePayload:
                 self._error = self._pending
                 if n:
                     return n
-                raise self._error  # type: ignore[misc]  # set: the chunk is not cached because _load failed
+                raise again(self._error)  # type: ignore[arg-type]  # set: the chunk is not cached because _load failed
             offset = self.pos - self._first * CHUNK_SIZE
             take = min(len(mv) - n, self._count * CHUNK_SIZE - offset, self.size - self.pos)
             mv[n:n + take] = memoryview(self._plain)[offset:offset + take]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .engine import Engine
 from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem
 from .._typing import Buffer
-from ..errors import PayloadError, TruncatedError
+from ..errors import PayloadError, TruncatedError, again
 from ..io.writes import write_all
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class PayloadReader:
             if self._start == self._end:
                 if self._done:
                     if self._error is not None and n == 0:
-                        raise self._error
+                        raise again(self._error)
                     break
                 try:
                     if len(mv) - n >= len(self._plain):
