@@ -47,11 +47,16 @@ class EncryptingReader(io.RawIOBase):
     def __init__(self, src: Reader, recipients: Iterable[Recipient], *, armored: bool = False,
                  close_src: bool = False, threads: int | None = None) -> None:
         super().__init__()
-        self._src = _arguments.reader("src", src)
-        self._close_src = close_src
-        self._source = Source(src)
-        self._output = _Output()
-        self._encryptor = Encryptor(self._output, recipients, armored=armored, threads=threads)
+        try:
+            self._src = _arguments.reader("src", src)
+            self._close_src = close_src
+            self._source = Source(src)
+            self._output = _Output()
+            self._encryptor = Encryptor(self._output, recipients, armored=armored, threads=threads)
+        except BaseException:
+            # Closed here, as IOBase's finaliser would close it with no encryptor to abort.
+            super().close()
+            raise
         self._plain = bytearray(_PULL)
         self._pos = 0  # of the next byte of self._output.data to hand out
         self._error: BaseException | None = None

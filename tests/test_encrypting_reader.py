@@ -4,6 +4,7 @@ import http.server
 import io
 import shutil
 import subprocess
+import sys
 import threading
 import tracemalloc
 
@@ -174,6 +175,21 @@ def test_wrong_arguments_are_refused_before_reading():
     with pytest.raises(agefast.EncryptError, match="Missing recipients"):
         agefast.encrypting_reader(source, [])
     assert source.tell() == 0
+
+
+def test_a_refused_reader_leaves_its_finaliser_nothing_to_fail_on():
+    # IOBase's finaliser closes even a reader whose __init__ raised; close()
+    # then found no encryptor to abort: "Exception ignored ... AttributeError",
+    # which Python 3.13 prints, and 3.11 in development mode.
+    script = ("import gc, io, agefast\n"
+              "for recipients in ('not a list', []):\n"
+              "    try:\n"
+              "        agefast.encrypting_reader(io.BytesIO(b'plaintext'), recipients)\n"
+              "    except (TypeError, agefast.EncryptError):\n"
+              "        pass\n"
+              "gc.collect()\n")
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Exception ignored" not in done.stderr, done.stderr
 
 
 class _Upload(http.server.BaseHTTPRequestHandler):
