@@ -166,15 +166,21 @@ class Decryptor(io.RawIOBase):
     def __init__(self, src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
                  close_src: bool = False, threads: int | None = None) -> None:
         super().__init__()
-        self._src = _arguments.reader("src", src)
-        self._close_src = close_src
-        start: int | None = getattr(src, "tell")() if _is_seekable(src) else None
-        source, key, armored = open_file(src, identities, armored)
-        self._payload: SeekablePayload | PayloadReader
-        if start is not None and not armored:
-            self._payload = SeekablePayload(src, start + source.consumed, key, choose(None, threads))
-        else:
-            self._payload = PayloadReader(source, key, choose(None, threads))
+        try:
+            self._src = _arguments.reader("src", src)
+            self._close_src = close_src
+            start: int | None = getattr(src, "tell")() if _is_seekable(src) else None
+            source, key, armored = open_file(src, identities, armored)
+            self._payload: SeekablePayload | PayloadReader
+            if start is not None and not armored:
+                self._payload = SeekablePayload(src, start + source.consumed, key, choose(None, threads))
+            else:
+                self._payload = PayloadReader(source, key, choose(None, threads))
+        except BaseException:
+            # Refused: closed here (`src` stays the caller's), as IOBase's
+            # finaliser would close it with nothing set up.
+            super().close()
+            raise
 
     def readable(self) -> bool:
         return True

@@ -6,6 +6,7 @@ import pytest
 
 import agefast
 from agefast.io.direct import BLOCK, DirectReader, DirectWriter
+from dev_mode import nothing_ignored
 
 SIZES = [0, 1, 4095, 4096, 4097, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 12345]
 
@@ -49,3 +50,17 @@ def test_failed_decryption_leaves_no_output(tmp_path):
         with pytest.raises(agefast.errors.PayloadError):
             agefast.decrypt_file(tmp_path / "ct", tmp_path / "out", [identity], direct=direct)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["ct"]
+
+
+def test_a_file_that_does_not_open_leaves_the_finaliser_nothing_to_close():
+    # IOBase's finaliser closes even a reader or writer whose __init__
+    # raised; close() then found no descriptor (AttributeError, printed as
+    # "Exception ignored").
+    nothing_ignored("import gc\n"
+                    "from agefast.io.direct import DirectReader, DirectWriter\n"
+                    "for make in (DirectReader, DirectWriter):\n"
+                    "    try:\n"
+                    "        make('/nonexistent/agefast-test')\n"
+                    "    except FileNotFoundError:\n"
+                    "        pass\n"
+                    "gc.collect()\n")

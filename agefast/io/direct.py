@@ -40,7 +40,11 @@ class DirectReader(io.RawIOBase):
 
     def __init__(self, path: str | bytes, offset: int = 0) -> None:
         super().__init__()
-        self._fd, self.direct = _open(path, os.O_RDONLY)
+        try:
+            self._fd, self.direct = _open(path, os.O_RDONLY)
+        except BaseException:
+            super().close()     # nothing opened: IOBase's finaliser must not try to close it
+            raise
         self._buf = mmap.mmap(-1, BLOCK)
         self._pos = offset  # file offset of the next byte to hand out
         self._block_start = 0
@@ -79,7 +83,11 @@ class DirectWriter(io.RawIOBase):
 
     def __init__(self, path: str | bytes, mode: int = 0o666) -> None:
         super().__init__()
-        self._fd, self.direct = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            self._fd, self.direct = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        except BaseException:
+            super().close()     # nothing opened: IOBase's finaliser must not try to close it
+            raise
         self._buf = mmap.mmap(-1, BLOCK)
         self._fill = 0
 
