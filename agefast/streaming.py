@@ -242,7 +242,7 @@ def decryptor(src: Reader, identities: Iterable[Identity], *, armored: bool | No
     The header is read and checked now (errors as for decrypt); only verified
     plaintext is released. Over a seekable, unarmored `src` the stream is
     seekable and has pread. `armored` as for Decryptor, `close_src` closes
-    `src` with the stream."""
+    `src` with the stream (where this raises, `src` stays open)."""
     return Decryptor(src, identities, armored=armored, close_src=close_src, threads=threads)
 
 
