@@ -17,7 +17,7 @@ from .payload.engine import Engine, choose
 from .format import armor
 from .io.buffers import ready_now
 from .io.replace import replacing
-from .io.source import MemoryReader, Source, file_position
+from .io.source import MemoryReader, MemorySource, file_position
 from .io.direct import DirectReader
 from .header import make_header, open_header
 from .primitives import hmac_sha256
@@ -45,7 +45,7 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
     after its nonce, engine), or None if the file is armored (its size is
     unknown until it is decoded)."""
     identities = _arguments.identities(identities)
-    source = Source.over(data)
+    source = MemorySource(data)
     armored = _arguments.armored_or_not(armored)
     if armored or (armored is None and armor.starts_armored(source)):
         return None

@@ -11,7 +11,7 @@ from .primitives import FILE_KEY_SIZE, hkdf, hmac_sha256, hmac_sha256_matches
 from .payload.rules import NONCE_SIZE, payload_key
 
 if TYPE_CHECKING:
-    from .io.source import Source
+    from .io.source import HeaderSource
     from ._typing import Identity, Recipient
 
 
@@ -61,7 +61,7 @@ def _no_match(types: list[str]) -> NoIdentityMatchError:
         f"No matching keys found: no identity matched any of the recipients (the file's stanzas: {named})", types)
 
 
-def open_file_key(source: "Source", identities: "Iterable[Identity]") -> bytes:
+def open_file_key(source: "HeaderSource", identities: "Iterable[Identity]") -> bytes:
     """Parse the header from `source` and return the file key, once the
     header MAC matches it.
 
@@ -83,7 +83,7 @@ def open_file_key(source: "Source", identities: "Iterable[Identity]") -> bytes:
     return file_key
 
 
-def open_header(source: "Source", identities: "Iterable[Identity]") -> bytes:
+def open_header(source: "HeaderSource", identities: "Iterable[Identity]") -> bytes:
     """Parse the header from `source` and return the payload key.
 
     Leaves `source` at the first chunk; errors as open_file_key's, or

@@ -75,8 +75,8 @@ def test_a_corrupt_chunk_leaves_only_verified_plaintext():
 
 
 def test_a_header_longer_than_the_first_buffered_bytes():
-    # decrypt buffers the start of the file at once (Source.over, 4 KiB); a
-    # longer header, here 50 stanzas, is read on from the buffer behind it.
+    # decrypt copies the start of the file at once (MemorySource, 4 KiB); a
+    # longer header, here 50 stanzas, is read on from a longer copy.
     identities = [agefast.x25519.Identity.generate() for _ in range(50)]
     data = plaintext(1000)
     sealed = agefast.encrypt(data, [i.to_public() for i in identities])

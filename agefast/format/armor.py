@@ -26,7 +26,7 @@ from .._typing import Buffer
 from ..io.writes import write_all
 
 if TYPE_CHECKING:
-    from ..io.source import Source
+    from ..io.source import HeaderSource, Source
 
 BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
 END = b"-----END AGE ENCRYPTED FILE-----"
@@ -44,7 +44,7 @@ MAX_WHITESPACE = 1024
 BLOCK_LINES = 16384
 
 
-def starts_armored(source: "Source") -> bool:
+def starts_armored(source: "HeaderSource") -> bool:
     """Whether a Source holds armor: after at most MAX_WHITESPACE bytes of
     whitespace, a PEM dash line.
 

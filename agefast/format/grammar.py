@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..errors import HeaderError
 
 if TYPE_CHECKING:
-    from ..io.source import Source
+    from ..io.source import HeaderSource
 
 
 VERSION_LINE = b"age-encryption.org/v1\n"
@@ -158,7 +158,7 @@ def encode_mac_line(mac: bytes) -> bytes:
     return b" " + _b64encode_bytes(mac) + b"\n"
 
 
-def _read_line(src: "Source", consumed: int) -> bytes:
+def _read_line(src: "HeaderSource", consumed: int) -> bytes:
     line = src.readline(min(MAX_LINE, MAX_HEADER - consumed) + 1)
     if not line.endswith(b"\n"):
         if len(line) > MAX_LINE or consumed + len(line) > MAX_HEADER:
@@ -168,8 +168,8 @@ def _read_line(src: "Source", consumed: int) -> bytes:
     return line
 
 
-def parse_header(src: "Source") -> Header:
-    """Read a header from a Source, leaving it positioned at the payload."""
+def parse_header(src: "HeaderSource") -> Header:
+    """Read a header from a Source or MemorySource, leaving it positioned at the payload."""
     start = src.consumed
     # No longer than the version line: anything else is not an age file, and
     # a first line of a gigabyte of spaces need not be read to say so.

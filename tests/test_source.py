@@ -1,0 +1,33 @@
+"""agefast.io.source: a MemorySource reads a buffer as a Source reads a file of the same bytes."""
+
+import io
+
+from hypothesis import given, strategies as st
+
+from agefast.io.source import MemorySource, Source
+
+# Bytes with many newlines, long enough to cross the MemorySource's first copy (4 KiB).
+_DATA = st.lists(st.sampled_from([b"\n", b"a", b"bc", b"x" * 700, b"y" * 5000]), max_size=12).map(b"".join)
+_STEP = st.tuples(st.sampled_from(["peek", "readline", "readinto"]), st.integers(0, 9000))
+
+
+@given(_DATA, st.lists(_STEP, max_size=12))
+def test_memory_source_reads_as_a_source_of_the_same_bytes(data, steps):
+    memory, source = MemorySource(bytearray(data)), Source(io.BytesIO(data))
+    for what, n in steps:
+        if what == "readinto":
+            a, b = bytearray(n), bytearray(n)
+            assert memory.readinto(a) == source.readinto(b)
+            assert a == b
+        else:
+            assert getattr(memory, what)(n) == getattr(source, what)(n)
+        assert memory.consumed == source.consumed
+
+
+def test_a_long_line_is_found_past_the_first_copy():
+    data = b"z" * 10_000 + b"\nrest"
+    memory = MemorySource(memoryview(data))
+    assert memory.readline(20_000) == data[:10_001]
+    assert memory.readline(3) == b"res" and memory.consumed == 10_004
+    # No newline within the limit: the line is cut there, as a Source cuts it.
+    assert MemorySource(bytes(100_000)).readline(65_537) == bytes(65_537)
