@@ -3,6 +3,7 @@ OpenSSL backend import); where they are missing or FIPS mode is on it uses
 the public constructors, with the same results."""
 
 import os
+import pickle
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -68,3 +69,23 @@ def test_a_low_order_share_is_a_header_failure(route):
     forged = head + b"\n-> X25519 " + b64encode(bytes(32)).encode() + b"\n" + body
     with pytest.raises(errors.HeaderError, match="low-order"):
         agefast.decrypt(forged, [identity])
+
+
+def test_a_recipient_wraps_again_and_pickles_after_wrapping(route):
+    # It keeps cryptography's key from its first wrap; each wrap still has
+    # a share of its own, and the recipient still pickles as its bytes.
+    identity = agefast.x25519.Identity.generate()
+    recipient = identity.to_public()
+    first, second = (recipient.wrap(bytes(16))[0] for _ in range(2))
+    assert first.args != second.args
+    copy = pickle.loads(pickle.dumps(recipient))
+    assert copy == recipient and str(copy) == str(recipient)
+    for r in (recipient, copy):
+        assert agefast.decrypt(agefast.encrypt(b"again", [r]), [identity]) == b"again"
+
+
+def test_a_low_order_recipient_fails_every_wrap(route):
+    recipient = agefast.x25519.Recipient(bytes(32))
+    for _ in range(2):
+        with pytest.raises(errors.EncryptError, match="low-order"):
+            agefast.encrypt(b"x", [recipient])
