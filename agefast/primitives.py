@@ -20,10 +20,13 @@ from .errors import EncryptError
 
 FILE_KEY_SIZE = 16
 _ZERO_NONCE = bytes(12)
+# One hash descriptor for every HKDF and HMAC (it holds no state): a new one
+# per call cost 0.2 us of each HMAC's 2.8 (2026-12-03, Zen 2).
+_SHA256 = hashes.SHA256()
 
 
 def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
-    return HKDF(hashes.SHA256(), length, salt or None, info).derive(ikm)
+    return HKDF(_SHA256, length, salt or None, info).derive(ikm)
 
 
 # HMAC from cryptography, not the standard library's hmac: that one loads
@@ -31,7 +34,7 @@ def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
 # (a process importing cryptography's primitives and making one HMAC: 51.2 ms
 # with hmac, 48.3 ms with this).
 def _hmac_sha256(key: bytes, data: bytes) -> HMAC:
-    mac = HMAC(key, hashes.SHA256())
+    mac = HMAC(key, _SHA256)
     mac.update(data)
     return mac
 
