@@ -1,13 +1,17 @@
 """Small messages in process: microseconds per call against pyrage and the primitives' floor.
 
 For every size, interleaved round by round: agefast.encrypt/decrypt,
-pyrage.encrypt/decrypt, and the primitives case of bench_sizes.py (the
-header's primitives and the bare STREAM loop, nothing around them). Each case
+pyrage.encrypt/decrypt, the primitives case of bench_sizes.py (the
+header's primitives and the bare STREAM loop, nothing around them), and up to
+one chunk "flat": a whole age file for one X25519 recipient made or read by
+one straight function, every check age makes but nothing else, the least
+Python a call can have around the primitives. Each case
 times CALLS calls one by one and keeps their median: a call that another
 process preempted (the cores here are shared) is dropped instead of being
 averaged in, which bench_sizes.py's samples of many calls cannot do. Reported:
 the median over rounds of each case's median, the median of the per-round
-ratios pyrage/agefast, and agefast's time above the floor.
+ratios pyrage/agefast (and pyrage/flat), and agefast's and flat's time above
+the primitives.
 
     python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N]
 """
@@ -19,11 +23,63 @@ import time
 
 import agefast
 import pyrage
+from agefast.format.grammar import b64decode, b64encode
+from agefast.primitives import hkdf, hmac_sha256
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 import common
-from bench_sizes import AgeFile, Keys, sealed_size, stream_open, stream_seal
+from bench_sizes import CHUNK, X25519_INFO, ZERO_NONCE, AgeFile, Keys, sealed_size, stream_open, stream_seal
 
 CALLS = 200
+VERSION_LINE = b"age-encryption.org/v1\n"
+LONE_CHUNK_NONCE = bytes(11) + b"\x01"
+ARGUMENT_BYTES = bytes(range(32, 127))
+
+
+def flat_encrypt(data: bytes, recipient: bytes, recipient_key: X25519PublicKey) -> bytes:
+    """An age file of `data` (one chunk) for one X25519 recipient, in one straight function."""
+    file_key = os.urandom(16)
+    ephemeral = X25519PrivateKey.generate()
+    share = ephemeral.public_key().public_bytes_raw()
+    wrap_key = hkdf(ephemeral.exchange(recipient_key), share + recipient, X25519_INFO)
+    body = ChaCha20Poly1305(wrap_key).encrypt(ZERO_NONCE, file_key, None)
+    header = b"%s-> X25519 %s\n%s\n---" % (VERSION_LINE, b64encode(share).encode(), b64encode(body).encode())
+    mac = hmac_sha256(hkdf(file_key, b"", b"header"), header)
+    nonce = os.urandom(16)
+    key = hmac_sha256(hmac_sha256(nonce, file_key), b"payload\x01")
+    return b"".join((header, b" ", b64encode(mac).encode(), b"\n", nonce,
+                     ChaCha20Poly1305(key).encrypt(LONE_CHUNK_NONCE, data, None)))
+
+
+def flat_decrypt(sealed: bytes, identity: X25519PrivateKey, public: bytes) -> bytes:
+    """The plaintext of an age file of one X25519 stanza and one chunk, in one
+    straight function that makes every check age makes of such a file."""
+    head = sealed[:4096]
+    end = head.find(b"\n---", len(VERSION_LINE) - 1)
+    newline = head.find(b"\n", end + 1)
+    if not head.startswith(VERSION_LINE) or end < 0 or newline < 0:
+        raise ValueError("not an age file of one stanza")
+    lines = head[len(VERSION_LINE):newline].split(b"\n")
+    if len(lines) != 3:
+        raise ValueError("not one stanza")
+    stanza, body_line, mac_line = lines
+    if not stanza.startswith(b"-> ") or stanza.translate(None, ARGUMENT_BYTES) or len(body_line) >= 64:
+        raise ValueError("malformed stanza")
+    arguments = stanza[3:].split(b" ")
+    if b"" in arguments or len(arguments) != 2 or arguments[0] != b"X25519" or not mac_line.startswith(b"--- "):
+        raise ValueError("malformed stanza or MAC line")
+    share, body, mac = b64decode(arguments[1]), b64decode(body_line), b64decode(mac_line[4:])
+    if len(share) != 32 or len(body) != 32 or len(mac) != 32:
+        raise ValueError("wrong sizes")
+    wrap_key = hkdf(identity.exchange(X25519PublicKey.from_public_bytes(share)), share + public, X25519_INFO)
+    file_key = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, body, None)
+    if hmac_sha256(hkdf(file_key, b"", b"header"), head[:end + 4]) != mac:
+        raise InvalidSignature("header MAC")
+    nonce = sealed[newline + 1:newline + 17]
+    key = hmac_sha256(hmac_sha256(nonce, file_key), b"payload\x01")
+    return ChaCha20Poly1305(key).decrypt(LONE_CHUNK_NONCE, memoryview(sealed)[newline + 17:], None)
 
 
 def per_call_median(fn) -> float:
@@ -44,6 +100,7 @@ def one_size(size: int, reps: int, keys: Keys) -> dict:
     if (pyrage.decrypt(agefast.encrypt(data, keys.recipients), [keys.py_identity]) != data
             or agefast.decrypt(sealed, keys.identities) != data):
         raise SystemExit(f"{common.size_name(size)}: agefast does not round-trip with pyrage")
+    recipient_key = X25519PublicKey.from_public_bytes(keys.x25519_public)
     cases = {
         "encrypt": {
             "agefast": lambda: agefast.encrypt(data, keys.recipients),
@@ -58,6 +115,12 @@ def one_size(size: int, reps: int, keys: Keys) -> dict:
                                    stream_open(key, memoryview(sealed)[start:], ceiling_plain)),
         },
     }
+    if size <= CHUNK:
+        if (pyrage.decrypt(flat_encrypt(data, keys.x25519_public, recipient_key), [keys.py_identity]) != data
+                or flat_decrypt(sealed, keys.x25519_private, keys.x25519_public) != data):
+            raise SystemExit(f"{common.size_name(size)}: the flat functions do not round-trip with pyrage")
+        cases["encrypt"]["flat"] = lambda: flat_encrypt(data, keys.x25519_public, recipient_key)
+        cases["decrypt"]["flat"] = lambda: flat_decrypt(sealed, keys.x25519_private, keys.x25519_public)
     result: dict = {"size": size}
     for op, named in cases.items():
         rounds: dict[str, list[float]] = {name: [] for name in named}
@@ -69,9 +132,17 @@ def one_size(size: int, reps: int, keys: Keys) -> dict:
         result[op] = {"us_per_call": {n: statistics.median(v) for n, v in rounds.items()}, "rounds": rounds,
                       "ratio_vs_pyrage": statistics.median(ratios), "above_floor_us": statistics.median(above)}
         us = result[op]["us_per_call"]
-        print(f"{common.size_name(size):>7} {op}: agefast {us['agefast']:6.1f} us, pyrage {us['pyrage']:6.1f}, "
-              f"primitives {us['primitives']:6.1f}; pyrage/agefast {result[op]['ratio_vs_pyrage']:.2f}x, "
-              f"agefast above the floor {result[op]['above_floor_us']:.1f} us", flush=True)
+        line = (f"{common.size_name(size):>7} {op}: agefast {us['agefast']:6.1f} us, pyrage {us['pyrage']:6.1f}, "
+                f"primitives {us['primitives']:6.1f}; pyrage/agefast {result[op]['ratio_vs_pyrage']:.2f}x, "
+                f"agefast above the floor {result[op]['above_floor_us']:.1f} us")
+        if "flat" in rounds:
+            result[op]["flat_ratio_vs_pyrage"] = statistics.median(
+                p / f for p, f in zip(rounds["pyrage"], rounds["flat"]))
+            result[op]["flat_above_floor_us"] = statistics.median(
+                f - p for f, p in zip(rounds["flat"], rounds["primitives"]))
+            line += (f"; flat {us['flat']:6.1f} us, pyrage/flat {result[op]['flat_ratio_vs_pyrage']:.2f}x, "
+                     f"{result[op]['flat_above_floor_us']:.1f} us above the floor")
+        print(line, flush=True)
     return result
 
 
