@@ -95,25 +95,15 @@ def test_a_forked_child_keeps_using_the_engine():
     assert proc.stdout == "child 0 True\n", proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("cpu_class", _shipped.CLASSES, ids=[c.name for c in _shipped.CLASSES])
-def test_each_class_build(tmp_path, cpu_class):
-    # Each class's build (its Numba target, as the package ships it), whatever
-    # the CPU this runs on can run: one cold compile, every check of it. Only
-    # the AVX2 build is stitched (_stitched); a tampered chunk leaves zeros
-    # there, and the two-pass builds leave it untouched. An Arm build's vector
-    # code is NEON, which isa() counts as the baseline.
-    if platform.machine() != cpu_class.machine or not _shipped.required_flags(cpu_class) <= _shipped.host_flags():
-        pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
-    stitched = cpu_class.name == "avx2"
-    isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
-    script = textwrap.dedent(f"""
+def _build_checks(stitched: bool) -> str:
+    """The checks a class's build must pass, as a script's lines: bit for bit
+    with cryptography, every edge (parity.py), and the engine's calls."""
+    return textwrap.dedent(f"""
         import random
         from agefast.payload import rules
         from agefast.payload.engine import choose
         from agefast import kernels
-        from agefast.kernels import _common
         from tests.kernels.parity import check_batches, check_chunks
-        assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
         rng = random.Random(7)
         check_chunks(rng, stitched={stitched})
         check_batches(rng, stitched={stitched})
@@ -128,7 +118,52 @@ def test_each_class_build(tmp_path, cpu_class):
             assert kernels.open_chunks(key, 3, bytes(ref), back, True, threads=1) >= 1 and back == src
         print("build ok")
     """)
+
+
+@pytest.mark.parametrize("cpu_class", _shipped.CLASSES, ids=[c.name for c in _shipped.CLASSES])
+def test_each_class_build(tmp_path, cpu_class):
+    # Each class's build (its Numba target, as the package ships it), whatever
+    # the CPU this runs on can run: one cold compile, every check of it. Only
+    # the AVX2 build is stitched (_stitched); a tampered chunk leaves zeros
+    # there, and the two-pass builds leave it untouched. An Arm build's vector
+    # code is NEON, which isa() counts as the baseline.
+    if platform.machine() != cpu_class.machine or not _shipped.required_flags(cpu_class) <= _shipped.host_flags():
+        pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
+    stitched = cpu_class.name == "avx2"
+    isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
+    script = textwrap.dedent(f"""
+        from agefast import kernels
+        from agefast.kernels import _common
+        assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
+    """) + _build_checks(stitched)
     out = run(["-c", script], NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features,
+              NUMBA_CACHE_DIR=str(tmp_path))
+    assert "build ok" in out
+
+
+_AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
+_AVX512 = [c for c in _shipped.CLASSES if c.name.startswith("avx512")]
+
+
+@pytest.mark.parametrize("cpu_class", _AVX512, ids=[c.name for c in _AVX512])
+def test_each_avx512_class_lowered_for_avx2(tmp_path, cpu_class):
+    # Where the CPU cannot run an AVX-512 build, its code still runs, compiled
+    # for AVX2 (tests/kernels/lowered.py): 16 ChaCha20 blocks per vector, two
+    # passes, and for IFMA the radix-2^44 lanes with vpmadd52 written out: the
+    # CPUs at hand may have no AVX-512 for days of changes to the kernels.
+    if _shipped.required_flags(cpu_class) <= _shipped.host_flags():
+        pytest.skip(f"this CPU runs the {cpu_class.name} build itself (test_each_class_build)")
+    if platform.machine() != "x86_64" or not _shipped.required_flags(_AVX2) <= _shipped.host_flags():
+        pytest.skip("this CPU cannot run the avx2 build the code is lowered to")
+    ifma = cpu_class.name == "avx512ifma"
+    script = textwrap.dedent(f"""
+        from tests.kernels import lowered
+        seen = lowered.lower({cpu_class.features!r})
+        from agefast import kernels
+        kernels.warm_up()
+        assert seen["widths"] == {{16}} and (seen["madd52"] > 0) == {ifma}, seen
+    """) + _build_checks(stitched=False)
+    out = run(["-c", script], NUMBA_CPU_NAME=_AVX2.cpu, NUMBA_CPU_FEATURES=_AVX2.features,
               NUMBA_CACHE_DIR=str(tmp_path))
     assert "build ok" in out
 
