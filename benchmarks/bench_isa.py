@@ -2,6 +2,7 @@
 
     python benchmarks/bench_isa.py --rounds 9              (this process's class)
     python benchmarks/bench_isa.py --classes --rounds 9    (issue 26's table: every class this CPU runs)
+    python benchmarks/bench_isa.py --classes --forms       (each class in both forms of the batch kernel)
 
 Workloads, each sealed and opened with every tag verified: 128 MiB of 64 KiB
 age chunks (agefast.kernels in one call with threads=1, and with threads=2
@@ -18,7 +19,10 @@ that this CPU can run, each in a process of its own: the kernels compiled
 for the class's Numba target (NUMBA_CPU_NAME and NUMBA_CPU_FEATURES; the
 kernel cache keeps each target apart, and the first run compiles it) and
 OpenSSL masked to the same instructions (_OPENSSL_MASKS). A class this CPU
-cannot run is listed as such.
+cannot run is listed as such. With --forms each class is measured twice, its
+batch kernel in two passes and stitched (AGEFAST_KERNEL_FORM; stitched is 8
+blocks in ymm per iteration on AVX2, 16 in zmm on AVX-512), to choose its
+form by what it measures.
 """
 
 import argparse
@@ -125,8 +129,9 @@ def print_rows(rows):
 _OPENSSL_MASKS = {"avx512ifma": "", "avx512f": ":~0x00200000", "avx2": ":~0xD0230000"}
 
 
-def each_class(rounds, mib):
-    """Measure every x86 class this CPU runs, each in its own process; print one table."""
+def each_class(rounds, mib, forms):
+    """Measure every x86 class this CPU runs, each in its own process (one per form of `forms`,
+    "" for the class's own); print one table."""
     from agefast.kernels import _shipped
 
     flags = _shipped.host_flags()
@@ -137,21 +142,23 @@ def each_class(rounds, mib):
         mask = _OPENSSL_MASKS.get(cpu_class.name, "")
         missing = sorted(_shipped.required_flags(cpu_class) - flags)
         if missing:
-            table.append((cpu_class, mask, None, f"this CPU lacks {', '.join(missing)}"))
+            table.append((cpu_class, "", mask, None, f"this CPU lacks {', '.join(missing)}"))
             continue
-        env = {**os.environ, "NUMBA_CPU_NAME": cpu_class.cpu, "NUMBA_CPU_FEATURES": cpu_class.features,
-               "OPENSSL_ia32cap": mask}
-        print(f"{cpu_class.name}: measuring (the first run compiles the class)", flush=True)
-        done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib), "--json"],
-                              env=env, stdout=subprocess.PIPE, text=True, check=True)
-        result = json.loads(done.stdout.splitlines()[-1])
-        print_rows(result["rows"])
-        table.append((cpu_class, mask, result, ""))
+        for form in forms:
+            env = {**os.environ, "NUMBA_CPU_NAME": cpu_class.cpu, "NUMBA_CPU_FEATURES": cpu_class.features,
+                   "OPENSSL_ia32cap": mask, "AGEFAST_KERNEL_FORM": form}
+            print(f"{cpu_class.name} {form or '(its own form)'}: measuring (the first run compiles the class)",
+                  flush=True)
+            done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib), "--json"],
+                                  env=env, stdout=subprocess.PIPE, text=True, check=True)
+            result = json.loads(done.stdout.splitlines()[-1])
+            print_rows(result["rows"])
+            table.append((cpu_class, form, mask, result, ""))
     print()
-    print("| class | build | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open |")
-    print("|---|---|---|---|---|---|")
-    for cpu_class, mask, result, why in table:
-        head = f"| {cpu_class.name} | {cpu_class.cpu} | `{mask or '(none)'}` |"
+    print("| class | build | form | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open |")
+    print("|---|---|---|---|---|---|---|")
+    for cpu_class, form, mask, result, why in table:
+        head = f"| {cpu_class.name} | {cpu_class.cpu} | {form or 'its own'} | `{mask or '(none)'}` |"
         if result is None:
             print(f"{head} not measured: {why} | | |")
             continue
@@ -169,16 +176,18 @@ def main():
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--mib", type=int, default=128)
     parser.add_argument("--classes", action="store_true", help="every class this CPU runs, one process each")
+    parser.add_argument("--forms", action="store_true", help="with --classes: each class two-pass and stitched")
     parser.add_argument("--json", action="store_true", help="end with the results as one line of JSON")
     args = parser.parse_args()
     if args.classes:
         print(f"load {os.getloadavg()[0]:.2f}")
-        each_class(args.rounds, args.mib)
+        each_class(args.rounds, args.mib, ("two-pass", "stitched") if args.forms else ("",))
         print(f"load at end {os.getloadavg()[0]:.2f}")
         return
     load = os.getloadavg()[0]
     rows = measure(args.rounds, args.mib)
-    print(f"isa {kernels.isa()}  OPENSSL_ia32cap={os.environ.get('OPENSSL_ia32cap', '')!r}  load {load:.2f}")
+    print(f"isa {kernels.isa()}  form {os.environ.get('AGEFAST_KERNEL_FORM') or '(its own)'}  "
+          f"OPENSSL_ia32cap={os.environ.get('OPENSSL_ia32cap', '')!r}  load {load:.2f}")
     print_rows(rows)
     print(f"load at end {os.getloadavg()[0]:.2f}")
     if args.json:

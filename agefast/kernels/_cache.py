@@ -52,7 +52,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # and the rule for the size of the pieces the file kernel writes (io/pieces).
 _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_aead.py", "_stitched.py", "_file_io.py", "_build.py",
             "_abi.py", os.path.join("..", "io", "pieces.py"))
-_NUMBA_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX")
+# The environment that changes what is compiled: Numba's target and
+# optimisation, and the form of the batch kernel (_common.STITCHED).
+_BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "AGEFAST_KERNEL_FORM")
 
 
 def _locations() -> list[tuple[str, tuple[str, ...]]]:
@@ -213,7 +215,7 @@ def key() -> str:
     for name in _SOURCES:
         with open(os.path.join(_HERE, name), "rb") as f:
             h.update(_sha256(f.read()))
-    for name in _NUMBA_SETTINGS:
+    for name in _BUILD_SETTINGS:
         h.update(f"{name}={os.environ.get(name, '')}\n".encode())
     h.update(_sha256(_host_cpu()))
     h.update(_sha256(_release("numba")))

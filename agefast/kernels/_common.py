@@ -6,6 +6,8 @@ of sources (agefast.kernels._cache._SOURCES), since Numba does not notice an
 edit to a callee in another module.
 """
 
+import os
+
 import numpy as np
 from llvmlite import ir
 from numba import config
@@ -35,12 +37,29 @@ FEATURES = _target_features()
 # cache index is keyed on the CPU name and features, so a build for other
 # features never loads this one's machine code.
 IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
-# The batch seals and opens its chunks stitched (_stitched: 8 ChaCha20 blocks
-# in ymm registers while the scalar multiplier hashes in radix 2^64) where the
-# target has AVX2 but not AVX-512, the class where that measured fastest
-# (docs/engine.md); elsewhere in two passes. A compile-time constant, as IFMA:
-# Numba prunes the branch not taken.
-STITCHED = "avx2" in FEATURES and "avx512f" not in FEATURES
+
+
+def _stitched():
+    """Whether the batch seals and opens its chunks stitched (_stitched:
+    ChaCha20 blocks in vector registers while the scalar multiplier hashes in
+    radix 2^64) rather than in two passes.
+
+    Stitched where the target has AVX2 but not AVX-512, the class where that
+    measured fastest (docs/engine.md). AGEFAST_KERNEL_FORM = "stitched" or
+    "two-pass" asks for one form on any target, to measure the other on a
+    class (benchmarks/bench_isa.py --forms): it is part of the cache's key,
+    and no shipped build is used under it.
+    """
+    form = os.environ.get("AGEFAST_KERNEL_FORM", "")
+    if form not in ("", "stitched", "two-pass"):
+        raise ValueError(f"AGEFAST_KERNEL_FORM must be 'stitched' or 'two-pass', not {form!r}")
+    if form:
+        return form == "stitched"
+    return "avx2" in FEATURES and "avx512f" not in FEATURES
+
+
+# A compile-time constant, as IFMA: Numba prunes the branch not taken.
+STITCHED = _stitched()
 
 CHUNK = _abi.CHUNK
 TAG = _abi.TAG

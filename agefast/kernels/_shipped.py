@@ -21,7 +21,8 @@ refuses) leaves agefast.kernels to its cache and to Numba's compile, as
 before.
 
 NUMBA_CPU_NAME or NUMBA_CPU_FEATURES in the environment ask Numba for a
-particular target: then no shipped build is used.
+particular target, AGEFAST_KERNEL_FORM for a form of the batch kernel: then
+no shipped build is used.
 """
 
 import functools
@@ -133,7 +134,7 @@ def write_manifest(source: str, releases: dict[str, str], builds: dict[str, str]
 @functools.cache     # the package directory does not change while a process runs
 def verified() -> tuple[CpuClass, bytes] | None:
     """The class this CPU runs and its library's bytes, checked against the manifest; None where none fits."""
-    if os.environ.get("NUMBA_CPU_NAME") or os.environ.get("NUMBA_CPU_FEATURES"):
+    if any(os.environ.get(name) for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "AGEFAST_KERNEL_FORM")):
         return None
     try:
         with open(os.path.join(DIRECTORY, MANIFEST), encoding="utf-8") as f:

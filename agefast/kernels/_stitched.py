@@ -1,25 +1,27 @@
-"""Stitched ChaCha20-Poly1305 for AVX2 without AVX-512: one loop, two kinds of execution unit.
+"""Stitched ChaCha20-Poly1305: one loop, two kinds of execution unit.
 
-Each iteration of one IR loop computes 8 ChaCha20 blocks (512 bytes) as 8
-lanes of <8 x i32> (ymm) vectors and, in the same loop body, Poly1305 over
-512 bytes of ciphertext in radix 2^64 on the scalar multiplier (_poly1305's
-mulx/adc block step). The vector code leaves the scalar units idle and the
-scalar chain leaves the vector units idle, so each hides most of the other:
-the two-pass form (ChaCha20, then 16 lanes of 26-bit Poly1305 limbs) runs both
-on the vector units, one after the other (docs/engine.md). The 32 Poly1305
+Each iteration of one IR loop computes a STEP of ChaCha20 blocks as lanes of
+vectors, 8 blocks (512 bytes) in <8 x i32> (ymm) or, where the target has
+AVX-512, 16 blocks (1 KiB) in <16 x i32> (zmm), and, in the same loop body,
+Poly1305 over a STEP of ciphertext in radix 2^64 on the scalar multiplier
+(_poly1305's mulx/adc block step). The vector code leaves the scalar units
+idle and the scalar chain leaves the vector units idle, so each hides most of
+the other: the two-pass form (ChaCha20, then 16 lanes of Poly1305 limbs) runs
+both on the vector units, one after the other (docs/engine.md). The Poly1305
 steps are spread over the 80 quarter rounds in the IR, so that the
 out-of-order core sees both kinds of work in its window.
 
-Seal hashes the ciphertext written 512 bytes earlier, and bridges chunks: the
-iteration that hashes a chunk's last 512 bytes encrypts the next chunk's
-first 512 (seal_batch). Open hashes the ciphertext it decrypts in the same
-iteration, so it writes plaintext before the tag is known: a chunk whose tag
-fails has its output overwritten with zeros before open_one returns. Each
-chunk's Poly1305 key comes from one iteration of the same body (_key).
+Seal hashes the ciphertext written a STEP earlier, and bridges chunks: the
+iteration that hashes a chunk's last STEP encrypts the next chunk's first
+(seal_batch). Open hashes the ciphertext it decrypts in the same iteration,
+so it writes plaintext before the tag is known: a chunk whose tag fails has
+its output overwritten with zeros before open_one returns. Each chunk's
+Poly1305 key comes from one iteration of the same body (_key).
 
 _aead imports this module at its end and hands it the batch (seal_batch) or
-each chunk (open_one) where the target has AVX2 but not AVX-512
-(_common.STITCHED).
+each chunk (open_one) where the build is stitched (_common.STITCHED: AVX2
+without AVX-512 by default, measured fastest there; the zmm form is for
+measuring on AVX-512, through AGEFAST_KERNEL_FORM).
 """
 
 import numpy as np
@@ -30,12 +32,15 @@ from numba.extending import intrinsic
 
 from ._aead import _mac_finish, _seal_chunk, _tag_matches
 from ._chacha20 import _chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA
-from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, TAG
+from ._chacha20 import _transpose
+from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, TAG
 from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
 
-STEP = 512              # bytes per iteration: 8 ChaCha20 blocks, 32 Poly1305 blocks
+_W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
+STEP = 64 * _W          # bytes per iteration
 _BLOCKS = STEP // 16    # Poly1305 steps per iteration
 _V8 = ir.VectorType(_I32, 8)
+_VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
 
 # An 8 x 8 transpose of 32-bit words in three rounds that AVX2 does in one
@@ -88,13 +93,13 @@ def _byte_rotations(b):
 
 
 def _emit_stitched(b, st, ctx, src, dst, poly, count):
-    """`count` iterations: dst[512i:] = src[512i:] ^ 8 blocks from counter st[12] + 8i; hash poly[512i:]."""
+    """`count` iterations: dst[STEP i:] = src[STEP i:] ^ _W blocks from counter st[12] + _W i; hash poly[STEP i:]."""
     def splat(w):
-        v = b.insert_element(ir.Constant(_V8, ir.Undefined), w, ir.Constant(_I32, 0))
-        return b.shuffle_vector(v, v, ir.Constant(_V8, [0] * 8))
+        v = b.insert_element(ir.Constant(_VW, ir.Undefined), w, ir.Constant(_I32, 0))
+        return b.shuffle_vector(v, v, ir.Constant(_VW, [0] * _W))
 
     words = [b.load(b.gep(st, [ir.Constant(_I64, i)])) for i in range(4, 16)]
-    base = [ir.Constant(_V8, [c] * 8) for c in _SIGMA] + [splat(w) for w in words]
+    base = [ir.Constant(_VW, [c] * _W) for c in _SIGMA] + [splat(w) for w in words]
     ctx64 = b.bitcast(ctx, _I64.as_pointer())
     r0, r1 = [b.load(b.gep(ctx64, [ir.Constant(_I64, i)])) for i in (0, 1)]
     h_slots = []
@@ -102,16 +107,18 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         slot = cgutils.alloca_once(b, _I64)
         b.store(b.load(b.gep(ctx64, [ir.Constant(_I64, i)])), slot)
         h_slots.append(slot)
-    sp = b.bitcast(src, _V8.as_pointer())
-    dp = b.bitcast(dst, _V8.as_pointer())
+    sp = b.bitcast(src, _VW.as_pointer())
+    dp = b.bitcast(dst, _VW.as_pointer())
     pp = b.bitcast(poly, _I64.as_pointer())
     one = ir.Constant(_I64, 1)
-    rotl = _byte_rotations(b)
+    # AVX-512 rotates by any count in one instruction (vprold); AVX2 needs the byte shuffles.
+    rotl = _byte_rotations(b) if _W == 8 and "avx2" in FEATURES else _rotl
+    groups = 16 // _W       # vectors per block
     with cgutils.for_range(b, count) as loop:
         i = loop.index
-        counter = b.add(words[12 - 4], b.trunc(b.mul(i, ir.Constant(_I64, 8)), _I32))
+        counter = b.add(words[12 - 4], b.trunc(b.mul(i, ir.Constant(_I64, _W)), _I32))
         init = list(base)
-        init[12] = b.add(splat(counter), ir.Constant(_V8, list(range(8))))
+        init[12] = b.add(splat(counter), ir.Constant(_VW, list(range(_W))))
         x = list(init)
         h = [b.load(slot) for slot in h_slots]
         at = b.mul(i, ir.Constant(_I64, STEP // 8))      # this iteration's first i64 of poly
@@ -126,20 +133,21 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         for slot, v in zip(h_slots, h):
             b.store(v, slot)
         out = [b.add(x[k], init[k]) for k in range(16)]
-        halves = [_transpose8(b, out[:8]), _transpose8(b, out[8:])]
-        first = b.mul(i, ir.Constant(_I64, STEP // 32))   # this iteration's first <8 x i32> of src and dst
-        for k in range(8):
-            for g in range(2):
-                idx = [b.add(first, ir.Constant(_I64, 2 * k + g))]
+        transpose = _transpose8 if _W == 8 else _transpose
+        cols = [transpose(b, out[g * _W:(g + 1) * _W]) for g in range(groups)]   # cols[g][k]: part g of block k
+        first = b.mul(i, ir.Constant(_I64, 16))   # this iteration's first vector of src and dst (16 a STEP)
+        for k in range(_W):
+            for g in range(groups):
+                idx = [b.add(first, ir.Constant(_I64, groups * k + g))]
                 v = b.load(b.gep(sp, idx), align=1)
-                b.store(b.xor(v, halves[g][k]), b.gep(dp, idx), align=1)
+                b.store(b.xor(v, cols[g][k]), b.gep(dp, idx), align=1)
     for i, slot in zip((4, 5, 6), h_slots):
         b.store(b.load(slot), b.gep(ctx64, [ir.Constant(_I64, i)]))
 
 
 @intrinsic
-def _stitched_512(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count):
-    """count x 512 bytes: dst[doff:] = src[soff:] ^ ChaCha20 from counter state[12];
+def _stitched_steps(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count):
+    """count x STEP bytes: dst[doff:] = src[soff:] ^ ChaCha20 from counter state[12];
     Poly1305 (radix 2^64, ctx[0:2] = r, ctx[4:7] = h) absorbs pbuf[poff:] as full blocks.
 
     The state is not advanced. pbuf may be src (open) or dst behind what is
@@ -150,7 +158,7 @@ def _stitched_512(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count
     def codegen(context, builder, signature, args):
         st_ty, ctx_ty, src_ty, _, dst_ty, _, p_ty, _, count_ty = signature.args
         zero = ir.Constant(_I64, 0)
-        _call_outlined(builder, "agefast_stitched_512", _emit_stitched, [
+        _call_outlined(builder, "agefast_stitched_steps", _emit_stitched, [
             _data_ptr(context, builder, st_ty, args[0], zero),
             _data_ptr(context, builder, ctx_ty, args[1], zero),
             _data_ptr(context, builder, src_ty, args[2], args[3]),
@@ -162,7 +170,7 @@ def _stitched_512(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count
     return sig, codegen
 
 
-def _py_stitched_512(state, ctx, src, soff, dst, doff, pbuf, poff, count):
+def _py_stitched_steps(state, ctx, src, soff, dst, doff, pbuf, poff, count):
     """NUMBA_DISABLE_JIT=1: the same, through _chacha20's and _poly1305's big-integer stand-ins."""
     st = state.copy()
     tmp = np.zeros(BLOCK16, np.uint8)
@@ -173,28 +181,29 @@ def _py_stitched_512(state, ctx, src, soff, dst, doff, pbuf, poff, count):
             m0, m1 = (np.frombuffer(bytes(pbuf[p + k:p + k + 8]), "<u8")[0] for k in (0, 8))
             h0, h1, h2 = _py_poly_step(h0, h1, h2, m0, m1, 1, ctx[0], ctx[1])
         tmp[:STEP] = src[soff + STEP * i:soff + STEP * (i + 1)]
-        st[12] = np.uint32(int(state[12]) + 8 * i)
+        st[12] = np.uint32(int(state[12]) + _W * i)
         _py_chacha_xor_1k(st, tmp, 0, tmp, 0)
         dst[doff + STEP * i:doff + STEP * (i + 1)] = tmp[:STEP]
     ctx[4], ctx[5], ctx[6] = h0, h1, h2
 
 
 if config.DISABLE_JIT:
-    _stitched_512 = _py_stitched_512
+    _stitched_steps = _py_stitched_steps
 
 
 @_inner
 def _key(scr, aad):
     """The chunk's Poly1305 key from ChaCha20 block 0 into ctx (scr[1]), aad absorbed; sets the counter to 1.
 
-    Block 0 comes from one iteration of the stitched body (8 blocks, where the
-    16-block ChaCha20 computed 16 for these 32 bytes); its Poly1305 side
-    absorbs zeros into a spare accumulator, scr[2] (the lane state, unused
-    here; its r is 0), on scalar units the vector code leaves idle.
+    Block 0 comes from one iteration of the stitched body over the scratch's
+    zeros (a STEP of blocks, where the 16-block ChaCha20 computed 16 for
+    these 32 bytes); its Poly1305 side absorbs zeros into a spare accumulator,
+    scr[2] (the lane state, unused here; its r is 0), on scalar units the
+    vector code leaves idle.
     """
     st, ctx, spare, buf = scr[0], scr[1], scr[2], scr[5]
     st[12] = 0
-    _stitched_512(st, spare, buf, 0, buf, 1024, buf, 0, 1)
+    _stitched_steps(st, spare, buf, 0, buf, 1024, buf, 0, 1)
     st[12] = 1
     _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, False)
     _poly_zero_padded(ctx, aad, buf[2064:2080])
@@ -204,11 +213,11 @@ def _key(scr, aad):
 def seal_batch(scr, aad, counter, src, dst, final):
     """As _aead._seal_batch (returns bytes written), stitched, with one iteration bridging each pair of chunks.
 
-    A chunk's first 512 bytes are encrypted before its loop, whose iterations
-    hash the ciphertext written 512 bytes before; the last 512 are hashed
-    in the iteration that encrypts the next chunk's first 512 bytes (the
+    A chunk's first STEP bytes are encrypted before its loop, whose iterations
+    hash the ciphertext written a STEP before; the last STEP is hashed
+    in the iteration that encrypts the next chunk's first STEP (the
     next chunk's ChaCha20 state, this chunk's Poly1305 accumulator), then the
-    tag is written. Only the batch's first chunk encrypts its first 512 bytes
+    tag is written. Only the batch's first chunk encrypts its first STEP
     with nothing of its own to hash (zeros into the spare accumulator), and
     only its last hashes its last bytes alone.
     """
@@ -222,21 +231,21 @@ def seal_batch(scr, aad, counter, src, dst, final):
         out = pos + TAG * i
         _key(scr, aad)
         if head == 0 and size >= STEP:
-            _stitched_512(st, scr[2], src, pos, dst, out, buf, 0, 1)
+            _stitched_steps(st, scr[2], src, pos, dst, out, buf, 0, 1)
             head = STEP
         st[12] = np.uint32(1 + head // 64)
         steps = (size - head) // STEP if head else 0
-        _stitched_512(st, ctx, src, pos + head, dst, out + head, dst, out, steps)
-        st[12] += np.uint32(8 * steps)
+        _stitched_steps(st, ctx, src, pos + head, dst, out + head, dst, out, steps)
+        st[12] += np.uint32(_W * steps)
         hashed = STEP * steps
         _chacha20_xor(st, src[pos + head + hashed:end], dst[out + head + hashed:out + size], buf[1024:2048])
         head = 0
         if not last:
-            # a chunk before the last is whole: 512 bytes left to hash
+            # a chunk before the last is whole: a STEP left to hash
             pos, end, last = _seal_chunk(st, counter, i + 1, n, final)
             if end - pos >= STEP:
                 st[12] = 1
-                _stitched_512(st, ctx, src, pos, dst, pos + TAG * (i + 1), dst, out + hashed, 1)
+                _stitched_steps(st, ctx, src, pos, dst, pos + TAG * (i + 1), dst, out + hashed, 1)
                 hashed += STEP
                 head = STEP
         _mac_finish(scr, dst[out + hashed:out + size], aad.size, size, dst, out + size)
@@ -251,8 +260,8 @@ def open_one(scr, aad, src, dst):
     n = src.size - TAG
     _key(scr, aad)
     steps = n // STEP
-    _stitched_512(st, ctx, src, 0, dst, 0, src, 0, steps)
-    st[12] += np.uint32(8 * steps)
+    _stitched_steps(st, ctx, src, 0, dst, 0, src, 0, steps)
+    st[12] += np.uint32(_W * steps)
     done = STEP * steps
     _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
     _mac_finish(scr, src[done:n], aad.size, n, buf, 2048)

@@ -1,27 +1,30 @@
 """An AVX-512 class's kernels lowered for AVX2, so that a CPU without AVX-512 runs their code.
 
 The classes differ in choices the kernel modules make from the target's
-features (_common.FEATURES) when they emit their code: 16 ChaCha20 blocks per
-vector, two passes instead of the stitched loop, and with IFMA Poly1305 lanes
-in radix 2^44 on vpmadd52luq/huq. lower() makes a class's choices while LLVM
-compiles for the AVX2 machine the process runs on (NUMBA_CPU_NAME and
-NUMBA_CPU_FEATURES of the avx2 class): LLVM splits the wider vectors, and the
-two IFMA instructions, which it cannot select there, are written out in
-plain IR (the 52-bit product through i128). What this cannot show is LLVM's
-own AVX-512 code; the class's real build shows that where the CPU has the
-class (test_subprocess.test_each_class_build).
+features (_common.FEATURES) when they are imported and emit their code: 16
+ChaCha20 blocks per vector, two passes or the stitched loop (16 blocks per
+iteration), and with IFMA Poly1305 lanes in radix 2^44 on vpmadd52luq/huq.
+lower() hands the modules a class's features while LLVM compiles for the
+AVX2 machine the process runs on (NUMBA_CPU_NAME and NUMBA_CPU_FEATURES of
+the avx2 class): LLVM splits the wider vectors, and the two IFMA
+instructions, which it cannot select there, are written out in plain IR (the
+52-bit product through i128). What this cannot show is LLVM's own AVX-512
+code; the class's real build shows that where the CPU has the class
+(test_subprocess.test_each_class_build).
 
-Call lower() before the kernels compile, in a process of its own with a
-Numba cache of its own: the build it makes is cached under the AVX2 target.
+Call lower() before anything imports the kernel modules but _common, in a
+process of its own with a Numba cache of its own: the build it makes is
+cached under the AVX2 target.
 """
 
-from llvmlite import ir
+import sys
 
-from agefast.kernels import _aead, _chacha20, _common, _poly1305
+from llvmlite import ir
 
 _I64, _I128 = ir.IntType(64), ir.IntType(128)
 _V8, _V8W = ir.VectorType(_I64, 8), ir.VectorType(_I128, 8)
 _M52 = (1 << 52) - 1
+_LATER = ("_chacha20", "_poly1305", "_aead", "_stitched")
 
 
 def _madd52(seen: dict):
@@ -45,14 +48,21 @@ def _madd52(seen: dict):
 
 def lower(features: str) -> dict:
     """Make the kernel modules emit the code of a class with LLVM `features`
-    ("+avx512f,..."); returns what their code generation then records: the
-    ChaCha20 vector widths transposed and the IFMA stand-ins defined."""
+    ("+avx512f,..."; the form as AGEFAST_KERNEL_FORM and the features choose
+    it); returns what their code generation then records: the ChaCha20
+    vector widths transposed and the IFMA stand-ins defined."""
+    from agefast.kernels import _common
+
+    early = [name for name in _LATER if f"agefast.kernels.{name}" in sys.modules]
+    if early:
+        raise RuntimeError(f"already imported with the host's features: {', '.join(early)}")
     wanted = {f[1:] for f in features.split(",") if f.startswith("+")}
-    seen: dict = {"widths": set(), "madd52": 0}
     _common.FEATURES = frozenset(wanted)
-    _chacha20._CHACHA_W = 16 if "avx512f" in wanted else 8
-    _common.STITCHED = _aead.STITCHED = "avx2" in wanted and "avx512f" not in wanted
-    _common.IFMA = _poly1305.IFMA = "avx512ifma" in wanted and "avx512f" in wanted
+    _common.IFMA = "avx512ifma" in wanted and "avx512f" in wanted
+    _common.STITCHED = _common._stitched()
+    from agefast.kernels import _chacha20, _poly1305, _stitched
+
+    seen: dict = {"widths": set(), "madd52": 0}
     _poly1305._ifma = _madd52(seen)
     transpose = _chacha20._transpose
 
@@ -60,5 +70,5 @@ def lower(features: str) -> dict:
         seen["widths"].add(len(rows))
         return transpose(builder, rows)
 
-    _chacha20._transpose = recorded
+    _chacha20._transpose = _stitched._transpose = recorded
     return seen

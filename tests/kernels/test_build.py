@@ -8,7 +8,7 @@ import pytest
 from numba import cfunc, njit, types
 
 from agefast import kernels
-from agefast.kernels import _build, _cache, _shipped
+from agefast.kernels import _build, _cache, _common, _shipped
 
 
 def test_libraries_made_inside_have_no_machine_code_and_numba_jits_after():
@@ -57,3 +57,19 @@ def test_the_kernels_library_is_position_independent():
         pytest.skip("the kernels were loaded from an object file: no C compiler driver linked a shared library here")
     assert library[:4] == b"\x7fELF" and library[4] == 2 and library[5] == 1, "not a little-endian ELF64 library"
     assert not _text_relocations(library)
+
+
+@pytest.mark.parametrize(("form", "features", "stitched"), [
+    ("", "+avx2", True), ("", "+avx2,+avx512f", False), ("", "+sse2", False),
+    ("stitched", "+avx2,+avx512f", True), ("two-pass", "+avx2", False)])
+def test_the_form_of_the_batch_kernel(monkeypatch, form, features, stitched):
+    # Stitched by default only on AVX2 without AVX-512; AGEFAST_KERNEL_FORM asks for either anywhere.
+    monkeypatch.setattr(_common, "FEATURES", {f[1:] for f in features.split(",")})
+    monkeypatch.setenv("AGEFAST_KERNEL_FORM", form)
+    assert _common._stitched() is stitched
+
+
+def test_an_unknown_form_is_refused(monkeypatch):
+    monkeypatch.setenv("AGEFAST_KERNEL_FORM", "zmm")
+    with pytest.raises(ValueError, match="AGEFAST_KERNEL_FORM"):
+        _common._stitched()

@@ -180,6 +180,8 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     keys.append(fresh_key())
     monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2")
     keys.append(fresh_key())
+    monkeypatch.setenv("AGEFAST_KERNEL_FORM", "two-pass")
+    keys.append(fresh_key())
     host = _cache._host_cpu()
     monkeypatch.setattr(_cache, "_host_cpu", lambda: host + b" other")
     keys.append(fresh_key())

@@ -177,13 +177,15 @@ def test_a_shipped_build_the_loader_refuses_leaves_the_kernels_to_the_cache(tmp_
     assert done.stdout.startswith("True\nTrue False False cached\n")
 
 
-def test_a_numba_target_in_the_environment_passes_the_shipped_builds_by(tmp_path, host_build, monkeypatch):
+@pytest.mark.parametrize("setting", [("NUMBA_CPU_NAME", "haswell"), ("AGEFAST_KERNEL_FORM", "two-pass")])
+def test_a_numba_target_or_a_kernel_form_in_the_environment_passes_the_shipped_builds_by(
+        tmp_path, host_build, monkeypatch, setting):
     monkeypatch.setattr(_shipped, "DIRECTORY", str(ship(tmp_path / "prebuilt", *host_build)))
     _shipped.verified.cache_clear()
     try:
         assert _shipped.verified() is not None
         _shipped.verified.cache_clear()
-        monkeypatch.setenv("NUMBA_CPU_NAME", "haswell")
+        monkeypatch.setenv(*setting)
         assert _shipped.verified() is None
     finally:
         _shipped.verified.cache_clear()

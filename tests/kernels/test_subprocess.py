@@ -120,51 +120,50 @@ def _build_checks(stitched: bool) -> str:
     """)
 
 
-@pytest.mark.parametrize("cpu_class", _shipped.CLASSES, ids=[c.name for c in _shipped.CLASSES])
-def test_each_class_build(tmp_path, cpu_class):
-    # Each class's build (its Numba target, as the package ships it), whatever
-    # the CPU this runs on can run: one cold compile, every check of it. Only
-    # the AVX2 build is stitched (_stitched); a tampered chunk leaves zeros
-    # there, and the two-pass builds leave it untouched. An Arm build's vector
-    # code is NEON, which isa() counts as the baseline.
-    if platform.machine() != cpu_class.machine or not _shipped.required_flags(cpu_class) <= _shipped.host_flags():
-        pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
-    stitched = cpu_class.name == "avx2"
-    isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
-    script = textwrap.dedent(f"""
-        from agefast import kernels
-        from agefast.kernels import _common
-        assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
-    """) + _build_checks(stitched)
-    out = run(["-c", script], NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features,
-              NUMBA_CACHE_DIR=str(tmp_path))
-    assert "build ok" in out
-
-
 _AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
-_AVX512 = [c for c in _shipped.CLASSES if c.name.startswith("avx512")]
+# Each class in the form it ships in, and AVX-512 stitched too (16 blocks in
+# zmm per iteration), the form AGEFAST_KERNEL_FORM asks for to be measured
+# against the two passes; IFMA does not change the stitched code.
+_BUILDS = [(c, "") for c in _shipped.CLASSES] + [(c, "stitched") for c in _shipped.CLASSES if c.name == "avx512f"]
 
 
-@pytest.mark.parametrize("cpu_class", _AVX512, ids=[c.name for c in _AVX512])
-def test_each_avx512_class_lowered_for_avx2(tmp_path, cpu_class):
-    # Where the CPU cannot run an AVX-512 build, its code still runs, compiled
-    # for AVX2 (tests/kernels/lowered.py): 16 ChaCha20 blocks per vector, two
-    # passes, and for IFMA the radix-2^44 lanes with vpmadd52 written out: the
-    # CPUs at hand may have no AVX-512 for days of changes to the kernels.
-    if _shipped.required_flags(cpu_class) <= _shipped.host_flags():
-        pytest.skip(f"this CPU runs the {cpu_class.name} build itself (test_each_class_build)")
-    if platform.machine() != "x86_64" or not _shipped.required_flags(_AVX2) <= _shipped.host_flags():
-        pytest.skip("this CPU cannot run the avx2 build the code is lowered to")
-    ifma = cpu_class.name == "avx512ifma"
-    script = textwrap.dedent(f"""
-        from tests.kernels import lowered
-        seen = lowered.lower({cpu_class.features!r})
-        from agefast import kernels
-        kernels.warm_up()
-        assert seen["widths"] == {{16}} and (seen["madd52"] > 0) == {ifma}, seen
-    """) + _build_checks(stitched=False)
-    out = run(["-c", script], NUMBA_CPU_NAME=_AVX2.cpu, NUMBA_CPU_FEATURES=_AVX2.features,
-              NUMBA_CACHE_DIR=str(tmp_path))
+@pytest.mark.parametrize(("cpu_class", "form"), _BUILDS, ids=[c.name + (f"-{f}" if f else "") for c, f in _BUILDS])
+def test_each_class_build(tmp_path, cpu_class, form):
+    # Each class's build (its Numba target, as the package ships it), one
+    # cold compile, every check of it. A tampered chunk leaves zeros where the
+    # build is stitched (the AVX2 one, or as asked), and the two-pass builds
+    # leave it untouched. An Arm build's vector code is NEON, which isa()
+    # counts as the baseline. Where the CPU cannot run an AVX-512 build, its
+    # code still runs, lowered for AVX2 (tests/kernels/lowered.py): the CPUs
+    # at hand may have no AVX-512 for days of changes to the kernels.
+    stitched = form == "stitched" or cpu_class.name == "avx2"
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form}
+    runs = platform.machine() == cpu_class.machine and _shipped.required_flags(cpu_class) <= _shipped.host_flags()
+    if runs:
+        isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
+        head = textwrap.dedent(f"""
+            from agefast import kernels
+            from agefast.kernels import _common
+            assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
+        """)
+        env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features)
+    elif (cpu_class.name.startswith("avx512") and platform.machine() == "x86_64"
+          and _shipped.required_flags(_AVX2) <= _shipped.host_flags()):
+        # The two-pass IFMA build's lanes go through the vpmadd52 stand-ins, the others' not.
+        madd52 = "" if stitched else f" and (seen['madd52'] > 0) == {cpu_class.name == 'avx512ifma'}"
+        head = textwrap.dedent(f"""
+            from tests.kernels import lowered
+            seen = lowered.lower({cpu_class.features!r})
+            from agefast import kernels
+            from agefast.kernels import _common
+            kernels.warm_up()
+            assert _common.STITCHED == {stitched}
+            assert seen["widths"] == {{16}}{madd52}, seen
+        """)
+        env.update(NUMBA_CPU_NAME=_AVX2.cpu, NUMBA_CPU_FEATURES=_AVX2.features)
+    else:
+        pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
+    out = run(["-c", head + _build_checks(stitched)], **env)
     assert "build ok" in out
 
 
