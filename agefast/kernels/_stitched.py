@@ -31,8 +31,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._aead import _mac_finish, _seal_chunk, _tag_matches
-from ._chacha20 import _chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA
-from ._chacha20 import _transpose
+from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
+                        _transpose)
 from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, TAG
 from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
 
