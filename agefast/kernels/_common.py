@@ -32,11 +32,12 @@ def _target_features():
 
 
 FEATURES = _target_features()
-# Poly1305 lanes in radix 2^44 with vpmadd52luq/huq where the target has
-# AVX-512 IFMA, else radix 2^26 with vpmuludq. A compile-time constant: Numba's
-# cache index is keyed on the CPU name and features, so a build for other
-# features never loads this one's machine code.
-IFMA = "avx512ifma" in FEATURES and "avx512f" in FEATURES
+
+
+def _ifma_lanes():
+    """Whether the Poly1305 lanes are in radix 2^44 on vpmadd52luq/huq (the
+    target has AVX-512 IFMA), rather than in radix 2^26 on vpmuludq."""
+    return "avx512ifma" in FEATURES and "avx512f" in FEATURES
 
 
 def _stitched():
@@ -58,7 +59,10 @@ def _stitched():
     return "avx2" in FEATURES and "avx512f" not in FEATURES
 
 
-# A compile-time constant, as IFMA: Numba prunes the branch not taken.
+# Compile-time constants: Numba prunes the branch not taken, and its cache
+# index is keyed on the CPU name and features (and agefast's on
+# AGEFAST_KERNEL_FORM), so a build for others never loads this one's code.
+IFMA = _ifma_lanes()
 STITCHED = _stitched()
 
 CHUNK = _abi.CHUNK
