@@ -16,6 +16,7 @@ the primitives.
     python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N]
 """
 
+import hmac
 import os
 import statistics
 import sys
@@ -75,7 +76,7 @@ def flat_decrypt(sealed: bytes, identity: X25519PrivateKey, public: bytes) -> by
         raise ValueError("wrong sizes")
     wrap_key = hkdf(identity.exchange(X25519PublicKey.from_public_bytes(share)), share + public, X25519_INFO)
     file_key = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, body, None)
-    if hmac_sha256(hkdf(file_key, b"", b"header"), head[:end + 4]) != mac:
+    if not hmac.compare_digest(hmac_sha256(hkdf(file_key, b"", b"header"), head[:end + 4]), mac):
         raise InvalidSignature("header MAC")
     nonce = sealed[newline + 1:newline + 17]
     key = hmac_sha256(hmac_sha256(nonce, file_key), b"payload\x01")
