@@ -14,7 +14,7 @@ import threading
 import warnings
 from typing import Any
 
-from . import _abi, _cache, _native, _shipped
+from . import _abi, _cache, _known_answer, _native, _shipped
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -130,8 +130,10 @@ def warm_up() -> None:
     if _functions is None:
         with _load_lock:
             if _functions is None:
-                functions, _isa = _load()
-                _functions = functions
+                functions, isa = _load()
+                if not _jit_disabled():     # the reference route is what the builds are checked by
+                    _known_answer.check(functions, isa)
+                _functions, _isa = functions, isa
 
 
 def is_warm() -> bool:
