@@ -65,9 +65,9 @@ def _public_key(raw: bytes) -> X25519PublicKey:
     return X25519PublicKey.from_public_bytes(raw) if native is None else native.from_public_bytes(raw)
 
 
-def _shared_secret(private: X25519PrivateKey, public: bytes | X25519PublicKey, error: type[Exception]) -> bytes:
+def _shared_secret(private: X25519PrivateKey, public: X25519PublicKey, error: type[Exception]) -> bytes:
     try:
-        return private.exchange(_public_key(public) if isinstance(public, bytes) else public)
+        return private.exchange(public)
     except ValueError:
         # OpenSSL refuses an all-zero shared secret, which is what a
         # low-order point yields; age requires aborting in that case.
@@ -142,7 +142,7 @@ class Identity(Bech32Key):
             if s.type != STANZA_TYPE:
                 continue
             share = single_argument(s, 32, "share")
-            secret = _shared_secret(self._key, share, HeaderError)
+            secret = _shared_secret(self._key, _public_key(share), HeaderError)
             file_key = unwrap_file_key(hkdf(secret, share + self._public, _INFO), s.body)
             if file_key is not None:
                 return file_key
