@@ -2,7 +2,7 @@
 
     python benchmarks/bench_isa.py --rounds 9              (this process's class)
     python benchmarks/bench_isa.py --classes --rounds 9    (issue 26's table: every class this CPU runs)
-    python benchmarks/bench_isa.py --classes --forms       (each class in both forms of the batch kernel)
+    python benchmarks/bench_isa.py --classes --forms       (each class in every form of the batch kernel)
 
 Workloads, each sealed and opened with every tag verified: 128 MiB of 64 KiB
 age chunks (agefast.kernels in one call with threads=1, and with threads=2
@@ -19,10 +19,11 @@ that this CPU can run, each in a process of its own: the kernels compiled
 for the class's Numba target (NUMBA_CPU_NAME and NUMBA_CPU_FEATURES; the
 kernel cache keeps each target apart, and the first run compiles it) and
 OpenSSL masked to the same instructions (_OPENSSL_MASKS). A class this CPU
-cannot run is listed as such. With --forms each class is measured twice, its
-batch kernel in two passes and stitched (AGEFAST_KERNEL_FORM; stitched is 8
-blocks in ymm per iteration on AVX2, 16 in zmm on AVX-512), to choose its
-form by what it measures.
+cannot run is listed as such. With --forms each class is measured in every
+form of its batch kernel (AGEFAST_KERNEL_FORM, agefast.kernels._common.FORMS):
+two passes, stitched (8 blocks in ymm per iteration on AVX2, 16 in zmm on
+AVX-512) and split (the stitched loop hashing half of each step, the lanes
+the rest), to choose its form by what it measures.
 """
 
 import argparse
@@ -37,6 +38,7 @@ import time
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from agefast import kernels
+from agefast.kernels import _common
 
 CHUNK = kernels.CHUNK_SIZE
 SEALED = kernels.SEALED_CHUNK_SIZE
@@ -176,12 +178,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--mib", type=int, default=128)
     parser.add_argument("--classes", action="store_true", help="every class this CPU runs, one process each")
-    parser.add_argument("--forms", action="store_true", help="with --classes: each class two-pass and stitched")
+    parser.add_argument("--forms", action="store_true", help="with --classes: each class in every form")
     parser.add_argument("--json", action="store_true", help="end with the results as one line of JSON")
     args = parser.parse_args()
     if args.classes:
         print(f"load {os.getloadavg()[0]:.2f}")
-        each_class(args.rounds, args.mib, ("two-pass", "stitched") if args.forms else ("",))
+        each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",))
         print(f"load at end {os.getloadavg()[0]:.2f}")
         return
     load = os.getloadavg()[0]

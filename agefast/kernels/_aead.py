@@ -2,7 +2,8 @@
 
 Sealing encrypts a chunk, then MACs the ciphertext (from L2). Opening MACs
 first and decrypts only a verified chunk. Where the target has AVX2 but not
-AVX-512 the batch seals and opens in one stitched loop instead (_stitched);
+AVX-512 (or AGEFAST_KERNEL_FORM asks) the batch seals and opens in one
+stitched loop instead (_stitched);
 the single-message kernels the tests call keep the two passes. Kernels take contiguous typed
 arrays and never raise on user input; agefast.kernels validates.
 """
@@ -32,6 +33,12 @@ def _scratch():
 
 
 @_inner
+def _lane_groups(n):
+    """The 16-lane groups Poly1305 hashes of n ciphertext bytes on vector lanes (none below LANE_MIN)."""
+    return n // GROUP if n >= LANE_MIN else 0
+
+
+@_inner
 def _mac_begin(scr, aad, n):
     """Derive the Poly1305 key (block 0), absorb aad; returns the number of 16-lane groups for n ct bytes.
 
@@ -41,25 +48,26 @@ def _mac_begin(scr, aad, n):
     st[12] = 0
     _chacha_xor_1k(st, buf, 0, buf, 1024)
     st[12] = 1
-    groups = n // GROUP if n >= LANE_MIN else 0
+    groups = _lane_groups(n)
     _poly_begin(ctx, hl, pw16, pwfin, buf, 1024, groups > 0)
     _poly_zero_padded(ctx, aad, buf[2064:2080])
-    if groups:
-        # the aad's running sum joins the first block of lane 0
-        _put_limbs(hl, LANES, 0, ctx[4], ctx[5], ctx[6])
     return groups
 
 
 @_inner
-def _mac_end(scr, ct, groups, aadlen, out, ooff):
-    """MAC ct (after _mac_begin); tag to out[ooff:ooff+16]."""
+def _mac_end(scr, ct, groups, aadlen, ctlen, out, ooff):
+    """MAC ct, the last bytes of ctlen, from the accumulator in ctx: `groups`
+    16-lane groups of it on the lanes (their powers made by _poly_begin),
+    then the rest; tag to out[ooff:ooff+16]."""
     st, ctx, hl, pw16, pwfin, buf = scr
     if groups:
+        # the running sum so far joins the first block of lane 0
+        _put_limbs(hl, LANES, 0, ctx[4], ctx[5], ctx[6])
         if groups > 1:
             _poly_lanes(hl, pw16, ct, 0, groups - 1)
         _poly_lanes(hl, pwfin, ct, GROUP * (groups - 1), 1)
         _poly_fold(ctx, hl)
-    _mac_finish(scr, ct[GROUP * groups:], aadlen, ct.size, out, ooff)
+    _mac_finish(scr, ct[GROUP * groups:], aadlen, ctlen, out, ooff)
 
 
 @_inner
@@ -94,7 +102,7 @@ def _seal_one(scr, aad, src, dst):
     n = src.size
     groups = _mac_begin(scr, aad, n)
     _chacha20_xor(st, src, dst[:n], buf[1024:2048])
-    _mac_end(scr, dst[:n], groups, aad.size, dst, n)
+    _mac_end(scr, dst[:n], groups, aad.size, n, dst, n)
 
 
 @_inner
@@ -106,7 +114,7 @@ def _open_one(scr, aad, src, dst):
     st, ctx, hl, pw16, pwfin, buf = scr
     n = src.size - TAG
     groups = _mac_begin(scr, aad, n)
-    _mac_end(scr, src[:n], groups, aad.size, buf, 2048)
+    _mac_end(scr, src[:n], groups, aad.size, n, buf, 2048)
     ok = _tag_matches(buf, 2048, src, n)
     if ok:
         _chacha20_xor(st, src[:n], dst[:n], buf[1024:2048])

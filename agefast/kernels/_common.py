@@ -40,30 +40,42 @@ def _ifma_lanes():
     return "avx512ifma" in FEATURES and "avx512f" in FEATURES
 
 
-def _stitched():
-    """Whether the batch seals and opens its chunks stitched (_stitched:
+FORMS = ("stitched", "two-pass", "split")
+
+
+def _form():
+    """How the batch seals and opens its chunks: "stitched" (_stitched:
     ChaCha20 blocks in vector registers while the scalar multiplier hashes in
-    radix 2^64) rather than in two passes.
+    radix 2^64), "two-pass" (ChaCha20, then Poly1305 on vector lanes), or
+    "split" (the stitched loop hashes half of each step, the lanes the rest of
+    the chunk after it).
 
     Stitched where the target has AVX2 but not AVX-512, the class where that
-    measured fastest (docs/engine.md). AGEFAST_KERNEL_FORM = "stitched" or
-    "two-pass" asks for one form on any target, to measure the other on a
-    class (benchmarks/bench_isa.py --forms): it is part of the cache's key,
-    and no shipped build is used under it.
+    measured fastest (docs/engine.md), else two passes. AGEFAST_KERNEL_FORM
+    asks for a form on any target, to measure the others on a class
+    (benchmarks/bench_isa.py --forms): it is part of the cache's key, and no
+    shipped build is used under it.
     """
     form = os.environ.get("AGEFAST_KERNEL_FORM", "")
-    if form not in ("", "stitched", "two-pass"):
-        raise ValueError(f"AGEFAST_KERNEL_FORM must be 'stitched' or 'two-pass', not {form!r}")
+    if form and form not in FORMS:
+        raise ValueError(f"AGEFAST_KERNEL_FORM must be one of {', '.join(map(repr, FORMS))}, not {form!r}")
     if form:
-        return form == "stitched"
-    return "avx2" in FEATURES and "avx512f" not in FEATURES
+        return form
+    return "stitched" if "avx2" in FEATURES and "avx512f" not in FEATURES else "two-pass"
+
+
+def _choices():
+    """(IFMA, STITCHED, SPLIT) for the target's features and AGEFAST_KERNEL_FORM:
+    Poly1305 lanes in radix 2^44; the batch through _stitched (which writes
+    plaintext before the tag is known); half of each step left to the lanes."""
+    form = _form()
+    return _ifma_lanes(), form != "two-pass", form == "split"
 
 
 # Compile-time constants: Numba prunes the branch not taken, and its cache
 # index is keyed on the CPU name and features (and agefast's on
 # AGEFAST_KERNEL_FORM), so a build for others never loads this one's code.
-IFMA = _ifma_lanes()
-STITCHED = _stitched()
+IFMA, STITCHED, SPLIT = _choices()
 
 CHUNK = _abi.CHUNK
 TAG = _abi.TAG

@@ -18,10 +18,17 @@ so it writes plaintext before the tag is known: a chunk whose tag fails has
 its output overwritten with zeros before open_one returns. Each chunk's
 Poly1305 key comes from one iteration of the same body (_key).
 
+The split form (_common.SPLIT) is for AVX-512, where 16 blocks in zmm may
+leave the scalar Poly1305 the longer of the two chains: each iteration hashes half
+a STEP, and after the loop the vector lanes (radix 2^44 on IFMA) hash the
+rest of the chunk from the accumulator the loop left. Its seal encrypts a
+chunk's first STEP alone (nothing is written yet to hash) and does not
+bridge chunks.
+
 _aead imports this module at its end and hands it the batch (seal_batch) or
 each chunk (open_one) where the build is stitched (_common.STITCHED: AVX2
-without AVX-512 by default, measured fastest there; the zmm form is for
-measuring on AVX-512, through AGEFAST_KERNEL_FORM).
+without AVX-512 by default, measured fastest there; the zmm and split forms
+are for measuring on AVX-512, through AGEFAST_KERNEL_FORM).
 """
 
 import numpy as np
@@ -30,15 +37,17 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._aead import _mac_finish, _seal_chunk, _tag_matches
+from ._aead import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
-from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, TAG
+from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, SPLIT, TAG
 from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
 STEP = 64 * _W          # bytes per iteration
-_BLOCKS = STEP // 16    # Poly1305 steps per iteration
+# Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
+# half of one (the lanes hash the rest of the chunk after the loop)
+_HASHED = STEP // 32 if SPLIT else STEP // 16
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
@@ -93,7 +102,8 @@ def _byte_rotations(b):
 
 
 def _emit_stitched(b, st, ctx, src, dst, poly, count):
-    """`count` iterations: dst[STEP i:] = src[STEP i:] ^ _W blocks from counter st[12] + _W i; hash poly[STEP i:]."""
+    """`count` iterations: dst[STEP i:] = src[STEP i:] ^ _W blocks from counter st[12] + _W i;
+    hash _HASHED blocks of poly[16 _HASHED i:]."""
     def splat(w):
         v = b.insert_element(ir.Constant(_VW, ir.Undefined), w, ir.Constant(_I32, 0))
         return b.shuffle_vector(v, v, ir.Constant(_VW, [0] * _W))
@@ -121,11 +131,11 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         init[12] = b.add(splat(counter), ir.Constant(_VW, list(range(_W))))
         x = list(init)
         h = [b.load(slot) for slot in h_slots]
-        at = b.mul(i, ir.Constant(_I64, STEP // 8))      # this iteration's first i64 of poly
+        at = b.mul(i, ir.Constant(_I64, 2 * _HASHED))      # this iteration's first i64 of poly
         done = 0
         for q in range(_ROUNDS):
             # Poly1305 step p goes before quarter round q where p <= q * 32/80
-            while done < _BLOCKS and done * _ROUNDS <= q * _BLOCKS:
+            while done < _HASHED and done * _ROUNDS <= q * _HASHED:
                 m = [b.load(b.gep(pp, [b.add(at, ir.Constant(_I64, 2 * done + k))]), align=1) for k in (0, 1)]
                 h = list(_emit_poly_step(b, *h, *m, one, r0, r1))
                 done += 1
@@ -148,7 +158,8 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
 @intrinsic
 def _stitched_steps(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count):
     """count x STEP bytes: dst[doff:] = src[soff:] ^ ChaCha20 from counter state[12];
-    Poly1305 (radix 2^64, ctx[0:2] = r, ctx[4:7] = h) absorbs pbuf[poff:] as full blocks.
+    Poly1305 (radix 2^64, ctx[0:2] = r, ctx[4:7] = h) absorbs count x _HASHED
+    full blocks of pbuf[poff:].
 
     The state is not advanced. pbuf may be src (open) or dst behind what is
     written (seal).
@@ -176,8 +187,8 @@ def _py_stitched_steps(state, ctx, src, soff, dst, doff, pbuf, poff, count):
     tmp = np.zeros(BLOCK16, np.uint8)
     h0, h1, h2 = ctx[4], ctx[5], ctx[6]
     for i in range(count):
-        for j in range(_BLOCKS):    # hashed before this iteration writes (src may be dst)
-            p = poff + STEP * i + 16 * j
+        for j in range(_HASHED):    # hashed before this iteration writes (src may be dst)
+            p = poff + 16 * (_HASHED * i + j)
             m0, m1 = (np.frombuffer(bytes(pbuf[p + k:p + k + 8]), "<u8")[0] for k in (0, 8))
             h0, h1, h2 = _py_poly_step(h0, h1, h2, m0, m1, 1, ctx[0], ctx[1])
         tmp[:STEP] = src[soff + STEP * i:soff + STEP * (i + 1)]
@@ -192,20 +203,21 @@ if config.DISABLE_JIT:
 
 
 @_inner
-def _key(scr, aad):
-    """The chunk's Poly1305 key from ChaCha20 block 0 into ctx (scr[1]), aad absorbed; sets the counter to 1.
+def _key(scr, aad, lanes):
+    """The chunk's Poly1305 key from ChaCha20 block 0 into ctx (scr[1]), aad
+    absorbed, with lanes the lanes' powers of r; sets the counter to 1.
 
     Block 0 comes from one iteration of the stitched body over the scratch's
     zeros (a STEP of blocks, where the 16-block ChaCha20 computed 16 for
     these 32 bytes); its Poly1305 side absorbs zeros into a spare accumulator,
-    scr[2] (the lane state, unused here; its r is 0), on scalar units the
-    vector code leaves idle.
+    scr[2] (the lane state, cleared by _poly_begin before lanes use it), on
+    scalar units the vector code leaves idle.
     """
     st, ctx, spare, buf = scr[0], scr[1], scr[2], scr[5]
     st[12] = 0
     _stitched_steps(st, spare, buf, 0, buf, 1024, buf, 0, 1)
     st[12] = 1
-    _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, False)
+    _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, lanes)
     _poly_zero_padded(ctx, aad, buf[2064:2080])
 
 
@@ -221,6 +233,8 @@ def seal_batch(scr, aad, counter, src, dst, final):
     with nothing of its own to hash (zeros into the spare accumulator), and
     only its last hashes its last bytes alone.
     """
+    if SPLIT:
+        return _seal_split(scr, aad, counter, src, dst, final)
     st, ctx, buf = scr[0], scr[1], scr[5]
     n = src.size
     chunks = max(1, (n + CHUNK - 1) // CHUNK)
@@ -229,7 +243,7 @@ def seal_batch(scr, aad, counter, src, dst, final):
     for i in range(chunks):
         size = end - pos
         out = pos + TAG * i
-        _key(scr, aad)
+        _key(scr, aad, False)
         if head == 0 and size >= STEP:
             _stitched_steps(st, scr[2], src, pos, dst, out, buf, 0, 1)
             head = STEP
@@ -253,18 +267,55 @@ def seal_batch(scr, aad, counter, src, dst, final):
 
 
 @_inner
+def _seal_split(scr, aad, counter, src, dst, final):
+    """seal_batch in the split form: per chunk, the first STEP encrypted alone
+    (nothing written yet to hash), then the stitched loop, each iteration
+    hashing half a STEP of what is written, then the lanes the rest."""
+    st, buf = scr[0], scr[5]
+    n = src.size
+    i = 0
+    while True:
+        pos, end, last = _seal_chunk(st, counter, i, n, final)
+        size = end - pos
+        out = pos + TAG * i
+        steps = size // STEP
+        hashed = 16 * _HASHED * max(steps - 1, 0)
+        groups = _lane_groups(size - hashed)
+        _key(scr, aad, groups > 0)
+        if steps:
+            _chacha20_xor(st, src[pos:pos + STEP], dst[out:out + STEP], buf[1024:2048])
+            _stitched_steps(st, scr[1], src, pos + STEP, dst, out + STEP, dst, out, steps - 1)
+            st[12] += np.uint32(_W * (steps - 1))
+        done = STEP * steps
+        _chacha20_xor(st, src[pos + done:end], dst[out + done:out + size], buf[1024:2048])
+        _mac_end(scr, dst[out + hashed:out + size], groups, aad.size, size, dst, out + size)
+        i += 1
+        if last:
+            return n + TAG * i
+
+
+@_inner
 def open_one(scr, aad, src, dst):
-    """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing,
-    so where the tag does not verify dst[:n] is overwritten with zeros before this returns."""
-    st, ctx, buf = scr[0], scr[1], scr[5]
+    """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing
+    (split: half of each step, the rest on the lanes after the loop), so where
+    the tag does not verify dst[:n] is overwritten with zeros before this returns."""
+    st, buf = scr[0], scr[5]
     n = src.size - TAG
-    _key(scr, aad)
     steps = n // STEP
-    _stitched_steps(st, ctx, src, 0, dst, 0, src, 0, steps)
+    hashed = 16 * _HASHED * steps
+    # statements on SPLIT, which Numba prunes: the stitched build has no lanes
+    groups = 0
+    if SPLIT:
+        groups = _lane_groups(n - hashed)
+    _key(scr, aad, groups > 0)
+    _stitched_steps(st, scr[1], src, 0, dst, 0, src, 0, steps)
     st[12] += np.uint32(_W * steps)
     done = STEP * steps
     _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
-    _mac_finish(scr, src[done:n], aad.size, n, buf, 2048)
+    if SPLIT:
+        _mac_end(scr, src[hashed:n], groups, aad.size, n, buf, 2048)
+    else:
+        _mac_finish(scr, src[hashed:n], aad.size, n, buf, 2048)
     ok = _tag_matches(buf, 2048, src, n)
     if not ok:
         _fill(dst, n, np.uint8(0))

@@ -59,17 +59,18 @@ def test_the_kernels_library_is_position_independent():
     assert not _text_relocations(library)
 
 
-@pytest.mark.parametrize(("form", "features", "stitched"), [
-    ("", "+avx2", True), ("", "+avx2,+avx512f", False), ("", "+sse2", False),
-    ("stitched", "+avx2,+avx512f", True), ("two-pass", "+avx2", False)])
-def test_the_form_of_the_batch_kernel(monkeypatch, form, features, stitched):
-    # Stitched by default only on AVX2 without AVX-512; AGEFAST_KERNEL_FORM asks for either anywhere.
+@pytest.mark.parametrize(("form", "features", "choices"), [
+    ("", "+avx2", (True, False)), ("", "+avx2,+avx512f", (False, False)), ("", "+sse2", (False, False)),
+    ("stitched", "+avx2,+avx512f", (True, False)), ("two-pass", "+avx2", (False, False)),
+    ("split", "+avx2,+avx512f,+avx512ifma", (True, True)), ("split", "+avx2", (True, True))])
+def test_the_form_of_the_batch_kernel(monkeypatch, form, features, choices):
+    # Stitched by default only on AVX2 without AVX-512; AGEFAST_KERNEL_FORM asks for any form anywhere.
     monkeypatch.setattr(_common, "FEATURES", {f[1:] for f in features.split(",")})
     monkeypatch.setenv("AGEFAST_KERNEL_FORM", form)
-    assert _common._stitched() is stitched
+    assert _common._choices()[1:] == choices
 
 
 def test_an_unknown_form_is_refused(monkeypatch):
     monkeypatch.setenv("AGEFAST_KERNEL_FORM", "zmm")
     with pytest.raises(ValueError, match="AGEFAST_KERNEL_FORM"):
-        _common._stitched()
+        _common._choices()

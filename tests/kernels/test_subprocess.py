@@ -121,10 +121,12 @@ def _build_checks(stitched: bool) -> str:
 
 
 _AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
-# Each class in the form it ships in, and AVX-512 stitched too (16 blocks in
-# zmm per iteration), the form AGEFAST_KERNEL_FORM asks for to be measured
-# against the two passes; IFMA does not change the stitched code.
-_BUILDS = [(c, "") for c in _shipped.CLASSES] + [(c, "stitched") for c in _shipped.CLASSES if c.name == "avx512f"]
+# Each class in the form it ships in, and the forms AGEFAST_KERNEL_FORM asks
+# for to be measured against it: AVX-512 stitched (16 blocks in zmm per
+# iteration; IFMA does not change the stitched code), and split, whose lanes
+# are IFMA's on AVX-512 and 26-bit ones on AVX2.
+_BUILDS = ([(c, "") for c in _shipped.CLASSES] + [(c, "stitched") for c in _shipped.CLASSES if c.name == "avx512f"]
+           + [(c, "split") for c in _shipped.CLASSES if c.name in ("avx2", "avx512ifma")])
 
 
 @pytest.mark.parametrize(("cpu_class", "form"), _BUILDS, ids=[c.name + (f"-{f}" if f else "") for c, f in _BUILDS])
@@ -136,7 +138,8 @@ def test_each_class_build(tmp_path, cpu_class, form):
     # counts as the baseline. Where the CPU cannot run an AVX-512 build, its
     # code still runs, lowered for AVX2 (tests/kernels/lowered.py): the CPUs
     # at hand may have no AVX-512 for days of changes to the kernels.
-    stitched = form == "stitched" or cpu_class.name == "avx2"
+    stitched = form in ("stitched", "split") or (not form and cpu_class.name == "avx2")
+    lanes = form == "split" or not stitched     # Poly1305 on vector lanes for some of each chunk
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form}
     runs = platform.machine() == cpu_class.machine and _shipped.required_flags(cpu_class) <= _shipped.host_flags()
     if runs:
@@ -145,19 +148,20 @@ def test_each_class_build(tmp_path, cpu_class, form):
             from agefast import kernels
             from agefast.kernels import _common
             assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
+            assert _common.SPLIT == {form == "split"}
         """)
         env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features)
     elif (cpu_class.name.startswith("avx512") and platform.machine() == "x86_64"
           and _shipped.required_flags(_AVX2) <= _shipped.host_flags()):
-        # The two-pass IFMA build's lanes go through the vpmadd52 stand-ins, the others' not.
-        madd52 = "" if stitched else f" and (seen['madd52'] > 0) == {cpu_class.name == 'avx512ifma'}"
+        # The IFMA build's lanes go through the vpmadd52 stand-ins, the others' not.
+        madd52 = f" and (seen['madd52'] > 0) == {cpu_class.name == 'avx512ifma'}" if lanes else ""
         head = textwrap.dedent(f"""
             from tests.kernels import lowered
             seen = lowered.lower({cpu_class.features!r})
             from agefast import kernels
             from agefast.kernels import _common
             kernels.warm_up()
-            assert _common.STITCHED == {stitched}
+            assert _common.STITCHED == {stitched} and _common.SPLIT == {form == "split"}
             assert seen["widths"] == {{16}}{madd52}, seen
         """)
         env.update(NUMBA_CPU_NAME=_AVX2.cpu, NUMBA_CPU_FEATURES=_AVX2.features)
