@@ -68,6 +68,14 @@ class _IRLibrary(_codegen.JITCodeLibrary):
     def _finalize_specific(self):
         pass
 
+    def _optimize_final_module(self):
+        # Numba optimizes each library's final module, and each holds every
+        # callee linked in again: the ChaCha20 and stitched bodies went
+        # through the module passes once per caller up the chain (nine
+        # times, ~1.1 s each on the avx2 build). compile_object runs them
+        # once, on the module of both C functions.
+        pass
+
     def get_pointer_to_function(self, name):
         # Numba asks for the address of each CPython wrapper and C function
         # it compiles: finalized, with no address, as nothing made here runs
@@ -110,11 +118,13 @@ def _module(symbol, python, args, result):
     module.link_in(ll.parse_assembly(_WRAPPER.format(
         inner=compiled.native_name.removeprefix("cfunc."), symbol=symbol, types=", ".join(llvm),
         params=", ".join(f"{t} %a{i}" for i, t in enumerate(llvm)))))
-    # everything but our wrapper becomes private to the object, so the pass
-    # in compile_object drops Numba's wrapper and whatever only it used, and
-    # the modules of the two functions link without clashing names
+    # everything but our wrapper becomes private to the object, so the module
+    # passes in compile_object drop Numba's wrapper and whatever only it used, and
+    # the modules of the two functions link without clashing names; but
+    # linkonce_odr functions (_common._call_outlined's bodies, the same in
+    # both) stay mergeable, so the object has one copy of each
     for value in (*module.functions, *module.global_variables):
-        if not value.is_declaration and value.name != symbol:
+        if not value.is_declaration and value.name != symbol and value.linkage != ll.Linkage.linkonce_odr:
             value.linkage = "internal"
     return module, library.codegen
 
@@ -139,6 +149,16 @@ def _object_machine(codegen):
                                         opt=config.OPT, reloc="pic", codemodel="default")
 
 
+def _optimize(module, codegen):
+    """The module passes Numba's _optimize_final_module runs on a library's
+    module (a cheap round, then the full one), run once on `module`."""
+    cheap, cheap_builder = codegen._module_pass_manager(loop_vectorize=codegen._loopvect, slp_vectorize=False,
+                                                        opt=codegen._opt_level, cost="cheap")
+    cheap.run(module, cheap_builder)
+    full, full_builder = codegen._module_pass_manager()
+    full.run(module, full_builder)
+
+
 def compile_object():
     """(object file bytes, CPU name, CPU features) of the kernels' C functions: Numba's cold compile (seconds).
 
@@ -149,15 +169,15 @@ def compile_object():
     module, codegen = modules[0]
     for other, _ in modules[1:]:
         module.link_in(other)
-    machine = _object_machine(codegen)
-    passes = ll.create_new_module_pass_manager()
-    passes.add_global_dead_code_eliminate_pass()
-    passes.run(module, ll.create_pass_builder(machine, ll.create_pipeline_tuning_options()))
+    for value in (*module.functions, *module.global_variables):
+        if value.linkage == ll.Linkage.linkonce_odr:
+            value.linkage = "internal"
+    _optimize(module, codegen)
     unresolved = sorted(f.name for f in module.functions
                         if f.is_declaration and not f.name.startswith("llvm.") and f.name not in _EXTERNAL)
     if unresolved:
         raise RuntimeError(f"the compiled kernel needs symbols outside the C library: {unresolved}")
-    return machine.emit_object(module), codegen._get_host_cpu_name(), codegen._get_host_cpu_features()
+    return _object_machine(codegen).emit_object(module), codegen._get_host_cpu_name(), codegen._get_host_cpu_features()
 
 
 def link_shared(obj: bytes, directory: str) -> str | None:

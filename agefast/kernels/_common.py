@@ -108,12 +108,14 @@ def _call_outlined(builder, name, emit, args):
 
     Emitting the big vector bodies inline at every call site multiplied
     LLVM's work in each caller; one out-of-line copy per module keeps the cold
-    compile down, and a call per KiB costs nothing measurable.
+    compile down, and a call per KiB costs nothing measurable. The copies
+    are linkonce_odr, so modules linked together keep one (_build: one in
+    the object for both C functions).
     """
     fn = builder.module.globals.get(name)
     if fn is None:
         fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), [a.type for a in args]), name)
-        fn.linkage = "internal"
+        fn.linkage = "linkonce_odr"
         fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
         body = ir.IRBuilder(fn.append_basic_block("entry"))

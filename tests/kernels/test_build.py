@@ -42,21 +42,36 @@ def _text_relocations(elf: bytes) -> bool:
     return False
 
 
-def test_the_kernels_library_is_position_independent():
-    # Code emitted for Numba's JIT (the large code model) links into a shared
-    # library only with text relocations on x86-64, and not at all on AArch64
-    # (GNU ld refuses R_AARCH64_MOVW_UABS_G*): the compile emits PIC.
+def _loaded_library() -> bytes:
+    """The shared library of the kernels this process loaded (shipped or cached)."""
     kernels.warm_up()
     shipped = _shipped.verified()
     entry = _cache.lookup(_cache.key())
     if shipped is not None:
-        library = shipped[1]
-    elif entry is not None and entry[0] == "so":
-        library = entry[1]
-    else:
-        pytest.skip("the kernels were loaded from an object file: no C compiler driver linked a shared library here")
+        return shipped[1]
+    if entry is not None and entry[0] == "so":
+        return entry[1]
+    pytest.skip("the kernels were loaded from an object file: no C compiler driver linked a shared library here")
+
+
+def test_the_kernels_library_is_position_independent():
+    # Code emitted for Numba's JIT (the large code model) links into a shared
+    # library only with text relocations on x86-64, and not at all on AArch64
+    # (GNU ld refuses R_AARCH64_MOVW_UABS_G*): the compile emits PIC.
+    library = _loaded_library()
     assert library[:4] == b"\x7fELF" and library[4] == 2 and library[5] == 1, "not a little-endian ELF64 library"
     assert not _text_relocations(library)
+
+
+def test_each_big_body_is_compiled_once():
+    # The ChaCha20 and stitched bodies (_common._call_outlined) are defined in
+    # every Numba module that calls them; linked together they keep one copy
+    # (linkonce_odr), where each module's private copy went through LLVM and
+    # into the library again (six stitched loops in the avx2 library). Its
+    # symbol table names each copy, ".9" and so on after the first.
+    library = _loaded_library()
+    bodies = [b"agefast_chacha20_xor_1k"] + ([b"agefast_stitched_steps"] if _common.STITCHED else [])
+    assert [library.count(name) for name in bodies] == [1] * len(bodies)
 
 
 @pytest.mark.parametrize(("form", "features", "choices"), [
