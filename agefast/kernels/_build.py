@@ -56,13 +56,14 @@ _FUNCTIONS = ((_abi.SYMBOL, _aead.batch_c, _abi.BATCH_ARGS, _abi.BATCH_RESULT),
 
 
 class _IRLibrary(_codegen.JITCodeLibrary):
-    """A Numba code library finalized as Numba's ahead-of-time ones are: its LLVM IR, no machine code.
+    """A Numba code library finalized to its LLVM IR alone: no machine code, no module passes.
 
     Numba's JIT emits machine code for every library it finalizes (each
     helper the kernels call, each C function, every callee linked into each
     again), then compile_object reads only the two C functions' LLVM IR and
-    emits that once. The IR, and so the object, is the same either way; the
-    machine code nobody ran was most of the cold compile (docs/engine.md).
+    emits that once: the machine code nobody ran was most of the cold
+    compile. The module passes, likewise, compile_object runs once on the
+    linked module instead of on each library's (docs/engine.md).
     """
 
     def _finalize_specific(self):

@@ -231,7 +231,8 @@ def seal_batch(scr, aad, counter, src, dst, final):
     next chunk's ChaCha20 state, this chunk's Poly1305 accumulator), then the
     tag is written. Only the batch's first chunk encrypts its first STEP
     with nothing of its own to hash (zeros into the spare accumulator), and
-    only its last hashes its last bytes alone.
+    only its last hashes its last bytes alone. The split form has a loop of
+    its own (_seal_split).
     """
     if SPLIT:
         return _seal_split(scr, aad, counter, src, dst, final)
