@@ -53,7 +53,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_aead.py", "_stitched.py", "_file_io.py", "_build.py",
             "_abi.py", os.path.join("..", "io", "pieces.py"))
 # The environment that changes what is compiled: Numba's target and
-# optimisation, and the form of the batch kernel (_common.STITCHED).
+# optimisation, and the form of the batch kernel (_common._form).
 _BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "AGEFAST_KERNEL_FORM")
 
 

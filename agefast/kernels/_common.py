@@ -57,11 +57,11 @@ def _form():
     shipped build is used under it.
     """
     form = os.environ.get("AGEFAST_KERNEL_FORM", "")
-    if form and form not in FORMS:
+    if not form:
+        return "stitched" if "avx2" in FEATURES and "avx512f" not in FEATURES else "two-pass"
+    if form not in FORMS:
         raise ValueError(f"AGEFAST_KERNEL_FORM must be one of {', '.join(map(repr, FORMS))}, not {form!r}")
-    if form:
-        return form
-    return "stitched" if "avx2" in FEATURES and "avx512f" not in FEATURES else "two-pass"
+    return form
 
 
 def _choices():
