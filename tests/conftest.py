@@ -67,6 +67,22 @@ def require_tool():
 
 
 @pytest.fixture
+def engine_setting(monkeypatch):
+    """engine_setting(value): AGEFAST_ENGINE for this test. agefast reads it
+    once per process (agefast.payload.engine._forced): the setting is read
+    again after each change and after the test."""
+    from agefast.payload import engine
+
+    def setting(value: str) -> None:
+        monkeypatch.setenv("AGEFAST_ENGINE", value)
+        engine._forced.cache_clear()
+
+    yield setting
+    # Before monkeypatch restores the variable: the next job reads it then.
+    engine._forced.cache_clear()
+
+
+@pytest.fixture
 def make_plaintext():
     """Deterministic pseudo-random bytes of a given size (seeded by the size)."""
 

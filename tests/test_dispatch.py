@@ -113,6 +113,21 @@ def test_several_threads_or_the_override_use_the_engine():
     """, AGEFAST_ENGINE="numba") == "True\n"
 
 
+def test_the_setting_is_read_at_a_processs_first_job(engine_setting, monkeypatch):
+    from agefast.payload.engine import choose
+
+    engine_setting("numba")
+    assert choose(1024, None).kernels is not None
+    # Kept for the process: neither a new value nor an invalid one is seen.
+    monkeypatch.setenv("AGEFAST_ENGINE", "openssl")
+    assert choose(1024, None).kernels is not None
+    engine_setting("openssl")
+    with pytest.raises(ValueError, match="AGEFAST_ENGINE must be"):
+        choose(1024, None)
+    with pytest.raises(ValueError):     # an invalid value is not kept: every job raises
+        choose(1024, None)
+
+
 def test_a_small_job_loads_no_kernels_however_many_threads():
     # None of its batches could be split over them (KERNEL_SPLIT_BATCH): loading them would cost it milliseconds.
     out = run(COMMON + """

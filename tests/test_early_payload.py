@@ -129,8 +129,8 @@ def test_it_does_not_apply_to_a_small_input_or_an_output_with_data(tmp_path, siz
     assert (tmp_path / "out").read_bytes() == output
 
 
-def test_it_does_not_apply_where_the_file_stays_on_cryptography(tmp_path, monkeypatch):
-    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+def test_it_does_not_apply_where_the_file_stays_on_cryptography(tmp_path, engine_setting):
+    engine_setting("cryptography")
     (tmp_path / "in").write_bytes(bytes(ENGINE_AFTER))
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
         assert not early_payload.sealed_early(src, dst, 1, None, not_loaded)

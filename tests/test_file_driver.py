@@ -94,7 +94,7 @@ def corrupt(path, *chunks_):
 
 
 @pytest.mark.parametrize("damaged", [(40,), (100, 70), (3, 300)])
-def test_a_damaged_chunk_fails_as_the_pipeline_fails(tmp_path, monkeypatch, kernel_calls, damaged):
+def test_a_damaged_chunk_fails_as_the_pipeline_fails(tmp_path, engine_setting, kernel_calls, damaged):
     # The first damaged chunk in the file is the one named, as the pipeline
     # (on cryptography, which never uses the file kernel) names it, whichever
     # worker met which damage first; no output is left.
@@ -105,7 +105,7 @@ def test_a_damaged_chunk_fails_as_the_pipeline_fails(tmp_path, monkeypatch, kern
     with pytest.raises(PayloadError) as kernel:
         agefast.decrypt_file(tmp_path / "sealed", tmp_path / "out", [IDENTITY])
     assert kernel_calls["open"] and not (tmp_path / "out").exists()
-    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+    engine_setting("cryptography")
     with pytest.raises(PayloadError) as pipeline:
         agefast.decrypt_file(tmp_path / "sealed", tmp_path / "out", [IDENTITY])
     assert str(kernel.value) == str(pipeline.value) == f"failed to authenticate payload chunk {min(damaged)}"

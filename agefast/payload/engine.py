@@ -11,6 +11,7 @@ Chunk i of a batch starting at `counter` gets chunk counter + i's nonce
 (rules.chunk_nonce), final only for the last chunk of a batch marked `final`.
 """
 
+import functools
 import os
 import sys
 import threading
@@ -66,11 +67,17 @@ KERNEL_SPLIT_BATCH = KERNEL_SPLIT_CHUNKS * CHUNK_SIZE
 # counts towards the thresholds. threads=1 loads nothing and counts nothing
 # (cryptography is nearly as fast on one core), but once the kernels are
 # loaded in this process one core runs on them too, 6% faster.
-# AGEFAST_ENGINE=cryptography|numba forces one.
+# AGEFAST_ENGINE=cryptography|numba forces one (_forced).
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
 
 
+# Read at a process's first job and kept: looking up the variable where it is
+# not set (as nearly everywhere) raises and catches KeyError twice inside
+# os.environ, 4-5 us of each 1 KiB encryption or decryption (~100-125 us; in
+# alternating rounds, 2026-12-03, Zen 2). An invalid value is not kept: every
+# job raises. Tests and benchmarks that change it in process clear the cache.
+@functools.cache
 def _forced() -> str:
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):

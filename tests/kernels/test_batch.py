@@ -17,9 +17,9 @@ COUNTERS = (0, 0xFFFFFF, (1 << 56) - 2)     # carries across the nonce's 32-bit 
 
 
 @pytest.fixture(autouse=True)
-def cryptography_reference(monkeypatch):
+def cryptography_reference(engine_setting):
     # agefast.payload.engine is the reference here: keep it on its cryptography path
-    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+    engine_setting("cryptography")
 
 
 def reference_seal(counter, src, final):
@@ -118,16 +118,16 @@ def test_isa_names_the_compiled_instruction_set():
     assert (kernels.isa() == "avx512ifma") == _common.IFMA
 
 
-def test_chunks_dispatch(monkeypatch):
+def test_chunks_dispatch(engine_setting):
     src = bytes(range(256)) * 1024
-    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+    engine_setting("cryptography")
     expect = reference_seal(9, src, True)
     for engine in ("numba", ""):          # forced, and by size (256 KiB is under the threshold)
-        monkeypatch.setenv("AGEFAST_ENGINE", engine)
+        engine_setting(engine)
         dst = bytearray(len(expect))
         assert choose(None, 2).seal(KEY, 9, src, dst, True) == len(expect) and dst == expect
         back = bytearray(len(src))
         assert choose(None, 2).open(KEY, 9, expect, back, True) == 4 and back == src
-    monkeypatch.setenv("AGEFAST_ENGINE", "openssl")
+    engine_setting("openssl")
     with pytest.raises(ValueError):
         choose(None, None).seal(KEY, 0, b"", bytearray(16), True)

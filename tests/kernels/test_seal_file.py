@@ -17,8 +17,8 @@ KEY = bytes(range(7, 39))
 
 
 @pytest.fixture(autouse=True)
-def cryptography_reference(monkeypatch):
-    monkeypatch.setenv("AGEFAST_ENGINE", "cryptography")
+def cryptography_reference(engine_setting):
+    engine_setting("cryptography")
 
 
 def reference(plain: bytes) -> bytes:
