@@ -23,7 +23,8 @@ cannot run is listed as such. With --forms each class is measured in every
 form of its batch kernel (AGEFAST_KERNEL_FORM, agefast.kernels._common.FORMS):
 two passes, stitched (8 blocks in ymm per iteration on AVX2, 16 in zmm on
 AVX-512) and split (the stitched loop hashing half of each step, the lanes
-the rest), to choose its form by what it measures.
+the rest), to choose its form by what it measures: a last line per class
+names the fastest form, which agefast.kernels._common._form() should give it.
 """
 
 import argparse
@@ -171,6 +172,23 @@ def each_class(rounds, mib, forms):
             cells = [f"{r['agefast_gb_s']:.2f} / {r['cryptography_gb_s']:.2f}, **{r['best']:.2f}x**, {r['median']:.2f}x"
                      for r in (ops["seal"], ops["open"])]
             print(f"{head} {workload} | {cells[0]} | {cells[1]} |")
+    if len(forms) > 1:
+        print_fastest_forms(table, mib)
+
+
+def print_fastest_forms(table, mib):
+    """Each class's form with the highest mean of its median ratios on one thread (seal and
+    open, the whole buffer and one chunk per call): the form _common._form() should give it."""
+    print()
+    ratios = {}
+    for cpu_class, form, _, result, _ in table:
+        if result is not None:
+            ratios.setdefault(cpu_class.name, {})[form] = statistics.mean(
+                r["median"] for r in result["rows"] if r["workload"] in (f"{mib} MiB", "64 KiB per call"))
+    for name, by_form in ratios.items():
+        print(f"{name}: fastest form {max(by_form, key=by_form.get)} ("
+              + ", ".join(f"{form} {ratio:.2f}x" for form, ratio in by_form.items())
+              + f"; mean of the medians of seal and open, {mib} MiB and 64 KiB per call, one thread)")
 
 
 def main():
