@@ -1,10 +1,10 @@
 """ChaCha20-Poly1305 over a batch of age STREAM chunks, and its C entry point (batch_c).
 
 Sealing encrypts a chunk, then MACs the ciphertext (from L2). Opening MACs
-first and decrypts only a verified chunk. Where the target has AVX2 but not
-AVX-512 (or AGEFAST_KERNEL_FORM asks) the batch seals and opens in one
-stitched loop instead (_stitched);
-the single-message kernels the tests call keep the two passes. Kernels take contiguous typed
+first and decrypts only a verified chunk. Where the build is stitched or
+split (_common._form: the x86 classes by default) the batch seals and opens
+in one stitched loop instead (_stitched); the single-message kernels the
+tests call keep the two passes. Kernels take contiguous typed
 arrays and never raise on user input; agefast.kernels validates.
 """
 

@@ -139,10 +139,10 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     Once this returns, `dst` holds verified plaintext and nothing else of what
     it opened. When the return value k is short of the number of chunks in
     `src`, chunk k failed and its part of `dst` holds zeros where the kernels
-    are stitched (AVX2 without AVX-512: a chunk is decrypted while its tag is
+    are stitched (every x86 class: a chunk is decrypted while its tag is
     computed, and one that fails is overwritten before this returns), else
-    was not written (two passes: verified first). With one thread nothing of
-    `dst` after it was touched either;
+    was not written (two passes, as on Arm: verified first). With one thread
+    nothing of `dst` after it was touched either;
     with several, each thread verifies and decrypts its own range in one pass
     and stops at its first failure, so chunks after k (in other threads'
     ranges) may hold their verified plaintext. Release only the first k.

@@ -50,15 +50,19 @@ def _form():
     "split" (the stitched loop hashes half of each step, the lanes the rest of
     the chunk after it).
 
-    Stitched where the target has AVX2 but not AVX-512, the class where that
-    measured fastest (docs/engine.md), else two passes. AGEFAST_KERNEL_FORM
+    Each class gets the form that measured fastest on it (docs/engine.md,
+    benchmarks/bench_isa.py --classes --forms): split where the lanes are
+    IFMA's, stitched on the other x86 targets (AVX2, AVX-512F), two passes
+    elsewhere (Arm's NEON, where nothing was measured). AGEFAST_KERNEL_FORM
     asks for a form on any target, to measure the others on a class
     (benchmarks/bench_isa.py --forms): it is part of the cache's key, and no
     shipped build is used under it.
     """
     form = os.environ.get("AGEFAST_KERNEL_FORM", "")
     if not form:
-        return "stitched" if "avx2" in FEATURES and "avx512f" not in FEATURES else "two-pass"
+        if _ifma_lanes():
+            return "split"
+        return "stitched" if "avx2" in FEATURES else "two-pass"
     if form not in FORMS:
         raise ValueError(f"AGEFAST_KERNEL_FORM must be one of {', '.join(map(repr, FORMS))}, not {form!r}")
     return form

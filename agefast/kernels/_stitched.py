@@ -26,9 +26,9 @@ chunk's first STEP alone (nothing is written yet to hash) and does not
 bridge chunks.
 
 _aead imports this module at its end and hands it the batch (seal_batch) or
-each chunk (open_one) where the build is stitched (_common.STITCHED: AVX2
-without AVX-512 by default, measured fastest there; the zmm and split forms
-are for measuring on AVX-512, through AGEFAST_KERNEL_FORM).
+each chunk (open_one) where the build is stitched (_common.STITCHED: every
+x86 class by default, split where the lanes are IFMA's, each the form that
+measured fastest on its class; AGEFAST_KERNEL_FORM asks for another).
 """
 
 import numpy as np

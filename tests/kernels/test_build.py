@@ -75,11 +75,13 @@ def test_each_big_body_is_compiled_once():
 
 
 @pytest.mark.parametrize(("form", "features", "choices"), [
-    ("", "+avx2", (True, False)), ("", "+avx2,+avx512f", (False, False)), ("", "+sse2", (False, False)),
+    ("", "+avx2", (True, False)), ("", "+avx2,+avx512f", (True, False)), ("", "+sse2", (False, False)),
+    ("", "+avx2,+avx512f,+avx512ifma", (True, True)), ("", "+neon", (False, False)),
     ("stitched", "+avx2,+avx512f", (True, False)), ("two-pass", "+avx2", (False, False)),
     ("split", "+avx2,+avx512f,+avx512ifma", (True, True)), ("split", "+avx2", (True, True))])
 def test_the_form_of_the_batch_kernel(monkeypatch, form, features, choices):
-    # Stitched by default only on AVX2 without AVX-512; AGEFAST_KERNEL_FORM asks for any form anywhere.
+    # By default split with IFMA lanes, stitched on AVX2 and AVX-512F, two passes elsewhere;
+    # AGEFAST_KERNEL_FORM asks for any form anywhere.
     monkeypatch.setattr(_common, "FEATURES", {f[1:] for f in features.split(",")})
     monkeypatch.setenv("AGEFAST_KERNEL_FORM", form)
     assert _common._choices()[1:] == choices

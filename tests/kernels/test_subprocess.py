@@ -121,25 +121,27 @@ def _build_checks(stitched: bool) -> str:
 
 
 _AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
-# Each class in the form it ships in, and the forms AGEFAST_KERNEL_FORM asks
-# for to be measured against it: AVX-512 stitched (16 blocks in zmm per
-# iteration; IFMA does not change the stitched code), and split, whose lanes
-# are IFMA's on AVX-512 and 26-bit ones on AVX2.
-_BUILDS = ([(c, "") for c in _shipped.CLASSES] + [(c, "stitched") for c in _shipped.CLASSES if c.name == "avx512f"]
-           + [(c, "split") for c in _shipped.CLASSES if c.name in ("avx2", "avx512ifma")])
+# Each class in the form it ships in (_SHIPPED_FORMS), and the forms
+# AGEFAST_KERNEL_FORM asks for to be measured against it, so that every lane
+# code runs somewhere: two passes with IFMA's lanes and with 26-bit ones in
+# zmm, and split with 26-bit lanes beside the ymm loop.
+_SHIPPED_FORMS = {"avx512ifma": "split", "avx512f": "stitched", "avx2": "stitched", "aarch64": "two-pass"}
+_BUILDS = ([(c, "") for c in _shipped.CLASSES]
+           + [(c, "two-pass") for c in _shipped.CLASSES if c.name in ("avx512ifma", "avx512f")]
+           + [(c, "split") for c in _shipped.CLASSES if c.name == "avx2"])
 
 
 @pytest.mark.parametrize(("cpu_class", "form"), _BUILDS, ids=[c.name + (f"-{f}" if f else "") for c, f in _BUILDS])
 def test_each_class_build(tmp_path, cpu_class, form):
     # Each class's build (its Numba target, as the package ships it), one
     # cold compile, every check of it. A tampered chunk leaves zeros where the
-    # build is stitched (the AVX2 one, or as asked), and the two-pass builds
-    # leave it untouched. An Arm build's vector code is NEON, which isa()
+    # build is stitched or split, and the two-pass builds leave it untouched. An Arm build's vector code is NEON, which isa()
     # counts as the baseline. Where the CPU cannot run an AVX-512 build, its
     # code still runs, lowered for AVX2 (tests/kernels/lowered.py): the CPUs
     # at hand may have no AVX-512 for days of changes to the kernels.
-    stitched = form in ("stitched", "split") or (not form and cpu_class.name == "avx2")
-    lanes = form == "split" or not stitched     # Poly1305 on vector lanes for some of each chunk
+    built = form or _SHIPPED_FORMS[cpu_class.name]
+    stitched = built != "two-pass"
+    lanes = built != "stitched"     # Poly1305 on vector lanes for some of each chunk
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form}
     runs = platform.machine() == cpu_class.machine and _shipped.required_flags(cpu_class) <= _shipped.host_flags()
     if runs:
@@ -148,7 +150,7 @@ def test_each_class_build(tmp_path, cpu_class, form):
             from agefast import kernels
             from agefast.kernels import _common
             assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
-            assert _common.SPLIT == {form == "split"}
+            assert _common.SPLIT == {built == "split"}
         """)
         env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features)
     elif (cpu_class.name.startswith("avx512") and platform.machine() == "x86_64"
@@ -161,7 +163,7 @@ def test_each_class_build(tmp_path, cpu_class, form):
             from agefast import kernels
             from agefast.kernels import _common
             kernels.warm_up()
-            assert _common.STITCHED == {stitched} and _common.SPLIT == {form == "split"}
+            assert _common.STITCHED == {stitched} and _common.SPLIT == {built == "split"}
             assert seen["widths"] == {{16}}{madd52}, seen
         """)
         env.update(NUMBA_CPU_NAME=_AVX2.cpu, NUMBA_CPU_FEATURES=_AVX2.features)
