@@ -39,7 +39,7 @@ def test_batches_without_jit(tmp_path):
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
-        for n in (0, 100, 1500, 2600):     # 2600: through the stitched loop too, where the build is AVX2-only
+        for n in (0, 100, 1500, 2600):     # 2600: through the stitched loop too, where the build is stitched or split
             src = (bytes(range(256)) * 11)[:n]
             ref = bytearray(rules.sealed_size(n))
             w = choose(None, None).seal(key, 2, src, ref, True)
