@@ -18,10 +18,10 @@ so it writes plaintext before the tag is known: a chunk whose tag fails has
 its output overwritten with zeros before open_one returns. Each chunk's
 Poly1305 key comes from one iteration of the same body (_key).
 
-The split form (_common.SPLIT) is for AVX-512, where 16 blocks in zmm may
-leave the scalar Poly1305 the longer of the two chains: each iteration hashes half
-a STEP, and after the loop the vector lanes (radix 2^44 on IFMA) hash the
-rest of the chunk from the accumulator the loop left. Its seal encrypts a
+The split form (_common.SPLIT, the IFMA class's) is for AVX-512, where 16
+blocks in zmm leave the scalar Poly1305 the longer of the two chains: each
+iteration hashes half a STEP, and after the loop the vector lanes (radix
+2^44 on IFMA) hash the rest of the chunk from the accumulator the loop left. Its seal encrypts a
 chunk's first STEP alone (nothing is written yet to hash) and does not
 bridge chunks.
 

@@ -39,7 +39,7 @@ def test_batches_without_jit(tmp_path):
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
-        for n in (0, 100, 1500, 2600):     # 2600: through the stitched loop too, where the build is stitched or split
+        for n in (0, 100, 1500, 2600):     # 2600: through the stitched loop too, where the build has it
             src = (bytes(range(256)) * 11)[:n]
             ref = bytearray(rules.sealed_size(n))
             w = choose(None, None).seal(key, 2, src, ref, True)
@@ -135,10 +135,11 @@ _BUILDS = ([(c, "") for c in _shipped.CLASSES]
 def test_each_class_build(tmp_path, cpu_class, form):
     # Each class's build (its Numba target, as the package ships it), one
     # cold compile, every check of it. A tampered chunk leaves zeros where the
-    # build is stitched or split, and the two-pass builds leave it untouched. An Arm build's vector code is NEON, which isa()
-    # counts as the baseline. Where the CPU cannot run an AVX-512 build, its
-    # code still runs, lowered for AVX2 (tests/kernels/lowered.py): the CPUs
-    # at hand may have no AVX-512 for days of changes to the kernels.
+    # build is stitched or split, and the two-pass builds leave it untouched.
+    # An Arm build's vector code is NEON, which isa() counts as the baseline.
+    # Where the CPU cannot run an AVX-512 build, its code still runs, lowered
+    # for AVX2 (tests/kernels/lowered.py): the CPUs at hand may have no
+    # AVX-512 for days of changes to the kernels.
     built = form or _SHIPPED_FORMS[cpu_class.name]
     stitched = built != "two-pass"
     lanes = built != "stitched"     # Poly1305 on vector lanes for some of each chunk
