@@ -29,8 +29,12 @@ ratio a Python command could reach against Go age on this machine.
 --baseline CHECKOUT adds "agefast-cli-baseline": the same command run with
 PYTHONPATH=CHECKOUT, another checkout of agefast (an earlier commit, say), in
 the same rounds; the ratio "agefast-cli / agefast-cli-baseline" is the change's
-(> 1: this checkout is faster). The baseline's kernels must be in the cache
-already (`PYTHONPATH=CHECKOUT agefast --warm-up`).
+(> 1: this checkout is faster). Before the rounds the baseline's bytecode is
+compiled and its kernels are loaded, or compiled into the cache, through its
+own `agefast --warm-up`, so that it starts as an installed copy does: where
+PYTHONDONTWRITEBYTECODE is set a checkout has no bytecode (compiling it cost
+each command ~60 ms here), and a cold cache would leave its runs on
+cryptography.
 
 --settle N waits N seconds after removing the last outputs, before each run.
 The VM's balloon device has free page reporting on: memory the guest frees
@@ -112,6 +116,8 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path, basel
     }
     if baseline:
         before = {**default, "PYTHONPATH": baseline}
+        common.run([sys.executable, "-m", "compileall", "-q", str(Path(baseline) / "agefast")])
+        common.run([AGEFAST, "--warm-up"], env=before)
         work[("encrypt", "agefast-cli-baseline")] = lambda: common.run(enc, env=before)
         work[("decrypt", "agefast-cli-baseline")] = lambda: common.run(dec, env=before)
     return work
