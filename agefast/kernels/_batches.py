@@ -70,10 +70,6 @@ def _ranges(chunks: int, parts: int) -> "Iterator[tuple[int, int]]":
         start = stop
 
 
-def _lend_source(src: object) -> _native.Lent:
-    return _native.Lent(src, writable=False)
-
-
 def _lend_destination(dst: object, size: int) -> _native.Lent:
     try:
         lent = _native.Lent(dst, writable=True)
@@ -118,7 +114,7 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     """
     k, ctr = _key(key), _counter(counter)
     final = bool(final)
-    s = _lend_source(src)
+    s = _native.Lent(src, writable=False)
     try:
         n = s.size
         if not final and (n == 0 or n % CHUNK_SIZE):
@@ -149,7 +145,7 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     """
     k, ctr = _key(key), _counter(counter)
     final = bool(final)
-    s = _lend_source(src)
+    s = _native.Lent(src, writable=False)
     try:
         n = s.size
         if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):

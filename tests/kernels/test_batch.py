@@ -131,3 +131,34 @@ def test_chunks_dispatch(engine_setting):
     engine_setting("openssl")
     with pytest.raises(ValueError):
         choose(None, None).seal(KEY, 0, b"", bytearray(16), True)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview", "read-only memoryview", "empty bytearray"])
+def test_lent_buffer_is_the_object_and_held_until_released(kind):
+    import ctypes
+
+    from agefast.kernels import _native
+
+    data = bytes(range(200)) if kind != "empty bytearray" else b""
+    obj = {"bytes": data, "bytearray": bytearray(data), "empty bytearray": bytearray(),
+           "memoryview": memoryview(bytearray(b"x" * 50 + data))[50:],
+           "read-only memoryview": memoryview(data)}[kind]
+    lent = _native.Lent(obj, writable=False)
+    assert lent.size == len(data) and ctypes.string_at(lent.address, lent.size) == data
+    if kind == "bytearray":
+        with pytest.raises(BufferError):        # lent memory cannot move under the kernel
+            obj.extend(b"more")
+        lent.release()
+        obj.extend(b"more")                     # released: resizable again
+    lent.release()
+
+
+def test_only_writable_buffers_are_lent_for_writing():
+    from agefast.kernels import _native
+
+    for obj in (b"immutable", memoryview(bytearray(8)).toreadonly()):
+        with pytest.raises(BufferError):
+            _native.Lent(obj, writable=True)
+    lent = _native.Lent(bytearray(8), writable=True)
+    assert lent.size == 8
+    lent.release()
