@@ -4,9 +4,11 @@ Why ctypes: a process that finds the kernel in the cache runs it without
 importing numba (0.3-0.4 s and ~100 MiB of start-up) or numpy (~90 ms). The
 kernel is a plain C function (_abi), so ctypes calls it, and ctypes releases
 the GIL for the call, so threads seal in parallel. The buffers it works on are
-lent by CPython's buffer protocol (PyObject_GetBuffer), which covers every
-bytes-like object the public functions accept, read-only ones included, and
-keeps each one exported (not resizable) until released.
+lent by CPython's buffer protocol (PyObject_GetBuffer, or ctypes' from_buffer
+for a writable one), which covers every bytes-like object the public
+functions accept, read-only ones included, and keeps each one exported (not
+resizable) until released; a bytes object, which cannot change, by the
+address of its data and a reference that keeps it alive.
 """
 
 import ctypes
