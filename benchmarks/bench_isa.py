@@ -10,7 +10,9 @@ where the machine has two CPUs; cryptography's encrypt_into / decrypt_into
 chunk by chunk into a preallocated buffer, on one core), and one 64 KiB chunk
 per call. Each round times every case once, in a rotating order; the table
 gives each case's best round and the median over rounds of the per-round
-ratio. The build's instruction set is kernels.isa(); OPENSSL_ia32cap, if
+ratio. The build's instruction set is kernels.isa(), and which build it is
+is printed too (a class's shipped library, or the cache's compile for this
+CPU's own name, as in an editable install); OPENSSL_ia32cap, if
 set, restricts cryptography's OpenSSL the same way (it is read when
 cryptography loads it).
 
@@ -214,6 +216,20 @@ def print_fastest_forms(table, mib):
               + f"; mean of the medians of seal and open, {mib} MiB and 64 KiB per call, one thread)")
 
 
+def build():
+    """Which build of the kernels this process runs: a class's library shipped with the package,
+    else the cache's, compiled for NUMBA_CPU_NAME or this CPU's own name (an editable install's,
+    which on Zen 4 ran 10% slower than the class's build: docs/engine.md)."""
+    from agefast.kernels import _shipped
+
+    found = _shipped.verified()
+    if found is not None:
+        return f"shipped {found[0].name}"
+    import llvmlite.binding as ll
+
+    return f"compiled for {os.environ.get('NUMBA_CPU_NAME') or ll.get_host_cpu_name()}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
@@ -229,8 +245,9 @@ def main():
         return
     load = os.getloadavg()[0]
     rows = measure(args.rounds, args.mib)
-    print(f"isa {kernels.isa()}  form {os.environ.get('AGEFAST_KERNEL_FORM') or '(its own)'}  "
-          f"OPENSSL_ia32cap={os.environ.get('OPENSSL_ia32cap', '')!r}  load {load:.2f}")
+    print(f"isa {kernels.isa()}  build {build()}  form {os.environ.get('AGEFAST_KERNEL_FORM') or '(its own)'}  "
+          f"OPENSSL_ia32cap {repr(os.environ['OPENSSL_ia32cap']) if 'OPENSSL_ia32cap' in os.environ else '(unset)'}  "
+          f"load {load:.2f}")
     print_rows(rows)
     print(f"load at end {os.getloadavg()[0]:.2f}")
     if args.json:
