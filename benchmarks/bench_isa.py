@@ -11,8 +11,8 @@ chunk by chunk into a preallocated buffer, on one core), and one 64 KiB chunk
 per call. Each round times every case once, in a rotating order; the table
 gives each case's best round and the median over rounds of the per-round
 ratio. The build's instruction set is kernels.isa(), and which build it is
-is printed too (a class's shipped library, or the cache's compile for this
-CPU's own name, as in an editable install); OPENSSL_ia32cap, if
+is printed too (a class's shipped library, or the cache's compile, as in an
+editable install, with the CPU name it was emitted for); OPENSSL_ia32cap, if
 set, restricts cryptography's OpenSSL the same way (it is read when
 cryptography loads it).
 
@@ -217,17 +217,16 @@ def print_fastest_forms(table, mib):
 
 
 def build():
-    """Which build of the kernels this process runs: a class's library shipped with the package,
-    else the cache's, compiled for NUMBA_CPU_NAME or this CPU's own name (an editable install's,
-    which on Zen 4 ran 10% slower than the class's build: docs/engine.md)."""
-    from agefast.kernels import _shipped
+    """Which build of the kernels this process runs (once they are loaded): a class's library
+    shipped with the package, else the cache's (an editable install's), with the CPU name it was
+    emitted for (NUMBA_CPU_NAME, else its class's: agefast.kernels._build._object_cpu)."""
+    from agefast.kernels import _cache, _shipped
 
     found = _shipped.verified()
     if found is not None:
         return f"shipped {found[0].name}"
-    import llvmlite.binding as ll
-
-    return f"compiled for {os.environ.get('NUMBA_CPU_NAME') or ll.get_host_cpu_name()}"
+    entry = _cache.lookup(_cache.key())
+    return f"the cache's, compiled for {entry[2]['cpu']}" if entry else "compiled in this process, not cached"
 
 
 def main():

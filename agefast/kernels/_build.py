@@ -21,7 +21,7 @@ from numba.core import codegen as _codegen
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import cpu_target
 
-from . import _abi, _aead, _file_io
+from . import _abi, _aead, _file_io, _shipped
 
 # The cfunc wrapper Numba generates reports a failed call through Numba's C
 # runtime and CPython (numba_gil_ensure, numba_do_raise, PyErr_*), which a
@@ -131,7 +131,7 @@ def _module(symbol, python, args, result):
 
 
 def _object_machine(codegen):
-    """The target machine the object is emitted for: Numba's CPU and features, position-independent code.
+    """The target machine the object is emitted for: _object_cpu's CPU, Numba's features, position-independent code.
 
     Numba's own (codegen._tm) is its JIT's: the large code model, where code
     reaches its constants by absolute address (movabs on x86-64; MOVZ/MOVK
@@ -146,8 +146,28 @@ def _object_machine(codegen):
     as well by MCJIT (_native.load_object) where no C compiler driver links it.
     """
     target = ll.Target.from_triple(ll.get_process_triple())
-    return target.create_target_machine(cpu=codegen._get_host_cpu_name(), features=codegen._get_host_cpu_features(),
+    return target.create_target_machine(cpu=_object_cpu(codegen), features=codegen._get_host_cpu_features(),
                                         opt=config.OPT, reloc="pic", codemodel="default")
+
+
+def _object_cpu(codegen):
+    """The CPU name the object is emitted for: LLVM's scheduling model and
+    tuning; what instructions it may use are the features, Numba's (its
+    NUMBA_CPU_FEATURES, else every feature of this CPU, each on or off).
+
+    NUMBA_CPU_NAME where it is set, as for the shipped builds; else the name
+    of the widest shipped class (_shipped.CLASSES) whose features the target
+    has, so a build compiled here is tuned as that class's shipped build is.
+    This CPU's own name made slower code: on Zen 4 the same kernels emitted
+    for `znver4` sealed and opened ~10% slower than for `skylake-avx512`
+    (docs/engine.md). A CPU of no class keeps its own name.
+    """
+    if config.CPU_NAME is None:
+        have = _shipped.llvm_flags(codegen._get_host_cpu_features())
+        cpu_class = _shipped.choose(os.uname().machine, have, frozenset(c.name for c in _shipped.CLASSES))
+        if cpu_class is not None:
+            return cpu_class.cpu
+    return codegen._get_host_cpu_name()
 
 
 def _optimize(module, codegen):
@@ -178,7 +198,7 @@ def compile_object():
                         if f.is_declaration and not f.name.startswith("llvm.") and f.name not in _EXTERNAL)
     if unresolved:
         raise RuntimeError(f"the compiled kernel needs symbols outside the C library: {unresolved}")
-    return _object_machine(codegen).emit_object(module), codegen._get_host_cpu_name(), codegen._get_host_cpu_features()
+    return _object_machine(codegen).emit_object(module), _object_cpu(codegen), codegen._get_host_cpu_features()
 
 
 def link_shared(obj: bytes, directory: str) -> str | None:

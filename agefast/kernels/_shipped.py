@@ -69,9 +69,14 @@ _CPUINFO_NAMES = {"64bit": "lm", "bmi": "bmi1", "lzcnt": "abm", "pclmul": "pclmu
                   "sse3": "pni", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "neon": "asimd", "fp-armv8": "fp"}
 
 
+def llvm_flags(features: str) -> frozenset[str]:
+    """The /proc/cpuinfo flags of what an LLVM feature string ("+avx2,-avx512f,...") turns on."""
+    return frozenset(_CPUINFO_NAMES.get(f[1:], f[1:]) for f in features.split(",") if f.startswith("+"))
+
+
 def required_flags(cpu_class: CpuClass) -> frozenset[str]:
     """The /proc/cpuinfo flags a CPU must show to run a build of `cpu_class`."""
-    return frozenset(_CPUINFO_NAMES.get(f[1:], f[1:]) for f in cpu_class.features.split(",") if f.startswith("+"))
+    return llvm_flags(cpu_class.features)
 
 
 def cpuinfo_flags(cpuinfo: bytes) -> frozenset[str]:

@@ -1,6 +1,7 @@
 """The compile's IR-only mode (_build._ir_only): Numba's libraries get no machine code inside it, and Numba works as
-before after it; and what the compile links."""
+before after it; what the compile links, and the CPU name it emits for."""
 
+import os
 import struct
 
 import numpy as np
@@ -91,3 +92,32 @@ def test_an_unknown_form_is_refused(monkeypatch):
     monkeypatch.setenv("AGEFAST_KERNEL_FORM", "zmm")
     with pytest.raises(ValueError, match="AGEFAST_KERNEL_FORM"):
         _common._choices()
+
+
+class _Codegen:
+    """What _object_cpu asks of Numba's codegen: the target's features and this CPU's own name."""
+
+    def __init__(self, features: str) -> None:
+        self.features = features
+
+    def _get_host_cpu_features(self) -> str:
+        return self.features
+
+    def _get_host_cpu_name(self) -> str:
+        return "its-own-name"
+
+
+@pytest.mark.parametrize("cpu_class", [c for c in _shipped.CLASSES if c.machine == os.uname().machine],
+                         ids=lambda c: c.name)
+def test_a_build_here_is_tuned_as_its_class_is_shipped(monkeypatch, cpu_class):
+    # Emitted for Zen 4's own name (znver4), the kernels ran ~10% slower than
+    # for the class's (skylake-avx512); a feature switched off stays off.
+    monkeypatch.setattr(_build.config, "CPU_NAME", None)
+    assert _build._object_cpu(_Codegen(cpu_class.features + ",-sha")) == cpu_class.cpu
+    monkeypatch.setattr(_build.config, "CPU_NAME", "its-own-name")     # NUMBA_CPU_NAME, as the shipped builds set
+    assert _build._object_cpu(_Codegen(cpu_class.features)) == "its-own-name"
+
+
+def test_a_cpu_of_no_class_is_emitted_for_its_own_name(monkeypatch):
+    monkeypatch.setattr(_build.config, "CPU_NAME", None)
+    assert _build._object_cpu(_Codegen("+64bit,+sse,+sse2,-avx2")) == "its-own-name"
