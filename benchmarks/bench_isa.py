@@ -69,7 +69,7 @@ def kernel_call(seal, src, dst):
     expect = SEALED if seal else 1      # bytes written, chunks verified
 
     def run():
-        if batch(KEY, 0, s.address, s.size, d.address, d.size, True, mode, _native.scratch()) != expect:
+        if batch(_native.batch_call(KEY, 0, s.address, s.size, d.address, d.size, True, mode)) != expect:
             raise AssertionError("the kernel call failed")
     return run
 

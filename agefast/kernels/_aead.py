@@ -201,6 +201,17 @@ def _at(typingctx, ptr, offset):
     return sig, codegen
 
 
+@intrinsic
+def _pointer(typingctx, address):
+    """The uint64 `address` as a pointer, for the buffers a call's arguments name."""
+    sig = types.voidptr(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return sig, codegen
+
+
 @_inner
 def _carve(scratch):
     """The caller's scratch (_abi.SCRATCH_SIZE bytes) as the arrays _scratch() makes."""
@@ -212,16 +223,20 @@ def _carve(scratch):
             carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
 
 
-def batch_c(key, counter, src, n, dst, m, final, mode, scratch):
+def batch_c(call):
     """The batch kernel over raw pointers, compiled by _build as a C function (_abi.BATCH_ARGS).
 
-    key: 32 bytes; src: n bytes; dst: m bytes; scratch: _abi.SCRATCH_SIZE
-    zeroed bytes, 8-byte aligned, owned by this call. Every buffer comes
-    from the caller, so the compiled code allocates nothing and needs nothing
-    of Numba's runtime.
+    call: the scratch of this call, _abi.SCRATCH_SIZE bytes, 8-byte aligned,
+    zeroed but for the arguments at _abi.BATCH_CALL_AT (_native.batch_call):
+    the key (32 bytes), the counter, src (n bytes), dst (m bytes), final and
+    mode. Every buffer comes from the caller, so the compiled code allocates
+    nothing and needs nothing of Numba's runtime.
     """
-    return _batch(carray(key, 32, np.uint8), counter, carray(src, n, np.uint8), carray(dst, m, np.uint8),
-                  final != 0, mode, _carve(scratch))
+    key = carray(_at(call, _abi.BATCH_CALL_AT), 32, np.uint8)
+    args = carray(_at(call, _abi.BATCH_CALL_AT + 32), 7, np.uint64)   # counter, src, n, dst, m, final, mode
+    src = carray(_pointer(args[1]), np.int64(args[2]), np.uint8)
+    dst = carray(_pointer(args[3]), np.int64(args[4]), np.uint8)
+    return _batch(key, args[0], src, dst, args[5] != 0, np.int64(args[6]), _carve(call))
 
 
 # Last: _stitched builds on the helpers above, and the batch loop (_seal_batch,

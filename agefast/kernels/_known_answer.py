@@ -29,7 +29,12 @@ class WrongAnswer(RuntimeError):
 
 def _call(functions: _native.Functions, mode: int, counter: int, src: bytes, size: int) -> tuple[int, bytes]:
     dst = ctypes.create_string_buffer(size)
-    done = functions.batch(KEY, counter, src, len(src), ctypes.addressof(dst), size, True, mode, _native.scratch())
+    lent = _native.Lent(src, writable=False)
+    try:
+        done = functions.batch(_native.batch_call(KEY, counter, lent.address, lent.size, ctypes.addressof(dst), size,
+                                                  True, mode))
+    finally:
+        lent.release()
     return done, dst.raw
 
 

@@ -62,9 +62,9 @@ def _reference() -> tuple[_native.Functions, str]:
         return np.ctypeslib.as_array(_native.at(address, size)).view(dtype)
 
     # The kernel modules are exempt from type checking (pyproject.toml): their kernels are Numba's.
-    def batch(key: Any, counter: int, src: int, n: int, dst: int, m: int, final: bool, mode: int,
-              scratch: object) -> int:
-        k = np.frombuffer(bytearray(key), np.uint8)   # bytes (_batches passes the key as it is)
+    def batch(call: Any) -> int:
+        key, counter, src, n, dst, m, final, mode = _native.batch_arguments(call)
+        k = np.frombuffer(bytearray(key), np.uint8)
         result: int = _aead._batch(  # type: ignore[no-untyped-call]
             k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
             _aead._scratch())  # type: ignore[no-untyped-call]

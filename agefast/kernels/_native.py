@@ -14,6 +14,7 @@ address of its data and a reference that keeps it alive.
 import ctypes
 import fcntl
 import os
+import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -206,11 +207,26 @@ def last_errno() -> int:
 
 
 _Scratch = ctypes.c_char * _abi.SCRATCH_SIZE
+_BATCH_CALL = struct.Struct(_abi.BATCH_CALL)
 
 
 def scratch() -> ctypes.Array[ctypes.c_char]:
-    """A zeroed scratch buffer for one batch call (_abi.SCRATCH_SIZE bytes, malloc-aligned)."""
+    """A zeroed scratch buffer for one call of a compiled function (_abi.SCRATCH_SIZE bytes, malloc-aligned)."""
     return _Scratch()
+
+
+def batch_call(key: bytes, counter: int, src: int, n: int, dst: int, m: int, final: bool,
+               mode: int) -> ctypes.Array[ctypes.c_char]:
+    """The one argument of a batch call: a scratch with the call's arguments
+    written in (_abi.BATCH_CALL); `src` and `dst` are addresses."""
+    call = _Scratch()
+    _BATCH_CALL.pack_into(call, _abi.BATCH_CALL_AT, key, counter, src, n, dst, m, final, mode)
+    return call
+
+
+def batch_arguments(call: ctypes.Array[ctypes.c_char]) -> tuple[bytes, int, int, int, int, int, int, int]:
+    """(key, counter, src, n, dst, m, final, mode) as batch_call wrote them."""
+    return _BATCH_CALL.unpack_from(call, _abi.BATCH_CALL_AT)
 
 
 def key_buffer(key: bytes) -> ctypes.Array[ctypes.c_char]:
