@@ -14,7 +14,7 @@ TAG = 16
 # arguments written at its start (BATCH_CALL_AT, as struct BATCH_CALL packs
 # them): the 32-byte key, then counter, src*, n, dst*, m, final, mode. One
 # pointer rather than nine arguments: ctypes converts each argument of a call
-# (~0.1 us), and nine were ~4% of a call on one 64 KiB chunk on AVX-512.
+# (~0.1 us), and nine were ~3% of a call on one 64 KiB chunk on AVX-512.
 BATCH_ARGS = ("voidptr",)
 BATCH_RESULT = "int64"
 BATCH_CALL = "<32sQQqQqqq"
