@@ -3,6 +3,7 @@
     python benchmarks/bench_isa.py --rounds 9              (this process's class)
     python benchmarks/bench_isa.py --classes --rounds 9    (issue 26's table: every class this CPU runs)
     python benchmarks/bench_isa.py --classes --forms       (each class in every form of the batch kernel)
+    python benchmarks/bench_isa.py --classes --cpus alderlake,znver3   (each class tuned for other CPUs too)
 
 Workloads, each sealed and opened with every tag verified: 128 MiB of 64 KiB
 age chunks (agefast.kernels in one call with threads=1, and with threads=2
@@ -27,6 +28,11 @@ two passes, stitched (8 blocks in ymm per iteration on AVX2, 16 in zmm on
 AVX-512) and split (the stitched loop hashing half of each step, the lanes
 the rest), to choose its form by what it measures: a last line per class
 names the fastest form, which agefast.kernels._common._form() should give it.
+With --cpus each class is also emitted for each CPU name listed (LLVM's
+scheduling model and tuning; the instructions stay the class's: the listed
+extensions beyond it that this CPU has are switched off, _BEYOND, so a
+name implies none of them), to choose the name a class is built for
+(_shipped.CLASSES): the last line per class names the fastest build.
 """
 
 import argparse
@@ -155,9 +161,31 @@ def print_rows(rows):
 _OPENSSL_MASKS = {"avx512f": ":~0x00200000", "avx2": ":~0xD0230000"}
 
 
-def each_class(rounds, mib, forms):
-    """Measure every x86 class this CPU runs, each in its own process (one per form of `forms`,
-    "" for the class's own); print one table."""
+# Instruction set extensions beyond the classes. A CPU name implies its own
+# (`znver4` AVX-512, `alderlake` AVX-VNNI, GFNI, VAES): a class emitted for
+# another CPU's name has those of them this CPU has switched off, so only the
+# tuning differs. `znver4` with the avx2 class's features and no such list
+# emitted AVX-512VL rotates (vprold).
+_BEYOND = ("avx512f", "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg", "avx512vpopcntdq",
+           "avx512bf16", "avx512fp16", "avxvnni", "avxifma", "avxvnniint8", "avxneconvert", "gfni", "vaes",
+           "vpclmulqdq", "sha")
+
+
+def features_for(cpu_class, cpu):
+    """The features the class is compiled with when emitted for `cpu`: as shipped for its own name,
+    else with the extensions of _BEYOND this CPU has and the class lacks switched off."""
+    if cpu == cpu_class.cpu:
+        return cpu_class.features
+    import llvmlite.binding as ll
+
+    have = {f[1:] for f in ll.get_host_cpu_features().flatten().split(",") if f.startswith("+")}
+    own = {f[1:] for f in cpu_class.features.split(",")}
+    return ",".join([cpu_class.features, *(f"-{f}" for f in _BEYOND if f in have and f not in own)])
+
+
+def each_class(rounds, mib, forms, cpus):
+    """Measure every x86 class this CPU runs, each in its own process: one per form of `forms`
+    ("" for the class's own) and CPU name (the class's own, then each of `cpus`); print one table."""
     from agefast.kernels import _shipped
 
     flags = _shipped.host_flags()
@@ -168,25 +196,26 @@ def each_class(rounds, mib, forms):
         mask = _OPENSSL_MASKS.get(cpu_class.name, "")
         missing = sorted(_shipped.required_flags(cpu_class) - flags)
         if missing:
-            table.append((cpu_class, "", mask, None, f"this CPU lacks {', '.join(missing)}"))
+            table.append((cpu_class, cpu_class.cpu, "", mask, None, f"this CPU lacks {', '.join(missing)}"))
             continue
-        for form in forms:
-            env = {**os.environ, "NUMBA_CPU_NAME": cpu_class.cpu, "NUMBA_CPU_FEATURES": cpu_class.features,
-                   "OPENSSL_ia32cap": mask, "AGEFAST_KERNEL_FORM": form}
-            if not mask:
-                del env["OPENSSL_ia32cap"]
-            print(f"{cpu_class.name} {form or '(its own form)'}: measuring (the first run compiles the class)",
-                  flush=True)
-            done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib), "--json"],
-                                  env=env, stdout=subprocess.PIPE, text=True, check=True)
-            result = json.loads(done.stdout.splitlines()[-1])
-            print_rows(result["rows"])
-            table.append((cpu_class, form, mask, result, ""))
+        for cpu in dict.fromkeys((cpu_class.cpu, *cpus)):
+            for form in forms:
+                env = {**os.environ, "NUMBA_CPU_NAME": cpu, "NUMBA_CPU_FEATURES": features_for(cpu_class, cpu),
+                       "OPENSSL_ia32cap": mask, "AGEFAST_KERNEL_FORM": form}
+                if not mask:
+                    del env["OPENSSL_ia32cap"]
+                print(f"{cpu_class.name} for {cpu} {form or '(its own form)'}: measuring "
+                      "(the first run compiles the class)", flush=True)
+                done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib),
+                                       "--json"], env=env, stdout=subprocess.PIPE, text=True, check=True)
+                result = json.loads(done.stdout.splitlines()[-1])
+                print_rows(result["rows"])
+                table.append((cpu_class, cpu, form, mask, result, ""))
     print()
     print("| class | build | form | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open |")
     print("|---|---|---|---|---|---|---|")
-    for cpu_class, form, mask, result, why in table:
-        head = f"| {cpu_class.name} | {cpu_class.cpu} | {form or 'its own'} | `{mask or '(none)'}` |"
+    for cpu_class, cpu, form, mask, result, why in table:
+        head = f"| {cpu_class.name} | {cpu} | {form or 'its own'} | `{mask or '(none)'}` |"
         if result is None:
             print(f"{head} not measured: {why} | | |")
             continue
@@ -197,22 +226,24 @@ def each_class(rounds, mib, forms):
             cells = [f"{r['agefast_gb_s']:.2f} / {r['cryptography_gb_s']:.2f}, **{r['best']:.2f}x**, {r['median']:.2f}x"
                      for r in (ops["seal"], ops["open"])]
             print(f"{head} {workload} | {cells[0]} | {cells[1]} |")
-    if len(forms) > 1:
-        print_fastest_forms(table, mib)
+    if len(forms) > 1 or cpus:
+        print_fastest(table, mib, len(forms) > 1, bool(cpus))
 
 
-def print_fastest_forms(table, mib):
-    """Each class's form with the highest mean of its median ratios on one thread (seal and
-    open, the whole buffer and one chunk per call): the form _common._form() should give it."""
+def print_fastest(table, mib, by_form, by_cpu):
+    """Each class's fastest build (its form, its CPU name, or both: what was varied) by the highest
+    mean of its median ratios on one thread (seal and open, the whole buffer and one chunk per
+    call): the form _common._form() and the name _shipped.CLASSES should give it."""
     print()
     ratios = {}
-    for cpu_class, form, _, result, _ in table:
+    for cpu_class, cpu, form, _, result, _ in table:
         if result is not None:
-            ratios.setdefault(cpu_class.name, {})[form] = statistics.mean(
+            label = " ".join(([f"form {form or '(its own)'}"] if by_form else []) + ([f"for {cpu}"] if by_cpu else []))
+            ratios.setdefault(cpu_class.name, {})[label] = statistics.mean(
                 r["median"] for r in result["rows"] if r["workload"] in (f"{mib} MiB", "64 KiB per call"))
-    for name, by_form in ratios.items():
-        print(f"{name}: fastest form {max(by_form, key=by_form.get)} ("
-              + ", ".join(f"{form} {ratio:.2f}x" for form, ratio in by_form.items())
+    for name, by_build in ratios.items():
+        print(f"{name}: fastest {max(by_build, key=by_build.get)} ("
+              + ", ".join(f"{build} {ratio:.2f}x" for build, ratio in by_build.items())
               + f"; mean of the medians of seal and open, {mib} MiB and 64 KiB per call, one thread)")
 
 
@@ -235,11 +266,13 @@ def main():
     parser.add_argument("--mib", type=int, default=128)
     parser.add_argument("--classes", action="store_true", help="every class this CPU runs, one process each")
     parser.add_argument("--forms", action="store_true", help="with --classes: each class in every form")
+    parser.add_argument("--cpus", default="", help="with --classes: each class emitted for these CPU names too")
     parser.add_argument("--json", action="store_true", help="end with the results as one line of JSON")
     args = parser.parse_args()
     if args.classes:
         print(f"load {os.getloadavg()[0]:.2f}")
-        each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",))
+        each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",),
+                   tuple(name for name in args.cpus.split(",") if name))
         print(f"load at end {os.getloadavg()[0]:.2f}")
         return
     load = os.getloadavg()[0]
