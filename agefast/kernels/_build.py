@@ -130,8 +130,8 @@ def _module(symbol, python, args, result):
     return module, library.codegen
 
 
-def _object_machine(codegen):
-    """The target machine the object is emitted for: _object_cpu's CPU, Numba's features, position-independent code.
+def _object_machine(codegen, cpu):
+    """The target machine the object is emitted for: `cpu` (_object_cpu's), Numba's features, position-independent code.
 
     Numba's own (codegen._tm) is its JIT's: the large code model, where code
     reaches its constants by absolute address (movabs on x86-64; MOVZ/MOVK
@@ -146,7 +146,7 @@ def _object_machine(codegen):
     as well by MCJIT (_native.load_object) where no C compiler driver links it.
     """
     target = ll.Target.from_triple(ll.get_process_triple())
-    return target.create_target_machine(cpu=_object_cpu(codegen), features=codegen._get_host_cpu_features(),
+    return target.create_target_machine(cpu=cpu, features=codegen._get_host_cpu_features(),
                                         opt=config.OPT, reloc="pic", codemodel="default")
 
 
@@ -198,7 +198,8 @@ def compile_object():
                         if f.is_declaration and not f.name.startswith("llvm.") and f.name not in _EXTERNAL)
     if unresolved:
         raise RuntimeError(f"the compiled kernel needs symbols outside the C library: {unresolved}")
-    return _object_machine(codegen).emit_object(module), _object_cpu(codegen), codegen._get_host_cpu_features()
+    cpu = _object_cpu(codegen)
+    return _object_machine(codegen, cpu).emit_object(module), cpu, codegen._get_host_cpu_features()
 
 
 def link_shared(obj: bytes, directory: str) -> str | None:
