@@ -1,11 +1,14 @@
 """agefast.x25519 reaches cryptography's X25519 functions directly (no
 OpenSSL backend import); where they are missing or FIPS mode is on it uses
-the public constructors, with the same results."""
+the public constructors, with the same results. Past SODIUM_AFTER wraps a
+process makes its ephemeral shares with libsodium, again with the same results."""
 
 import os
 import pickle
 
 import pytest
+from hypothesis import example, given, strategies as st
+from nacl import bindings
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 import agefast
@@ -26,12 +29,26 @@ class _Fips:
         raise AssertionError("the native X25519 functions were called in FIPS mode")
 
 
-ROUTES = {"native": x25519._NATIVE, "no native functions": None, "FIPS mode": _Fips()}
+class _Unreachable:
+    def __getattr__(self, name):
+        raise AssertionError(f"libsodium's {name} was reached")
+
+
+ROUTES = {"native": x25519._NATIVE, "no native functions": None, "FIPS mode": _Fips(),
+          "libsodium": x25519._NATIVE}
+
+
+def _take(route, monkeypatch):
+    monkeypatch.setattr(x25519, "_NATIVE", ROUTES[route])
+    # Every route but libsodium's is before the switch to it; FIPS mode is
+    # past it too, and must not reach libsodium there.
+    monkeypatch.setattr(x25519, "SODIUM_AFTER", 0 if route in ("libsodium", "FIPS mode") else 1 << 62)
+    monkeypatch.setattr(x25519, "_sodium", _Unreachable() if route == "FIPS mode" else None)
 
 
 @pytest.fixture(params=list(ROUTES))
 def route(request, monkeypatch):
-    monkeypatch.setattr(x25519, "_NATIVE", ROUTES[request.param])
+    _take(request.param, monkeypatch)
     return request.param
 
 
@@ -55,10 +72,11 @@ def test_keys_and_shared_secrets_match_the_public_constructors(route):
 def test_files_cross_between_the_routes(route, monkeypatch):
     identity = agefast.x25519.Identity.generate()
     sealed = agefast.encrypt(b"across", [identity.to_public()])
-    monkeypatch.setattr(x25519, "_NATIVE", ROUTES["native"])
+    other = "native" if route == "libsodium" else "libsodium"
+    _take(other, monkeypatch)
     assert agefast.decrypt(sealed, [agefast.x25519.Identity(identity._raw)]) == b"across"
     sealed = agefast.encrypt(b"back", [identity.to_public()])
-    monkeypatch.setattr(x25519, "_NATIVE", ROUTES[route])
+    _take(route, monkeypatch)
     assert agefast.decrypt(sealed, [agefast.x25519.Identity(identity._raw)]) == b"back"
 
 
@@ -89,3 +107,49 @@ def test_a_low_order_recipient_fails_every_wrap(route):
     for _ in range(2):
         with pytest.raises(errors.EncryptError, match="low-order"):
             agefast.encrypt(b"x", [recipient])
+
+
+def test_a_process_switches_to_libsodium_after_sodium_after_wraps(monkeypatch):
+    monkeypatch.setattr(x25519, "SODIUM_AFTER", 3)
+    monkeypatch.setattr(x25519, "_wraps", 0)
+    monkeypatch.setattr(x25519, "_sodium", None)
+    assert [x25519._sodium_bindings() for _ in range(5)] == [None, None, None, bindings, bindings]
+
+
+# The points of small order, whose products with a clamped scalar are all
+# zero (RFC 7748 section 7; libsodium's list of them): 0, 1, two of order 8,
+# p - 1, and p and p + 1, which reduce to 0 and 1.
+_P = 2**255 - 19
+_LOW_ORDER = [0, 1, 325606250916557431795983626356110631294008115727848805560023387167927233504,
+              39382357235489614581723060781553021112529911719440698176882885853963445705823,
+              _P - 1, _P, _P + 1]
+# The top bit of a point is ignored (RFC 7748): each again with it set.
+_EDGES = _LOW_ORDER + [u + 2**255 for u in _LOW_ORDER] + [2**255 - 1, 2**256 - 1]
+
+
+@given(scalar=st.binary(min_size=32, max_size=32),
+       point=st.one_of(st.integers(0, 2**256 - 1), st.sampled_from(_EDGES)))
+@example(scalar=bytes(32), point=9)
+@example(scalar=b"\xff" * 32, point=2**256 - 1)
+def test_libsodium_shares_and_secrets_match_cryptographys(scalar, point):
+    """Bit for bit with cryptography's X25519, low-order points refused by both, over
+    any scalar and any 32 bytes of point (non-canonical and top-bit-set ones too)."""
+    public = point.to_bytes(32, "little")
+    key = X25519PrivateKey.from_private_bytes(scalar)
+    try:
+        expected = key.exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:
+        expected = None
+    if expected is None:
+        with pytest.raises(errors.EncryptError, match="low-order"):
+            x25519._sodium_share_and_secret(bindings, scalar, public)
+    else:
+        share, secret = x25519._sodium_share_and_secret(bindings, scalar, public)
+        assert (share, secret) == (key.public_key().public_bytes_raw(), expected)
+
+
+def test_every_low_order_point_is_refused():
+    # The hypothesis test above may not draw them all.
+    for point in _EDGES[:-2]:
+        with pytest.raises(errors.EncryptError, match="low-order"):
+            x25519._sodium_share_and_secret(bindings, os.urandom(32), point.to_bytes(32, "little"))
