@@ -6,6 +6,7 @@ process makes its ephemeral shares with libsodium, again with the same results."
 import os
 import pickle
 
+import pyrage
 import pytest
 from hypothesis import example, given, strategies as st
 from nacl import bindings
@@ -78,6 +79,12 @@ def test_files_cross_between_the_routes(route, monkeypatch):
     sealed = agefast.encrypt(b"back", [identity.to_public()])
     _take(route, monkeypatch)
     assert agefast.decrypt(sealed, [agefast.x25519.Identity(identity._raw)]) == b"back"
+
+
+def test_files_open_with_pyrage(route):
+    identity = agefast.x25519.Identity.generate()
+    sealed = agefast.encrypt(b"to pyrage", [identity.to_public()])
+    assert pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(str(identity))]) == b"to pyrage"
 
 
 def test_a_low_order_share_is_a_header_failure(route):
