@@ -5,6 +5,7 @@ process makes its ephemeral shares with libsodium, again with the same results."
 
 import os
 import pickle
+import sys
 
 import pyrage
 import pytest
@@ -121,6 +122,16 @@ def test_a_process_switches_to_libsodium_after_sodium_after_wraps(monkeypatch):
     monkeypatch.setattr(x25519, "_wraps", 0)
     monkeypatch.setattr(x25519, "_sodium", None)
     assert [x25519._sodium_bindings() for _ in range(5)] == [None, None, None, bindings, bindings]
+
+
+def test_without_pynacl_cryptography_stays(monkeypatch):
+    monkeypatch.setattr(x25519, "SODIUM_AFTER", 0)
+    monkeypatch.setattr(x25519, "_sodium", None)
+    monkeypatch.setitem(sys.modules, "nacl", None)     # what an import of a missing package meets
+    identity = agefast.x25519.Identity.generate()
+    for _ in range(2):
+        assert agefast.decrypt(agefast.encrypt(b"still", [identity.to_public()]), [identity]) == b"still"
+    assert x25519._sodium is False
 
 
 # The points of small order, whose products with a clamped scalar are all

@@ -74,7 +74,7 @@ def _public_key(raw: bytes) -> X25519PublicKey:
 # cost it at most twice what the better of the two choices would have.
 SODIUM_AFTER = 256
 _wraps = 0
-_sodium: Any = None
+_sodium: Any = None     # PyNaCl's bindings once imported; False if they cannot be
 
 
 def _sodium_bindings() -> Any:
@@ -84,10 +84,15 @@ def _sodium_bindings() -> Any:
         if _wraps < SODIUM_AFTER:
             _wraps += 1
             return None
-        from nacl import bindings
-
-        _sodium = bindings
-    return _sodium
+        try:
+            from nacl import bindings
+        except ImportError:
+            # Installed without its dependencies: a long-running process
+            # must not start failing at its 257th file, so cryptography stays.
+            _sodium = False
+        else:
+            _sodium = bindings
+    return _sodium if _sodium is not False else None
 
 
 def _sodium_share_and_secret(sodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
