@@ -5,12 +5,15 @@ Keys are made once per session with ssh-keygen (see ssh_keys.py).
 
 import subprocess
 
+import pyrage
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from ssh_keys import PASSPHRASE, public_line as _public, ssh_keys  # noqa: F401 (a fixture)
 
 import agefast
 from agefast import errors, keys, ssh
 from agefast.format.grammar import Stanza, b64encode
+from agefast.recipients import x25519
 
 PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
 
@@ -87,6 +90,36 @@ def test_ed25519_conversion_matches_the_private_key(ssh_keys):
     # public key of the scalar derived from the private seed.
     identity = ssh.Identity.from_buffer(ssh_keys["ed25519"].read_bytes())
     assert ssh.Recipient.from_str(_public(ssh_keys["ed25519"]))._x25519 == identity._x25519
+
+
+@pytest.fixture(params=["cryptography", "libsodium"])
+def share_route(request, monkeypatch):
+    """Ephemeral shares made before or after a process's switch to libsodium (agefast.recipients.x25519)."""
+    monkeypatch.setattr(x25519, "SODIUM_AFTER", 0 if request.param == "libsodium" else 1 << 62)
+    monkeypatch.setattr(x25519, "_sodium", None)
+
+
+def test_ed25519_files_open_with_pyrage_and_the_kept_keys(share_route, ssh_keys):
+    # The second file of each recipient and identity is made and opened with
+    # the keys they kept from the first.
+    recipient = ssh.Recipient.from_str(_public(ssh_keys["ed25519"]))
+    identity = ssh.Identity.from_buffer(ssh_keys["ed25519"].read_bytes())
+    theirs = pyrage.ssh.Identity.from_buffer(ssh_keys["ed25519"].read_bytes())
+    for plaintext in (b"first", b"second"):
+        sealed = agefast.encrypt(plaintext, [recipient])
+        assert pyrage.decrypt(sealed, [theirs]) == plaintext
+        assert agefast.decrypt(sealed, [identity]) == plaintext
+    sealed = pyrage.encrypt(b"from pyrage", [pyrage.ssh.Recipient.from_str(_public(ssh_keys["ed25519"]))])
+    assert agefast.decrypt(sealed, [identity]) == b"from pyrage"
+
+
+def test_a_low_order_ed25519_key_fails_every_wrap(share_route):
+    # y = -1: the Edwards point of order 2, whose Montgomery form is u = 0.
+    key = ed25519.Ed25519PublicKey.from_public_bytes((2**255 - 20).to_bytes(32, "little"))
+    recipient = ssh.Recipient(key)
+    for _ in range(2):
+        with pytest.raises(errors.EncryptError, match="ssh-ed25519 key or share is a low-order point"):
+            agefast.encrypt(b"x", [recipient])
 
 
 def test_stanza_for_our_key_that_does_not_open_is_fatal(ssh_keys):
