@@ -13,7 +13,10 @@ the median over rounds of each case's median, the median of the per-round
 ratios pyrage/agefast (and pyrage/flat), and agefast's and flat's time above
 the primitives.
 
-    python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N]
+With --recipient ssh-ed25519 the files are for an ssh-ed25519 key instead,
+and only agefast and pyrage are timed.
+
+    python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N] [--recipient x25519|ssh-ed25519]
 """
 
 import hmac
@@ -27,6 +30,8 @@ import pyrage
 from agefast.format.grammar import b64decode, b64encode
 from agefast.primitives import hkdf, hmac_sha256
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
@@ -93,7 +98,8 @@ def per_call_median(fn) -> float:
     return statistics.median(times) / 1000
 
 
-def one_size(size: int, reps: int, keys: Keys) -> dict:
+def x25519_cases(size: int, keys: Keys) -> dict:
+    """{op: {case: callable}} for a file of `size` bytes to one X25519 recipient."""
     data = os.urandom(size)
     age_file = AgeFile(keys, data)
     key, start, sealed = age_file.key, age_file.start, age_file.sealed
@@ -122,6 +128,28 @@ def one_size(size: int, reps: int, keys: Keys) -> dict:
             raise SystemExit(f"{common.size_name(size)}: the flat functions do not round-trip with pyrage")
         cases["encrypt"]["flat"] = lambda: flat_encrypt(data, keys.x25519_public)
         cases["decrypt"]["flat"] = lambda: flat_decrypt(sealed, keys.x25519_private, keys.x25519_public)
+    return cases
+
+
+def ssh_cases(size: int) -> dict:
+    """{op: {case: callable}} for a file of `size` bytes to a new ssh-ed25519 key, agefast and pyrage only."""
+    private = ed25519.Ed25519PrivateKey.generate()
+    pem = private.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption())
+    line = private.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode("ascii")
+    ours, our_identity = agefast.ssh.Recipient.from_str(line), agefast.ssh.Identity.from_buffer(pem)
+    theirs, their_identity = pyrage.ssh.Recipient.from_str(line), pyrage.ssh.Identity.from_buffer(pem)
+    data = os.urandom(size)
+    sealed = pyrage.encrypt(data, [theirs])
+    if (pyrage.decrypt(agefast.encrypt(data, [ours]), [their_identity]) != data
+            or agefast.decrypt(sealed, [our_identity]) != data):
+        raise SystemExit(f"{common.size_name(size)}: agefast does not round-trip with pyrage")
+    return {"encrypt": {"agefast": lambda: agefast.encrypt(data, [ours]),
+                        "pyrage": lambda: pyrage.encrypt(data, [theirs])},
+            "decrypt": {"agefast": lambda: agefast.decrypt(sealed, [our_identity]),
+                        "pyrage": lambda: pyrage.decrypt(sealed, [their_identity])}}
+
+
+def one_size(size: int, reps: int, cases: dict) -> dict:
     result: dict = {"size": size}
     for op, named in cases.items():
         rounds: dict[str, list[float]] = {name: [] for name in named}
@@ -129,13 +157,16 @@ def one_size(size: int, reps: int, keys: Keys) -> dict:
             for name, fn in named.items():
                 rounds[name].append(per_call_median(fn))
         ratios = [p / a for p, a in zip(rounds["pyrage"], rounds["agefast"])]
-        above = [a - f for a, f in zip(rounds["agefast"], rounds["primitives"])]
         result[op] = {"us_per_call": {n: statistics.median(v) for n, v in rounds.items()}, "rounds": rounds,
-                      "ratio_vs_pyrage": statistics.median(ratios), "above_floor_us": statistics.median(above)}
+                      "ratio_vs_pyrage": statistics.median(ratios)}
         us = result[op]["us_per_call"]
-        line = (f"{common.size_name(size):>7} {op}: agefast {us['agefast']:6.1f} us, pyrage {us['pyrage']:6.1f}, "
-                f"primitives {us['primitives']:6.1f}; pyrage/agefast {result[op]['ratio_vs_pyrage']:.2f}x, "
-                f"agefast above the floor {result[op]['above_floor_us']:.1f} us")
+        line = (f"{common.size_name(size):>7} {op}: agefast {us['agefast']:6.1f} us, pyrage {us['pyrage']:6.1f}; "
+                f"pyrage/agefast {result[op]['ratio_vs_pyrage']:.2f}x")
+        if "primitives" in rounds:
+            result[op]["above_floor_us"] = statistics.median(
+                a - f for a, f in zip(rounds["agefast"], rounds["primitives"]))
+            line += (f"; primitives {us['primitives']:6.1f} us, "
+                     f"agefast above the floor {result[op]['above_floor_us']:.1f} us")
         if "flat" in rounds:
             result[op]["flat_ratio_vs_pyrage"] = statistics.median(
                 p / f for p, f in zip(rounds["pyrage"], rounds["flat"]))
@@ -148,12 +179,18 @@ def one_size(size: int, reps: int, keys: Keys) -> dict:
 
 
 def main() -> None:
-    args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated")])
-    keys = Keys(args.dir)
-    result = {"calls_per_case": CALLS, "sizes": [one_size(int(k) * 1024, args.reps, keys)
-                                                 for k in args.sizes.split(",")]}
+    args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated"),
+                                                      ("--recipient", "x25519", "x25519 or ssh-ed25519")])
+    if args.recipient not in ("x25519", "ssh-ed25519"):
+        raise SystemExit("--recipient: x25519 or ssh-ed25519")
+    keys = Keys(args.dir) if args.recipient == "x25519" else None
+    sizes = []
+    for k in args.sizes.split(","):
+        size = int(k) * 1024
+        sizes.append(one_size(size, args.reps, x25519_cases(size, keys) if keys else ssh_cases(size)))
     print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
-    common.save("small", result)
+    common.save("small" if keys else "small_ssh", {"calls_per_case": CALLS, "recipient": args.recipient,
+                                                   "sizes": sizes})
 
 
 if __name__ == "__main__":
