@@ -11,8 +11,9 @@ For every size, interleaved round by round:
 - primitives: the bare loop after the header's primitives, called one
   after the other with nothing around them (an ephemeral X25519 share and
   exchange through libsodium to encrypt, as agefast makes them past its
-  first wraps, one exchange through cryptography to decrypt, the three HKDFs, the header HMAC, the
-  file key's wrap or unwrap): the floor of a whole call on these libraries;
+  first wraps; one exchange through cryptography to decrypt; the three
+  HKDFs, the header HMAC, the file key's wrap or unwrap): the floor of a
+  whole call on these libraries;
 - the agefast and Go age commands on page-cached files (Go age also with
   GOMAXPROCS=1), whose times include starting the process.
 
