@@ -90,9 +90,9 @@ def open_header(source: "HeaderSource", identities: "Iterable[Identity]") -> byt
     HeaderError if the file ends before the payload nonce.
     """
     file_key = open_file_key(source, identities)
-    nonce = bytearray(NONCE_SIZE)
-    if source.readinto(nonce) != NONCE_SIZE:
+    nonce = source.read(NONCE_SIZE)
+    if len(nonce) != NONCE_SIZE:
         raise HeaderError("the file is truncated: it ends before the payload nonce")
     # cryptography's HMAC passed in: payload_key's own import of it costs a
     # small file's decryption ~4 us a call (2026-12-02, medians of 5000).
-    return payload_key(file_key, bytes(nonce), hmac_sha256)
+    return payload_key(file_key, nonce, hmac_sha256)

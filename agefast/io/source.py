@@ -44,7 +44,7 @@ class HeaderSource(Protocol):
 
     def read_lines_through(self, prefix: bytes, limit: int) -> bytes: ...
 
-    def readinto(self, b: Buffer) -> int: ...
+    def read(self, n: int) -> bytes: ...
 
 
 class MemoryReader:
@@ -123,6 +123,12 @@ class Source:
         """Drop `n` bytes that peek() returned."""
         del self._buf[:n]
         self.consumed += n
+
+    def read(self, n: int) -> bytes:
+        """The next `n` bytes (buffered whole: a few); fewer only at the end."""
+        data = self.peek(n)
+        self.skip(len(data))
+        return data
 
     def readline(self, limit: int) -> bytes:
         """A line including its b'\\n'; shorter at EOF; at most `limit` bytes."""
@@ -243,10 +249,8 @@ class MemorySource:
         self.consumed = end + 1 if end >= 0 else min(stop, len(head))
         return head[start:self.consumed]
 
-    def readinto(self, b: Buffer) -> int:
-        """Fill `b` from the buffer unless it ends first; return the count."""
-        mv = memoryview(b).cast("B")
-        part = self._view[self.consumed:self.consumed + len(mv)]
-        mv[:len(part)] = part
-        self.consumed += len(part)
-        return len(part)
+    def read(self, n: int) -> bytes:
+        """The next `n` bytes; fewer only at the end of the buffer."""
+        data = self.peek(n)
+        self.consumed += len(data)
+        return data
