@@ -126,19 +126,22 @@ def read_stanza(first: bytes, next_line: Callable[[], bytes], error: Callable[[s
     args = line.decode("ascii").split(" ")
     if "" in args:
         raise error(f"malformed stanza arguments: {first[:80]!r}")
-    body = bytearray()
+    parts: list[bytes] = []     # the full lines' bytes: most bodies have none
+    size = 0
     while True:
         text = next_line()
         if len(text) > COLUMNS:
             raise error("malformed stanza body: line longer than 64 columns")
         try:
-            body += b64decode(text)
+            part = b64decode(text)
         except ValueError as e:
             raise error(f"malformed stanza body line: {e}") from None
-        if max_body is not None and len(body) > max_body:
+        size += len(part)
+        if max_body is not None and size > max_body:
             raise error("oversized stanza body")
         if len(text) < COLUMNS:
-            return Stanza(args[0], args[1:], bytes(body))
+            return Stanza(args[0], args[1:], b"".join(parts) + part if parts else part)
+        parts.append(part)
 
 
 class Header:
