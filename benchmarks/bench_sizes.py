@@ -10,10 +10,10 @@ For every size, interleaved round by round:
   ceiling of any implementation built on cryptography;
 - primitives: the bare loop after the header's primitives, called one
   after the other with nothing around them (an ephemeral X25519 share and
-  exchange through libsodium to encrypt, as agefast makes them past its
-  first wraps; one exchange through cryptography to decrypt; the three
-  HKDFs, the header HMAC, the file key's wrap or unwrap): the floor of a
-  whole call on these libraries;
+  exchange to encrypt, one exchange to decrypt, through libsodium as
+  agefast makes them once a process has used it enough; the three HKDFs,
+  the header HMAC, the file key's wrap or unwrap): the floor of a whole
+  call on these libraries;
 - the agefast and Go age commands on page-cached files (Go age also with
   GOMAXPROCS=1), whose times include starting the process.
 
@@ -37,7 +37,6 @@ from agefast.header import make_header  # to seal a real age file with the bare 
 from agefast.payload.rules import payload_key
 from agefast.format import bech32
 from agefast.primitives import hkdf, hmac_sha256
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
 
@@ -84,7 +83,7 @@ X25519_INFO = b"age-encryption.org/v1/X25519"
 ZERO_NONCE = bytes(12)
 
 
-def header_primitives(recipient: bytes, identity: X25519PrivateKey | None, header: bytes, file_key: bytes,
+def header_primitives(recipient: bytes, identity: bytes | None, header: bytes, file_key: bytes,
                       nonce: bytes, stanza_body: bytes = b"") -> bytes:
     """The primitives of a one-recipient X25519 header, to encrypt (identity
     None: a new key pair) or decrypt (the stanza's share is the recipient
@@ -97,7 +96,7 @@ def header_primitives(recipient: bytes, identity: X25519PrivateKey | None, heade
         wrap_key = hkdf(secret, share + recipient, X25519_INFO)
         body = ChaCha20Poly1305(wrap_key).encrypt(ZERO_NONCE, file_key, None)
     else:
-        secret = identity.exchange(X25519PublicKey.from_public_bytes(recipient))
+        secret = crypto_scalarmult(identity, recipient)
         wrap_key = hkdf(secret, recipient + recipient, X25519_INFO)
         body = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, stanza_body, None)
     hmac_sha256(hkdf(file_key, b"", b"header"), header)
@@ -119,8 +118,8 @@ class Keys:
         self.py_identity = pyrage.x25519.Identity.from_str(secret)
         self.py_recipient = pyrage.x25519.Recipient.from_str(self.recipient_text)
         # The raw keys, for the primitives case.
-        self.x25519_private = X25519PrivateKey.from_private_bytes(bech32.decode(secret)[1])
-        self.x25519_public = self.x25519_private.public_key().public_bytes_raw()
+        self.x25519_private = bech32.decode(secret)[1]
+        self.x25519_public = crypto_scalarmult_base(self.x25519_private)
 
 
 class AgeFile:
@@ -140,7 +139,7 @@ class AgeFile:
             raise SystemExit("the bare STREAM loop does not make a valid age file")
         # The body of a stanza whose share is the recipient itself (header_primitives).
         recipient = keys.x25519_public
-        secret = keys.x25519_private.exchange(X25519PublicKey.from_public_bytes(recipient))
+        secret = crypto_scalarmult(keys.x25519_private, recipient)
         self.stanza_body = ChaCha20Poly1305(hkdf(secret, recipient + recipient, X25519_INFO)).encrypt(
             ZERO_NONCE, self.file_key, None)
 

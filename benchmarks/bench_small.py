@@ -32,7 +32,6 @@ from agefast.primitives import hkdf, hmac_sha256
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
 
@@ -60,7 +59,7 @@ def flat_encrypt(data: bytes, recipient: bytes) -> bytes:
                      ChaCha20Poly1305(key).encrypt(LONE_CHUNK_NONCE, data, None)))
 
 
-def flat_decrypt(sealed: bytes, identity: X25519PrivateKey, public: bytes) -> bytes:
+def flat_decrypt(sealed: bytes, identity: bytes, public: bytes) -> bytes:
     """The plaintext of an age file of one X25519 stanza and one chunk, in one
     straight function that makes every check age makes of such a file."""
     head = sealed[:4096]
@@ -80,7 +79,7 @@ def flat_decrypt(sealed: bytes, identity: X25519PrivateKey, public: bytes) -> by
     share, body, mac = b64decode(arguments[1]), b64decode(body_line), b64decode(mac_line[4:])
     if len(share) != 32 or len(body) != 32 or len(mac) != 32:
         raise ValueError("wrong sizes")
-    wrap_key = hkdf(identity.exchange(X25519PublicKey.from_public_bytes(share)), share + public, X25519_INFO)
+    wrap_key = hkdf(crypto_scalarmult(identity, share), share + public, X25519_INFO)
     file_key = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, body, None)
     if not hmac.compare_digest(hmac_sha256(hkdf(file_key, b"", b"header"), head[:end + 4]), mac):
         raise InvalidSignature("header MAC")

@@ -1,7 +1,8 @@
 """agefast.x25519 reaches cryptography's X25519 functions directly (no
 OpenSSL backend import); where they are missing or FIPS mode is on it uses
-the public constructors, with the same results. Past SODIUM_AFTER wraps a
-process makes its ephemeral shares with libsodium, again with the same results."""
+the public constructors, with the same results. Past SODIUM_AFTER wraps'
+worth of wraps and unwraps a process makes its ephemeral shares and its
+identities' exchanges with libsodium, again with the same results."""
 
 import os
 import pickle
@@ -119,9 +120,27 @@ def test_a_low_order_recipient_fails_every_wrap(route):
 
 def test_a_process_switches_to_libsodium_after_sodium_after_wraps(monkeypatch):
     monkeypatch.setattr(x25519, "SODIUM_AFTER", 3)
-    monkeypatch.setattr(x25519, "_wraps", 0)
+    monkeypatch.setattr(x25519, "_work", 0)
     monkeypatch.setattr(x25519, "_sodium", None)
-    assert [x25519._sodium_bindings() for _ in range(5)] == [None, None, None, bindings, bindings]
+    recipient = agefast.x25519.Identity.generate().to_public()
+    for _ in range(3):
+        recipient.wrap(bytes(16))
+    assert x25519._sodium is None
+    recipient.wrap(bytes(16))
+    assert x25519._sodium is bindings
+
+
+def test_unwraps_count_towards_the_switch_as_a_share_of_a_wrap(monkeypatch):
+    monkeypatch.setattr(x25519, "SODIUM_AFTER", 2)
+    monkeypatch.setattr(x25519, "_work", 0)
+    monkeypatch.setattr(x25519, "_sodium", None)
+    identity = agefast.x25519.Identity.generate()
+    stanzas = identity.to_public().wrap(bytes(16))      # worth UNWRAPS_PER_WRAP unwraps
+    for _ in range(x25519.UNWRAPS_PER_WRAP):
+        assert identity.unwrap(stanzas) == bytes(16)
+    assert x25519._sodium is None
+    assert identity.unwrap(stanzas) == bytes(16)
+    assert x25519._sodium is bindings
 
 
 def test_without_pynacl_cryptography_stays(monkeypatch):

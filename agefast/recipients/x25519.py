@@ -66,23 +66,27 @@ def _public_key(raw: bytes) -> X25519PublicKey:
 
 
 # libsodium (PyNaCl) multiplies the base point in 17 us where OpenSSL, which
-# runs its ladder for it, takes 34: a fifth of a 1 KiB encryption. Importing
-# it costs 3.5-4.5 ms, more than a process that encrypts a few files gains
-# (the command encrypts one), so a process turns to it once it has made
-# SODIUM_AFTER wraps, about what the import costs in 17 us steps: whatever
-# number of files a process encrypts, its multiplications and the import
-# cost it at most twice what the better of the two choices would have.
+# runs its ladder for it, takes 34: a fifth of a 1 KiB encryption. An
+# identity's exchange gains less, 0.7 us (the same ladder, without OpenSSL's
+# key object for the share). Importing it costs 3.5-4.5 ms, more than a
+# process that opens a few files gains (the command opens one), so a process
+# turns to it once its wraps and unwraps would have saved about that much:
+# SODIUM_AFTER wraps' worth, an unwrap counting for 1/UNWRAPS_PER_WRAP of a
+# wrap. Whatever number of files a process opens, its multiplications and the
+# import cost it at most twice what the better of the two choices would have.
 SODIUM_AFTER = 256
-_wraps = 0
+UNWRAPS_PER_WRAP = 24
+_work = 0   # what this process's wraps and unwraps are worth, in unwraps
 _sodium: Any = None     # PyNaCl's bindings once imported; False if they cannot be
 
 
-def _sodium_bindings() -> Any:
-    """PyNaCl's bindings once this process has made SODIUM_AFTER wraps, else None."""
-    global _sodium, _wraps
+def _sodium_bindings(worth: int) -> Any:
+    """PyNaCl's bindings once this process has made SODIUM_AFTER wraps'
+    worth of wraps and unwraps, else None; `worth` is this call's, in unwraps."""
+    global _sodium, _work
     if _sodium is None:
-        if _wraps < SODIUM_AFTER:
-            _wraps += 1
+        if _work < SODIUM_AFTER * UNWRAPS_PER_WRAP:
+            _work += worth
             return None
         try:
             from nacl import bindings
@@ -95,16 +99,19 @@ def _sodium_bindings() -> Any:
     return _sodium if _sodium is not False else None
 
 
-def _sodium_share_and_secret(sodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
-    """The share of the ephemeral `scalar` and its shared secret with `public`."""
-    share = sodium.crypto_scalarmult_base(scalar)
+def _sodium_secret(sodium: Any, scalar: bytes, public: bytes, error: type[Exception]) -> bytes:
     try:
-        secret = sodium.crypto_scalarmult(scalar, public)
+        secret: bytes = sodium.crypto_scalarmult(scalar, public)
     except RuntimeError:
         # libsodium refuses the low-order points, whose products are all
-        # zero: the same points OpenSSL refuses below.
-        raise EncryptError("X25519 key is a low-order point") from None
-    return share, secret
+        # zero: the same points OpenSSL refuses (_shared_secret).
+        raise error("X25519 key is a low-order point") from None
+    return secret
+
+
+def _sodium_share_and_secret(sodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
+    """The share of the ephemeral `scalar` and its shared secret with `public`."""
+    return sodium.crypto_scalarmult_base(scalar), _sodium_secret(sodium, scalar, public, EncryptError)
 
 
 def _shared_secret(private: X25519PrivateKey, public: X25519PublicKey, error: type[Exception]) -> bytes:
@@ -149,7 +156,7 @@ class Recipient(Bech32Key):
         """A fresh ephemeral share and its shared secret with this key."""
         # In FIPS mode cryptography's refusal stands: libsodium is not a way
         # around it (and without the native functions, FIPS mode is not known).
-        sodium = _sodium_bindings() if _native() is not None else None
+        sodium = _sodium_bindings(UNWRAPS_PER_WRAP) if _native() is not None else None
         if sodium is not None:
             return _sodium_share_and_secret(sodium, os.urandom(32), self._raw)
         if self._key is None:
@@ -192,8 +199,14 @@ class Identity(Bech32Key):
             if s.type != STANZA_TYPE:
                 continue
             share = single_argument(s, 32, "share")
-            secret = _shared_secret(self._key, _public_key(share), HeaderError)
-            file_key = unwrap_file_key(hkdf(secret, share + self._public, _INFO), s.body)
+            file_key = unwrap_file_key(hkdf(self._shared_secret(share), share + self._public, _INFO), s.body)
             if file_key is not None:
                 return file_key
         return None
+
+    def _shared_secret(self, share: bytes) -> bytes:
+        # As Recipient._share_and_secret: FIPS mode keeps cryptography's refusal.
+        sodium = _sodium_bindings(1) if _native() is not None else None
+        if sodium is not None:
+            return _sodium_secret(sodium, self._raw, share, HeaderError)
+        return _shared_secret(self._key, _public_key(share), HeaderError)
