@@ -13,7 +13,7 @@ from ssh_keys import PASSPHRASE, public_line as _public, ssh_keys  # noqa: F401 
 import agefast
 from agefast import errors, keys, ssh
 from agefast.format.grammar import Stanza, b64encode
-from agefast.recipients import x25519
+from agefast.recipients import sodium, x25519
 
 PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
 
@@ -96,7 +96,7 @@ def test_ed25519_conversion_matches_the_private_key(ssh_keys):
 def share_route(request, monkeypatch):
     """Ephemeral shares made before or after a process's switch to libsodium (agefast.recipients.x25519)."""
     monkeypatch.setattr(x25519, "SODIUM_AFTER", 0 if request.param == "libsodium" else 1 << 62)
-    monkeypatch.setattr(x25519, "_sodium", None)
+    monkeypatch.setattr(sodium, "_bindings", None)
 
 
 def test_ed25519_files_open_with_pyrage_and_the_kept_keys(share_route, ssh_keys):

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 
 import agefast
 from agefast import errors
-from agefast.recipients import x25519
+from agefast.recipients import sodium, x25519
 from agefast.format.grammar import b64encode
 
 
@@ -46,7 +46,8 @@ def _take(route, monkeypatch):
     # Every route but libsodium's is before the switch to it; FIPS mode is
     # past it too, and must not reach libsodium there.
     monkeypatch.setattr(x25519, "SODIUM_AFTER", 0 if route in ("libsodium", "FIPS mode") else 1 << 62)
-    monkeypatch.setattr(x25519, "_sodium", _Unreachable() if route == "FIPS mode" else None)
+    monkeypatch.setattr(sodium, "_bindings", _Unreachable() if route == "FIPS mode" else None)
+    monkeypatch.setattr(sodium, "_fips_mode_or_unknown", lambda: route == "FIPS mode")
 
 
 @pytest.fixture(params=list(ROUTES))
@@ -121,36 +122,36 @@ def test_a_low_order_recipient_fails_every_wrap(route):
 def test_a_process_switches_to_libsodium_after_sodium_after_wraps(monkeypatch):
     monkeypatch.setattr(x25519, "SODIUM_AFTER", 3)
     monkeypatch.setattr(x25519, "_work", 0)
-    monkeypatch.setattr(x25519, "_sodium", None)
+    monkeypatch.setattr(sodium, "_bindings", None)
     recipient = agefast.x25519.Identity.generate().to_public()
     for _ in range(3):
         recipient.wrap(bytes(16))
-    assert x25519._sodium is None
+    assert sodium._bindings is None
     recipient.wrap(bytes(16))
-    assert x25519._sodium is bindings
+    assert sodium._bindings is bindings
 
 
 def test_unwraps_count_towards_the_switch_as_a_share_of_a_wrap(monkeypatch):
     monkeypatch.setattr(x25519, "SODIUM_AFTER", 2)
     monkeypatch.setattr(x25519, "_work", 0)
-    monkeypatch.setattr(x25519, "_sodium", None)
+    monkeypatch.setattr(sodium, "_bindings", None)
     identity = agefast.x25519.Identity.generate()
     stanzas = identity.to_public().wrap(bytes(16))      # worth UNWRAPS_PER_WRAP unwraps
     for _ in range(x25519.UNWRAPS_PER_WRAP):
         assert identity.unwrap(stanzas) == bytes(16)
-    assert x25519._sodium is None
+    assert sodium._bindings is None
     assert identity.unwrap(stanzas) == bytes(16)
-    assert x25519._sodium is bindings
+    assert sodium._bindings is bindings
 
 
 def test_without_pynacl_cryptography_stays(monkeypatch):
     monkeypatch.setattr(x25519, "SODIUM_AFTER", 0)
-    monkeypatch.setattr(x25519, "_sodium", None)
+    monkeypatch.setattr(sodium, "_bindings", None)
     monkeypatch.setitem(sys.modules, "nacl", None)     # what an import of a missing package meets
     identity = agefast.x25519.Identity.generate()
     for _ in range(2):
         assert agefast.decrypt(agefast.encrypt(b"still", [identity.to_public()]), [identity]) == b"still"
-    assert x25519._sodium is False
+    assert sodium._bindings is False
 
 
 # The points of small order, whose products with a clamped scalar are all

@@ -5,6 +5,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
+from . import sodium
 from ..format.bech32key import Bech32Key
 from ..errors import EncryptError, HeaderError, IdentityError, RecipientError
 from ..format.grammar import Stanza, b64encode, single_argument
@@ -77,31 +78,21 @@ def _public_key(raw: bytes) -> X25519PublicKey:
 SODIUM_AFTER = 256
 UNWRAPS_PER_WRAP = 24
 _work = 0   # what this process's wraps and unwraps are worth, in unwraps
-_sodium: Any = None     # PyNaCl's bindings once imported; False if they cannot be
 
 
 def _sodium_bindings(worth: int) -> Any:
     """PyNaCl's bindings once this process has made SODIUM_AFTER wraps'
     worth of wraps and unwraps, else None; `worth` is this call's, in unwraps."""
-    global _sodium, _work
-    if _sodium is None:
-        if _work < SODIUM_AFTER * UNWRAPS_PER_WRAP:
-            _work += worth
-            return None
-        try:
-            from nacl import bindings
-        except ImportError:
-            # Installed without its dependencies: a long-running process
-            # must not start failing at its 257th file, so cryptography stays.
-            _sodium = False
-        else:
-            _sodium = bindings
-    return _sodium if _sodium is not False else None
+    global _work
+    if _work < SODIUM_AFTER * UNWRAPS_PER_WRAP:
+        _work += worth
+        return None
+    return sodium.bindings()
 
 
-def _sodium_secret(sodium: Any, scalar: bytes, public: bytes, error: type[Exception]) -> bytes:
+def _sodium_secret(libsodium: Any, scalar: bytes, public: bytes, error: type[Exception]) -> bytes:
     try:
-        secret: bytes = sodium.crypto_scalarmult(scalar, public)
+        secret: bytes = libsodium.crypto_scalarmult(scalar, public)
     except RuntimeError:
         # libsodium refuses the low-order points, whose products are all
         # zero: the same points OpenSSL refuses (_shared_secret).
@@ -109,9 +100,9 @@ def _sodium_secret(sodium: Any, scalar: bytes, public: bytes, error: type[Except
     return secret
 
 
-def _sodium_share_and_secret(sodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
+def _sodium_share_and_secret(libsodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
     """The share of the ephemeral `scalar` and its shared secret with `public`."""
-    return sodium.crypto_scalarmult_base(scalar), _sodium_secret(sodium, scalar, public, EncryptError)
+    return libsodium.crypto_scalarmult_base(scalar), _sodium_secret(libsodium, scalar, public, EncryptError)
 
 
 def _shared_secret(private: X25519PrivateKey, public: X25519PublicKey, error: type[Exception]) -> bytes:
@@ -154,11 +145,9 @@ class Recipient(Bech32Key):
 
     def _share_and_secret(self) -> tuple[bytes, bytes]:
         """A fresh ephemeral share and its shared secret with this key."""
-        # In FIPS mode cryptography's refusal stands: libsodium is not a way
-        # around it (and without the native functions, FIPS mode is not known).
-        sodium = _sodium_bindings(UNWRAPS_PER_WRAP) if _native() is not None else None
-        if sodium is not None:
-            return _sodium_share_and_secret(sodium, os.urandom(32), self._raw)
+        libsodium = _sodium_bindings(UNWRAPS_PER_WRAP)   # never in FIPS mode (agefast.recipients.sodium)
+        if libsodium is not None:
+            return _sodium_share_and_secret(libsodium, os.urandom(32), self._raw)
         if self._key is None:
             self._key = _public_key(self._raw)
         ephemeral = _generate()
@@ -205,8 +194,7 @@ class Identity(Bech32Key):
         return None
 
     def _shared_secret(self, share: bytes) -> bytes:
-        # As Recipient._share_and_secret: FIPS mode keeps cryptography's refusal.
-        sodium = _sodium_bindings(1) if _native() is not None else None
-        if sodium is not None:
-            return _sodium_secret(sodium, self._raw, share, HeaderError)
+        libsodium = _sodium_bindings(1)
+        if libsodium is not None:
+            return _sodium_secret(libsodium, self._raw, share, HeaderError)
         return _shared_secret(self._key, _public_key(share), HeaderError)
