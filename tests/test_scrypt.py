@@ -1,0 +1,58 @@
+"""Passphrase (scrypt) wrap keys come from libsodium where it may be used,
+from cryptography otherwise (FIPS mode, no PyNaCl, a libsodium built
+without scrypt), with the same results."""
+
+import pyrage
+import pytest
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+from hypothesis import given, settings, strategies as st
+
+import agefast
+from agefast import passphrase
+from agefast.recipients import scrypt, sodium
+
+
+class _Unreachable:
+    def __getattr__(self, name):
+        raise AssertionError(f"libsodium's {name} was reached")
+
+
+def _openssl(passphrase: bytes, salt: bytes, log_n: int) -> bytes:
+    return Scrypt(b"age-encryption.org/v1/scrypt" + salt, 32, 1 << log_n, 8, 1).derive(passphrase)
+
+
+@settings(max_examples=40)
+@given(st.binary(max_size=80), st.binary(min_size=16, max_size=16), st.integers(1, 10))
+def test_libsodium_wrap_keys_match_cryptographys(passphrase, salt, log_n):
+    assert sodium.bindings() is not None
+    assert scrypt._wrap_key(passphrase, salt, log_n) == _openssl(passphrase, salt, log_n)
+
+
+@pytest.mark.parametrize("why", ["FIPS mode", "a minimal libsodium"])
+def test_cryptography_derives_where_libsodium_may_not(why, monkeypatch):
+    if why == "FIPS mode":
+        monkeypatch.setattr(sodium, "_fips_mode_or_unknown", lambda: True)
+        monkeypatch.setattr(sodium, "_bindings", _Unreachable())
+    else:
+        minimal = type("Minimal", (_Unreachable,), {"has_crypto_pwhash_scryptsalsa208sha256": False})()
+        monkeypatch.setattr(sodium, "_bindings", minimal)
+    assert scrypt._wrap_key(b"pw", bytes(16), 4) == _openssl(b"pw", bytes(16), 4)
+
+
+def test_a_scrypt_without_memory_is_a_memory_error(monkeypatch):
+    class Refusing:
+        has_crypto_pwhash_scryptsalsa208sha256 = True
+
+        @staticmethod
+        def crypto_pwhash_scryptsalsa208sha256_ll(*args, **kwargs):
+            raise RuntimeError("Unexpected failure in key derivation")   # PyNaCl's words for ENOMEM
+
+    monkeypatch.setattr(sodium, "_bindings", Refusing())
+    with pytest.raises(MemoryError, match="work factor 30: it needs 1048576 MiB"):
+        scrypt._wrap_key(b"pw", bytes(16), 30)
+
+
+def test_passphrase_files_open_with_pyrage():
+    sealed = agefast.encrypt(b"with libsodium's scrypt", [passphrase.Recipient("pw", work_factor=10)])
+    assert pyrage.passphrase.decrypt(sealed, "pw") == b"with libsodium's scrypt"
+    assert agefast.decrypt(sealed, [passphrase.Identity("pw")]) == b"with libsodium's scrypt"
