@@ -22,7 +22,7 @@ DEFAULT_WORK_FACTOR = 18
 DEFAULT_MAX_WORK_FACTOR = 22
 
 
-# More memory than any work factor up to 30 needs (128 GiB): PyNaCl's own
+# More memory than any work factor up to 30 needs (1 TiB): PyNaCl's own
 # cap, 32 MiB unless told, would refuse work factor 15 and up. Only the
 # machine's memory bounds it, as it bounds OpenSSL's.
 _ANY_MEMORY = 1 << 62
