@@ -56,3 +56,11 @@ def test_passphrase_files_open_with_pyrage():
     sealed = agefast.encrypt(b"with libsodium's scrypt", [passphrase.Recipient("pw", work_factor=10)])
     assert pyrage.passphrase.decrypt(sealed, "pw") == b"with libsodium's scrypt"
     assert agefast.decrypt(sealed, [passphrase.Identity("pw")]) == b"with libsodium's scrypt"
+
+
+@pytest.mark.parametrize("fips", [lambda: True, None], ids=["FIPS mode", "FIPS mode cannot be asked about"])
+def test_no_libsodium_where_fips_mode_is_or_may_be_on(fips, monkeypatch):
+    monkeypatch.setattr(sodium, "_is_fips_enabled", fips)
+    monkeypatch.setattr(sodium, "_bindings", _Unreachable())
+    assert sodium.bindings() is None
+    assert scrypt._wrap_key(b"pw", bytes(16), 4) == _openssl(b"pw", bytes(16), 4)

@@ -8,18 +8,23 @@ libsodium must not be a way around it; never without PyNaCl (installed with
 --no-deps), where cryptography does the work.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 _bindings: Any = None     # PyNaCl's bindings once imported; False if they cannot be
 
+_is_fips_enabled: Callable[[], bool] | None
+try:
+    # Asked at every call (0.1 us), as a process may turn FIPS mode on.
+    from cryptography.hazmat.bindings._rust import openssl as _openssl
+
+    _is_fips_enabled = _openssl.is_fips_enabled
+except (ImportError, AttributeError):      # a cryptography without it: FIPS mode cannot be ruled out
+    _is_fips_enabled = None
+
 
 def _fips_mode_or_unknown() -> bool:
-    try:
-        from cryptography.hazmat.bindings._rust import openssl
-
-        return bool(openssl.is_fips_enabled())
-    except (ImportError, AttributeError):
-        return True
+    return _is_fips_enabled is None or bool(_is_fips_enabled())
 
 
 def bindings() -> Any:
