@@ -125,7 +125,8 @@ class Source:
         self.consumed += n
 
     def read(self, n: int) -> bytes:
-        """The next `n` bytes (buffered whole: a few); fewer only at the end."""
+        """The next `n` bytes, fewer only at the end; for a few (a payload
+        nonce), as they pass through the buffer."""
         data = self.peek(n)
         self.skip(len(data))
         return data

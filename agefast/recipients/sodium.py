@@ -1,6 +1,6 @@
-"""libsodium, through PyNaCl, for what it does faster than OpenSSL: X25519's
-fixed-base multiplication (agefast.recipients.x25519) and scrypt
-(agefast.recipients.scrypt).
+"""libsodium, through PyNaCl, for what it does faster than OpenSSL: X25519
+(agefast.recipients.x25519; its fixed-base multiplication above all) and
+scrypt (agefast.recipients.scrypt).
 
 Imported on first use: 3.5-4.5 ms, which each caller weighs against what it
 saves. Never in FIPS mode, where cryptography refuses X25519 and scrypt and

@@ -188,12 +188,13 @@ class Identity(Bech32Key):
             if s.type != STANZA_TYPE:
                 continue
             share = single_argument(s, 32, "share")
-            file_key = unwrap_file_key(hkdf(self._shared_secret(share), share + self._public, _INFO), s.body)
+            file_key = unwrap_file_key(hkdf(self._exchange(share), share + self._public, _INFO), s.body)
             if file_key is not None:
                 return file_key
         return None
 
-    def _shared_secret(self, share: bytes) -> bytes:
+    def _exchange(self, share: bytes) -> bytes:
+        """The shared secret of this key and a stanza's share."""
         libsodium = _sodium_bindings(1)
         if libsodium is not None:
             return _sodium_secret(libsodium, self._raw, share, HeaderError)
