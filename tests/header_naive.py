@@ -4,7 +4,9 @@ agefast.format.grammar.parse_header to.
 
 It reads one line, parses it, then reads the next, so where it fails is
 plainly where a broken header first breaks. The bounds are the grammar's
-own, read when it runs, so a test can make them small.
+own, read when it runs, so a test can make them small; their rule is
+stated as the grammar states it (no line over MAX_LINE, no header over
+MAX_HEADER), where the old parser let a header end one byte past it.
 """
 
 from agefast.errors import HeaderError

@@ -3,7 +3,6 @@
 import base64
 import binascii
 import io
-
 from unittest import mock
 
 import pytest

@@ -28,14 +28,9 @@ def test_libsodium_wrap_keys_match_cryptographys(passphrase, salt, log_n):
     assert scrypt._wrap_key(passphrase, salt, log_n) == _openssl(passphrase, salt, log_n)
 
 
-@pytest.mark.parametrize("why", ["FIPS mode", "a minimal libsodium"])
-def test_cryptography_derives_where_libsodium_may_not(why, monkeypatch):
-    if why == "FIPS mode":
-        monkeypatch.setattr(sodium, "_fips_mode_or_unknown", lambda: True)
-        monkeypatch.setattr(sodium, "_bindings", _Unreachable())
-    else:
-        minimal = type("Minimal", (_Unreachable,), {"has_crypto_pwhash_scryptsalsa208sha256": False})()
-        monkeypatch.setattr(sodium, "_bindings", minimal)
+def test_cryptography_derives_where_libsodium_has_no_scrypt(monkeypatch):
+    minimal = type("Minimal", (_Unreachable,), {"has_crypto_pwhash_scryptsalsa208sha256": False})()
+    monkeypatch.setattr(sodium, "_bindings", minimal)
     assert scrypt._wrap_key(b"pw", bytes(16), 4) == _openssl(b"pw", bytes(16), 4)
 
 
