@@ -2,6 +2,7 @@
 
 import io
 
+import pytest
 from hypothesis import given, strategies as st
 
 from agefast.io.source import MemorySource, Source
@@ -11,12 +12,12 @@ _DATA = st.lists(st.sampled_from([b"\n", b"a", b"bc", b"-", b"x" * 700, b"y" * 5
 _STEP = st.tuples(st.sampled_from(["peek", "readline", "read", "read_lines_through"]), st.integers(0, 9000))
 
 
-@given(_DATA, st.lists(_STEP, max_size=12))
-def test_memory_source_reads_as_a_source_of_the_same_bytes(data, steps):
+@given(_DATA, st.lists(_STEP, max_size=12), st.integers(0, 6000))
+def test_memory_source_reads_as_a_source_of_the_same_bytes(data, steps, max_line):
     memory, source = MemorySource(bytearray(data)), Source(io.BytesIO(data))
     for what, n in steps:
         if what == "read_lines_through":
-            assert memory.read_lines_through(b"-", n) == source.read_lines_through(b"-", n)
+            assert memory.read_lines_through(b"-", n, max_line) == source.read_lines_through(b"-", n, max_line)
         elif what == "read":
             at = source.consumed
             assert memory.read(n) == source.read(n) == data[at:at + n]
@@ -37,9 +38,23 @@ def test_a_long_line_is_found_past_the_first_copy():
 def test_lines_through_the_first_that_starts_with_the_prefix():
     data = b"a-b\n--c\n-d\nrest"
     for source in (MemorySource(data), Source(io.BytesIO(data))):
-        assert source.read_lines_through(b"--", 100) == b"a-b\n--c\n"
-        assert source.read_lines_through(b"-", 100) == b"-d\n"    # the line it starts at
-        assert source.read_lines_through(b"-", 100) == b"rest" and source.consumed == len(data)
+        assert source.read_lines_through(b"--", 100, 10) == b"a-b\n--c\n"
+        assert source.read_lines_through(b"-", 100, 10) == b"-d\n"    # the line it starts at
+        assert source.read_lines_through(b"-", 100, 10) == b"rest" and source.consumed == len(data)
     long = b"z" * 10_000 + b"\n-" + b"y" * 10_000 + b"\nrest"
-    assert MemorySource(long).read_lines_through(b"-", 30_000) == long[:-4]
-    assert MemorySource(long).read_lines_through(b"-", 10_005) == long[:10_005]
+    assert MemorySource(long).read_lines_through(b"-", 30_000, 10_001) == long[:-4]
+    assert MemorySource(long).read_lines_through(b"-", 10_005, 10_001) == long[:10_005]
+    # A line longer than max_line ends the read max_line + 1 bytes into it.
+    for source in (MemorySource(long), Source(io.BytesIO(long))):
+        assert source.read_lines_through(b"-", 30_000, 9_999) == long[:10_000]
+
+
+def test_a_stream_of_garbage_is_read_no_further_than_a_line_too_long():
+    from agefast.errors import HeaderError
+    from agefast.format.grammar import MAX_LINE, VERSION_LINE, parse_header
+    from streams import Repeating
+
+    endless = Repeating(b"A", None, prefix=VERSION_LINE + b"-> X25519 ")
+    with pytest.raises(HeaderError, match="too long"):
+        parse_header(Source(endless))
+    assert endless.served < 2 * MAX_LINE

@@ -42,7 +42,7 @@ class HeaderSource(Protocol):
 
     def readline(self, limit: int) -> bytes: ...
 
-    def read_lines_through(self, prefix: bytes, limit: int) -> bytes: ...
+    def read_lines_through(self, prefix: bytes, limit: int, max_line: int) -> bytes: ...
 
     def read(self, n: int) -> bytes: ...
 
@@ -149,13 +149,15 @@ class Source:
             start = len(self._buf)
             self._fill(len(self._buf) + 1)
 
-    def read_lines_through(self, prefix: bytes, limit: int) -> bytes:
+    def read_lines_through(self, prefix: bytes, limit: int, max_line: int) -> bytes:
         """Whole lines through the first that starts with `prefix`; fewer at
-        the end of the source, at most `limit` bytes."""
+        the end of the source, at most `limit` bytes, and none past a line
+        longer than `max_line` (of which max_line + 1 bytes): a stream of
+        garbage is not read further than that."""
         lines = []
         n = 0
         while n < limit:
-            line = self.readline(limit - n)
+            line = self.readline(min(limit - n, max_line + 1))
             lines.append(line)
             n += len(line)
             if line.startswith(prefix) or not line.endswith(b"\n"):
@@ -231,9 +233,10 @@ class MemorySource:
         self.consumed = end
         return self._head[start:end]
 
-    def read_lines_through(self, prefix: bytes, limit: int) -> bytes:
+    def read_lines_through(self, prefix: bytes, limit: int, max_line: int) -> bytes:
         """Whole lines through the first that starts with `prefix`; fewer at
-        the end of the buffer, at most `limit` bytes."""
+        the end of the buffer, at most `limit` bytes, and none past a line
+        longer than `max_line` (of which max_line + 1 bytes), as a Source reads them."""
         start = self.consumed
         stop = start + limit
         while True:
@@ -247,11 +250,27 @@ class MemorySource:
             end = head.find(b"\n", line, stop) if line >= 0 else -1
             if end >= 0 or not self._cover(min(stop, 2 * len(head))):
                 break
-        self.consumed = end + 1 if end >= 0 else min(stop, len(head))
-        return head[start:self.consumed]
+        end = end + 1 if end >= 0 else min(stop, len(head))
+        if end - start > max_line:   # found in one search: it may hold a line too long
+            end = _through_long_line(head, start, end, max_line)
+        self.consumed = end
+        return head[start:end]
 
     def read(self, n: int) -> bytes:
         """The next `n` bytes; fewer only at the end of the buffer."""
         data = self.peek(n)
         self.consumed += len(data)
         return data
+
+
+def _through_long_line(data: bytes, start: int, end: int, max_line: int) -> int:
+    """Where data[start:end], whole lines and perhaps a last part of one,
+    stops being read at its first line longer than `max_line`: max_line + 1
+    bytes into it; `end` if it has none."""
+    while start < end:
+        newline = data.find(b"\n", start, end)
+        line_end = end if newline < 0 else newline
+        if line_end - start > max_line:
+            return start + max_line + 1
+        start = line_end + 1
+    return end
