@@ -58,3 +58,8 @@ def test_a_stream_of_garbage_is_read_no_further_than_a_line_too_long():
     with pytest.raises(HeaderError, match="too long"):
         parse_header(Source(endless))
     assert endless.served < 2 * MAX_LINE
+    # In memory, the buffer is copied no further either.
+    memory = MemorySource(VERSION_LINE + b"-> X25519 " + b"A" * (4 * 1024 * 1024))
+    with pytest.raises(HeaderError, match="too long"):
+        parse_header(memory)
+    assert len(memory._head) < 4 * MAX_LINE

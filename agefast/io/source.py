@@ -248,7 +248,14 @@ class MemorySource:
                 if line >= 0:
                     line += 1      # past the newline, where the line starts
             end = head.find(b"\n", line, stop) if line >= 0 else -1
-            if end >= 0 or not self._cover(min(stop, 2 * len(head))):
+            if end >= 0:
+                break
+            # A line too long already in sight ends the read there: the
+            # buffer is copied no further than a Source would read.
+            covered = min(stop, len(head))
+            if _through_long_line(head, start, covered, max_line) < covered:
+                break
+            if not self._cover(min(stop, 2 * len(head))):
                 break
         end = end + 1 if end >= 0 else min(stop, len(head))
         if end - start > max_line:   # found in one search: it may hold a line too long
