@@ -31,6 +31,24 @@ def test_writer_and_reader_round_trip(tmp_path, size):
         assert got == data[offset:]
 
 
+def test_writer_of_a_descriptor_turns_direct_io_on_as_one_of_a_path(tmp_path):
+    # agefast.io.replace hands its file without a name over as a descriptor.
+    import fcntl
+    import os
+
+    data = random.Random(3).randbytes(BLOCK + 12345)
+    with DirectWriter(tmp_path / "by-path") as by_path:
+        direct = by_path.direct
+    fd = os.open(tmp_path / "by-fd", os.O_WRONLY | os.O_CREAT, 0o600)
+    with DirectWriter(fd) as w:
+        assert w.direct == direct
+        assert bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT) == direct
+        w.write(data)
+    assert (tmp_path / "by-fd").read_bytes() == data
+    with pytest.raises(OSError):
+        os.fstat(fd)    # the writer owned it
+
+
 def test_file_functions_with_direct_io(tmp_path):
     identity = agefast.x25519.Identity.generate()
     data = random.Random(2).randbytes(3 * BLOCK + 777)

@@ -78,15 +78,36 @@ class DirectReader(io.RawIOBase):
         super().close()
 
 
-class DirectWriter(io.RawIOBase):
-    """Writes a new file through whole aligned direct writes."""
+def _set_direct(fd: int) -> bool:
+    """Turn O_DIRECT on for the open file `fd` if its file system allows it; return whether it did."""
+    if not _O_DIRECT:
+        return False
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | _O_DIRECT)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        return False
+    return True
 
-    def __init__(self, path: str | bytes, mode: int = 0o666) -> None:
+
+class DirectWriter(io.RawIOBase):
+    """Writes a new file through whole aligned direct writes. `file` is its
+    path, or, as for open(), the descriptor of a new empty file open for
+    writing, which the writer then owns (agefast.io.replace's unnamed files
+    have no path)."""
+
+    def __init__(self, file: str | bytes | int, mode: int = 0o666) -> None:
         super().__init__()
         try:
-            self._fd, self.direct = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            if isinstance(file, int):
+                self._fd, self.direct = file, _set_direct(file)
+            else:
+                self._fd, self.direct = _open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         except BaseException:
             super().close()     # nothing opened: IOBase's finaliser must not try to close it
+            if isinstance(file, int):
+                os.close(file)
             raise
         self._buf = mmap.mmap(-1, BLOCK)
         self._fill = 0
