@@ -137,6 +137,8 @@ def test_a_signal_just_after_the_temporary_output_is_created_leaves_no_file(file
 
     plain, _, _ = files
     real_open = os.open
+    # Only where no file without a name (O_TMPFILE) can be made is there a temporary name.
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
 
     def open_then_interrupted(path, flags, mode=0o777, *, dir_fd=None):
         os.close(real_open(path, flags, mode, dir_fd=dir_fd))

@@ -2,6 +2,7 @@
 overwritten, -o writes through symlinks, and a killed run leaves no file.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -139,6 +140,36 @@ def test_output_onto_a_dangling_symlink_creates_its_target(tmp_path, key, run_ag
     assert (tmp_path / "target.age").read_bytes().startswith(b"age-encryption.org/v1\n")
 
 
+def _output_of(pid: int, directory, inputs) -> str | None:
+    """/proc/PID/fd/N of a file the process has open in `directory` other
+    than `inputs`: its output, with a name or without; None while it has none."""
+    fds = f"/proc/{pid}/fd"
+    directory = os.path.realpath(directory)
+    known = {os.path.realpath(p) for p in inputs}
+    with contextlib.suppress(FileNotFoundError):     # the process ended
+        for n in os.listdir(fds):
+            with contextlib.suppress(FileNotFoundError):     # closed meanwhile
+                link = os.readlink(f"{fds}/{n}")
+                # A file without a name shows as "DIRECTORY/#INODE (deleted)".
+                if os.path.dirname(link) == directory and link not in known:
+                    return f"{fds}/{n}"
+    return None
+
+
+def wait_for_output(proc, directory, inputs=(), written=0) -> None:
+    """Wait until `proc` has an output open in `directory` (a file other
+    than `inputs`) and has written at least `written` bytes of it."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, "the command ended before the moment awaited"
+        output = _output_of(proc.pid, directory, inputs)
+        with contextlib.suppress(FileNotFoundError):
+            if output is not None and os.stat(output).st_size >= written:
+                return
+        assert time.monotonic() < deadline, "the output never appeared"
+        time.sleep(0.002)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signal_during_output_leaves_no_file(signum, tmp_path, key):
     _, _, recipient = key
@@ -152,10 +183,7 @@ def test_signal_during_output_leaves_no_file(signum, tmp_path, key):
     try:
         proc.stdin.write(b"x" * 100_000)  # more than a chunk: the output is being written
         proc.stdin.flush()
-        deadline = time.monotonic() + 60
-        while not os.listdir(out_dir):
-            assert time.monotonic() < deadline, "the temporary output never appeared"
-            time.sleep(0.05)
+        wait_for_output(proc, out_dir)
         proc.send_signal(signum)
         proc.wait(timeout=60)
     finally:
@@ -178,10 +206,7 @@ def test_ignored_sighup_stays_ignored(tmp_path, key):
     try:
         proc.stdin.write(b"x" * 100_000)
         proc.stdin.flush()
-        deadline = time.monotonic() + 60
-        while len(os.listdir(tmp_path)) < 2:  # key.txt and the temporary output
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for_output(proc, tmp_path, [tmp_path / "key.txt"])
         proc.send_signal(signal.SIGHUP)
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
@@ -198,3 +223,71 @@ def test_decrypt_onto_the_ssh_public_key_file(tmp_path, key, run_agefast):
     src = tmp_path / "file.age"
     src.write_bytes(agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(recipient)]))
     _refused(run_agefast("-d", "-i", key_path, "-o", public, src), (public, b"ssh-ed25519 AAAA... kept\n"))
+
+
+KILL_SIZE = 256 << 20
+# When SIGKILL lands: bytes of the output written by then (none yet, a
+# sixteenth, half), so every kill finds the command writing, however fast.
+KILL_AT = (0, KILL_SIZE // 16, KILL_SIZE // 2)
+# The library's file functions, run as a program of their own to kill.
+LIBRARY = [sys.executable, "-c", "import sys, agefast; x = agefast.x25519\n"
+           "if sys.argv[1] == 'encrypt_file':\n"
+           "    agefast.encrypt_file(sys.argv[2], sys.argv[3], [x.Recipient.from_str(sys.argv[4])])\n"
+           "else:\n"
+           "    identity = agefast.parse_identities(open(sys.argv[4]).read())\n"
+           "    agefast.rekey(sys.argv[2], sys.argv[3], identity, [x.Recipient.from_str(sys.argv[5])])\n"]
+
+
+def _age_file_to_rekey(path, recipient: str) -> None:
+    """An age file of KILL_SIZE: a real header and nonce, then a payload of
+    zeros, made at once (re-keying checks the header only, and copies the
+    payload unread)."""
+    sealed = agefast.encrypt(b"", [agefast.x25519.Recipient.from_str(recipient)])
+    header_end = sealed.index(b"\n", sealed.index(b"\n--- ") + 1) + 1
+    path.write_bytes(sealed[:header_end + 16])
+    os.truncate(path, header_end + 16 + KILL_SIZE)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="files without a name (O_TMPFILE) are Linux's")
+@pytest.mark.parametrize("command", ["agefast -o OUT IN", "agefast -o OUT IN, OUT there", "agefast-rekey -o F F",
+                                     "encrypt_file", "rekey F F"])
+def test_sigkill_leaves_the_input_and_the_old_output_only(command, tmp_path, key):
+    """SIGKILL, which no cleanup outlives, while the output is written leaves
+    no file but what was there: the output has no name until it is whole."""
+    key_path, _, recipient = key
+    work = tmp_path / "work"
+    work.mkdir()
+    source, out = work / "IN", work / "OUT"
+    if command.startswith("agefast -o") or command == "encrypt_file":
+        source.write_bytes(b"")
+        os.truncate(source, KILL_SIZE)
+    else:
+        _age_file_to_rekey(source, recipient)
+    if command in ("agefast -o OUT IN, OUT there", "encrypt_file"):
+        out.write_bytes(b"the old output\n")
+    argv = {"agefast -o OUT IN": [*AGEFAST, "-r", recipient, "-o", out, source],
+            "agefast -o OUT IN, OUT there": [*AGEFAST, "-r", recipient, "-o", out, source],
+            "agefast-rekey -o F F": [sys.executable, "-m", "agefast.cli.rekey", "-i", key_path, "-r", recipient,
+                                     "-o", source, source],
+            "encrypt_file": [*LIBRARY, "encrypt_file", source, out, recipient],
+            "rekey F F": [*LIBRARY, "rekey", source, source, key_path, recipient]}[command]
+    there = {p.name: p.read_bytes() if p.stat().st_size < 1 << 20 else None for p in work.iterdir()}
+    stats = {name: os.stat(work / name) for name in there}
+    for written in KILL_AT:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_for_output(proc, work, [work / name for name in there], written)
+            proc.kill()
+            proc.wait(timeout=60)
+        finally:
+            proc.kill()
+            proc.stderr.close()
+        assert proc.returncode == -signal.SIGKILL
+        assert sorted(os.listdir(work)) == sorted(there), f"killed after {written} bytes"
+        for name, before in stats.items():
+            after = os.stat(work / name)
+            assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size,
+                                                                        before.st_mtime_ns)
+    for name, contents in there.items():
+        if contents is not None:
+            assert (work / name).read_bytes() == contents

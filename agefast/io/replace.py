@@ -1,24 +1,33 @@
 """Writing a file whole or not at all: the output of `*_file` and of the
 command's `-o`.
 
-The result goes to a temporary file next to the target and is renamed over
-it on success, so a failure half way (a corrupt chunk, a full disk) never
-leaves a truncated or unauthenticated file, and an existing file survives
-until the new one is whole. A symlink is written through, as a plain open()
-would: the file it points to is replaced and the link stays. An existing
-file that is not a regular one (a FIFO, a device) cannot be replaced by a
-rename, so it is written directly.
+The result is written to a new file of its own, which takes the target's
+name only when whole, so a failure half way (a corrupt chunk, a full disk)
+never leaves a truncated or unauthenticated file, and an existing file
+survives until the new one is whole.
+
+On Linux the new file is created without a name (O_TMPFILE) in the target's
+folder and linked there once written: the kernel frees a file without a name
+when its last descriptor closes, so even SIGKILL, which no cleanup outlives,
+leaves the old file or nothing. Elsewhere (another system, a file system
+without O_TMPFILE, no /proc) it is named `.NAME.RANDOM.partial` until it is
+renamed over the target, and removed on failure; a kill leaves it behind.
+
+A symlink is written through, as a plain open() would: the file it points to
+is replaced and the link stays. An existing file that is not a regular one
+(a FIFO, a device) cannot be replaced by a rename, so it is written directly.
 """
 
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Callable, Iterator
+from typing import IO, TypeVar
 
 from .._typing import Writer
 from .direct import DirectWriter
 
+T = TypeVar("T")
 
 # tempfile.mkstemp's way (O_EXCL, mode 0o600, a new random name on a clash),
 # without importing tempfile: its imports (shutil, random and the compression
@@ -26,26 +35,138 @@ from .direct import DirectWriter
 _ATTEMPTS = 100
 _EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
+# linkat(2) names a file without a name through its descriptor here (its
+# AT_EMPTY_PATH, the direct way, needs CAP_DAC_READ_SEARCH).
+_PROC_FD = "/proc/self/fd"
+# How open(O_TMPFILE) says the folder's file system cannot make a file
+# without a name (a kernel older than O_TMPFILE takes it for O_DIRECTORY and
+# says EISDIR). Any other failure (no permission, no space, a read-only file
+# system) would fail a named file too, and is the caller's.
+_NO_UNNAMED = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
 
-def create_partial(directory: str, name: str, dir_fd: int | None = None) -> tuple[int, str]:
-    """A new file `.NAME.RANDOM.partial` in `directory` (relative to the folder `dir_fd`, if given), open for writing."""
+
+def _new_name(directory: str, name: str, create: Callable[[str], T], dir_fd: int | None = None) -> tuple[T, str]:
+    """create(path) for the first path `.NAME.RANDOM.partial` in `directory`
+    (relative to the folder `dir_fd`) that it finds free; create must raise
+    FileExistsError where the name is taken, and create nothing then."""
     for _ in range(_ATTEMPTS):
         tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.partial")
         try:
-            return os.open(tmp, _EXCLUSIVE, 0o600, dir_fd=dir_fd), tmp
+            return create(tmp), tmp
         except FileExistsError:
             continue
         except OSError:
             raise    # nothing was created
         except BaseException:
             # A signal's exception (Ctrl-C, the command's SIGTERM / SIGHUP) is
-            # raised as soon as open() returns, before its descriptor reaches
+            # raised as soon as the call returns, before its result reaches
             # the caller's cleanup: the file may exist, and is ours (its name
-            # was free), so it goes. The descriptor closes as the process ends.
+            # was free), so it goes. A descriptor closes as the process ends.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
     raise FileExistsError(errno.EEXIST, "no unused name for a temporary file", directory)
+
+
+def create_partial(directory: str, name: str, dir_fd: int | None = None) -> tuple[int, str]:
+    """A new file `.NAME.RANDOM.partial` in `directory` (relative to the folder `dir_fd`, if given), open for writing."""
+    return _new_name(directory, name, lambda tmp: os.open(tmp, _EXCLUSIVE, 0o600, dir_fd=dir_fd), dir_fd)
+
+
+class _Partial:
+    """The result under a temporary name, renamed over the target when whole."""
+
+    def __init__(self, directory: str, name: str) -> None:
+        self.fd, self._tmp = create_partial(directory, name)
+        self._placed = False
+
+    def place(self, target: str, mode: int) -> None:
+        os.chmod(self._tmp, mode)
+        os.replace(self._tmp, target)
+        self._placed = True
+
+    def close(self) -> None:
+        if not self._placed:
+            # Not found: a signal's exception landed just after the rename.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._tmp)
+
+
+class _Unnamed:
+    """The result in a file without a name, linked in as the target when whole."""
+
+    def __init__(self, fd: int, proc: int) -> None:
+        self._kept, self._proc = fd, proc
+        # The writer closes its descriptor when it has written everything;
+        # this one keeps the file until it has a name.
+        self.fd = os.dup(fd)
+
+    @classmethod
+    def create(cls, directory: str) -> "_Unnamed | None":
+        """A new file without a name in `directory`, or None where this system or its file system cannot make one."""
+        # Looked up here, not at import: a platform without it may be simulated.
+        flag = getattr(os, "O_TMPFILE", None)
+        if flag is None:
+            return None
+        try:
+            proc = os.open(_PROC_FD, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return None
+        fd = None
+        try:
+            fd = os.open(directory, flag | os.O_WRONLY, 0o600)
+            return cls(fd, proc)
+        except OSError as e:
+            os.close(proc)
+            if fd is not None:
+                os.close(fd)
+            if e.errno in _NO_UNNAMED:
+                return None
+            raise
+        except BaseException:
+            os.close(proc)
+            raise
+
+    def _link(self, path: str) -> None:
+        os.link(str(self._kept), path, src_dir_fd=self._proc)
+
+    def place(self, target: str, mode: int) -> None:
+        os.fchmod(self._kept, mode)
+        # WHY two ways: link(2) never replaces a name. Where the target's
+        # name is free, the file takes it at once, and no moment leaves a
+        # second name. Where a file has it, a name can be replaced at once
+        # only by rename(2) (no linkat flag replaces; renameat2's NOREPLACE
+        # and EXCHANGE also start from a name), so the file is linked under
+        # a temporary name and renamed over the target. A kill in the
+        # microseconds between the two calls leaves that name beside the old
+        # file, which is intact; the file under it is whole, not partial.
+        try:
+            self._link(target)
+            return
+        except FileExistsError:
+            pass
+        directory, name = os.path.split(target)
+        _, tmp = _new_name(directory, name, self._link)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def close(self) -> None:
+        # Not placed, the file goes with its last descriptor.
+        os.close(self._kept)
+        os.close(self._proc)
+
+
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """An OSError in the block names `path`, the file the caller asked for, not the temporary one."""
+    try:
+        yield
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, path) from None
 
 
 def _creation_mode() -> int:
@@ -76,26 +197,16 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
             yield device
         return
     directory, name = os.path.split(target)
+    with _naming(path):
+        output = _Unnamed.create(directory) or _Partial(directory, name)
     try:
-        fd, tmp = create_partial(directory, name)
-    except OSError as e:
-        # Name the file the caller asked for, not the temporary one.
-        raise type(e)(e.errno, e.strerror, path) from None
-    f: IO[bytes] | DirectWriter
-    try:
-        if direct:
-            os.close(fd)
-            f = DirectWriter(tmp)
-        else:
-            # Named by its path, which a failed write's OSError then names (agefast.io.writes.write_failed).
-            f = open(tmp, "wb", opener=lambda _path, _flags: fd)
+        f: IO[bytes] | DirectWriter
+        # The writer owns output.fd. Named by the caller's path, which a
+        # failed write's OSError then names (agefast.io.writes.write_failed).
+        f = DirectWriter(output.fd) if direct else open(path, "wb", opener=lambda _path, _flags: output.fd)
         with f:
             yield f
-        os.chmod(tmp, _replaced_mode(target))
-        os.replace(tmp, target)
-    except BaseException as e:
-        os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename == tmp:
-            # A failed write (a full disk) names the file the caller asked for.
-            raise OSError(e.errno, e.strerror, path) from None
-        raise
+        with _naming(path):
+            output.place(target, _replaced_mode(target))
+    finally:
+        output.close()

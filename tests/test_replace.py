@@ -1,0 +1,136 @@
+"""agefast.io.replace: the result has no name until it is whole (O_TMPFILE),
+and where the system cannot make a file without a name, a temporary name
+renamed over the target gives the same all-or-nothing result."""
+
+import errno
+import os
+import sys
+
+import pytest
+
+from agefast.io import replace
+
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="files without a name (O_TMPFILE) are Linux's")
+
+
+def _no_o_tmpfile(monkeypatch, tmp_path):
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+
+
+def _no_proc(monkeypatch, tmp_path):
+    monkeypatch.setattr(replace, "_PROC_FD", str(tmp_path / "no-proc"))
+
+
+def _file_system_without_o_tmpfile(monkeypatch, tmp_path):
+    real_open = os.open
+    o_tmpfile = getattr(os, "O_TMPFILE", 0)
+
+    def open_(path, flags, mode=0o777, *, dir_fd=None):
+        if o_tmpfile and flags & o_tmpfile == o_tmpfile:
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP), path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(replace.os, "open", open_)
+
+
+FALLBACKS = {"no O_TMPFILE": _no_o_tmpfile, "no /proc/self/fd": _no_proc,
+             "a file system without O_TMPFILE": _file_system_without_o_tmpfile}
+
+
+def _names(directory) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+@linux_only
+@pytest.mark.parametrize("old", [None, b"old"], ids=["new file", "existing file"])
+def test_the_result_has_no_name_until_it_is_whole(tmp_path, old):
+    out = tmp_path / "out"
+    if old is not None:
+        out.write_bytes(old)
+    with replace.replacing(out) as f:
+        f.write(b"new")
+        f.flush()
+        # Nothing a kill could leave: the directory holds what it held.
+        assert _names(tmp_path) == ([] if old is None else ["out"])
+        if old is not None:
+            assert out.read_bytes() == old
+    assert out.read_bytes() == b"new"
+    assert _names(tmp_path) == ["out"]
+
+
+@pytest.mark.parametrize("fallback", FALLBACKS.values(), ids=FALLBACKS.keys())
+def test_without_unnamed_files_a_temporary_name_is_renamed_over_the_target(fallback, tmp_path, monkeypatch):
+    fallback(monkeypatch, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "out"
+    out.write_bytes(b"old")
+    out.chmod(0o640)
+    with replace.replacing(out) as f:
+        f.write(b"new")
+        f.flush()
+        [temporary] = [name for name in _names(work) if name != "out"]
+        assert temporary.startswith(".out.") and temporary.endswith(".partial")
+        assert (work / temporary).read_bytes() == b"new"
+        assert out.read_bytes() == b"old"
+    assert out.read_bytes() == b"new"
+    assert out.stat().st_mode & 0o777 == 0o640
+    assert _names(work) == ["out"]
+    with pytest.raises(ValueError), replace.replacing(out) as f:
+        f.write(b"not whole")
+        raise ValueError
+    assert out.read_bytes() == b"new"
+    assert _names(work) == ["out"]
+
+
+@linux_only
+def test_a_signal_just_after_the_temporary_link_leaves_the_old_file(tmp_path, monkeypatch):
+    # An existing file is replaced through a temporary name (link(2) never
+    # replaces one); a signal's exception lands as soon as link() returns.
+    out = tmp_path / "out"
+    out.write_bytes(b"old")
+    real_link = os.link
+
+    def link_then_interrupted(src, dst, **kwargs):
+        real_link(src, dst, **kwargs)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), replace.replacing(out) as f:
+        f.write(b"new")
+        monkeypatch.setattr(replace.os, "link", link_then_interrupted)
+    assert out.read_bytes() == b"old"
+    assert _names(tmp_path) == ["out"]
+
+
+@linux_only
+def test_a_failed_rename_leaves_the_old_file_and_names_the_output(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.write_bytes(b"old")
+
+    def refused(src, dst, **kwargs):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), src, dst)
+
+    with pytest.raises(PermissionError) as raised, replace.replacing(out) as f:
+        f.write(b"new")
+        monkeypatch.setattr(replace.os, "replace", refused)
+    assert raised.value.filename == str(out)
+    assert out.read_bytes() == b"old"
+    assert _names(tmp_path) == ["out"]
+
+
+@linux_only
+def test_a_new_file_takes_its_name_directly(tmp_path, monkeypatch):
+    # Where the name is free, no temporary name is made: no moment at all
+    # could leave a second name behind.
+    made = []
+    real_link = os.link
+
+    def recorded(src, dst, **kwargs):
+        made.append(dst)
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(replace.os, "link", recorded)
+    with replace.replacing(tmp_path / "out") as f:
+        f.write(b"new")
+    assert made == [str(tmp_path / "out")]
+    assert (tmp_path / "out").read_bytes() == b"new"
