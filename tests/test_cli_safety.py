@@ -12,6 +12,7 @@ import time
 import pytest
 
 import agefast
+from unnamed_files import require_unnamed_files
 
 AGEFAST = [sys.executable, "-m", "agefast"]
 
@@ -248,7 +249,6 @@ def _age_file_to_rekey(path, recipient: str) -> None:
     os.truncate(path, header_end + 16 + KILL_SIZE)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="files without a name (O_TMPFILE) are Linux's")
 @pytest.mark.parametrize("command", ["agefast -o OUT IN", "agefast -o OUT IN, OUT there", "agefast-rekey -o F F",
                                      "encrypt_file", "rekey F F"])
 def test_sigkill_leaves_the_input_and_the_old_output_only(command, tmp_path, key):
@@ -257,6 +257,7 @@ def test_sigkill_leaves_the_input_and_the_old_output_only(command, tmp_path, key
     key_path, _, recipient = key
     work = tmp_path / "work"
     work.mkdir()
+    require_unnamed_files(work)
     source, out = work / "IN", work / "OUT"
     if command.startswith("agefast -o") or command == "encrypt_file":
         source.write_bytes(b"")

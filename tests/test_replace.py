@@ -4,13 +4,16 @@ renamed over the target gives the same all-or-nothing result."""
 
 import errno
 import os
-import sys
 
 import pytest
 
 from agefast.io import replace
+from unnamed_files import require_unnamed_files
 
-linux_only = pytest.mark.skipif(sys.platform != "linux", reason="files without a name (O_TMPFILE) are Linux's")
+
+@pytest.fixture
+def unnamed_files(tmp_path):
+    require_unnamed_files(tmp_path)
 
 
 def _no_o_tmpfile(monkeypatch, tmp_path):
@@ -41,9 +44,8 @@ def _names(directory) -> list[str]:
     return sorted(os.listdir(directory))
 
 
-@linux_only
 @pytest.mark.parametrize("old", [None, b"old"], ids=["new file", "existing file"])
-def test_the_result_has_no_name_until_it_is_whole(tmp_path, old):
+def test_the_result_has_no_name_until_it_is_whole(tmp_path, old, unnamed_files):
     out = tmp_path / "out"
     if old is not None:
         out.write_bytes(old)
@@ -97,9 +99,8 @@ PLACING_FAILURES = {"a signal just after the temporary link": ("link", _link_the
                     "a failed rename": ("replace", _rename_refused, PermissionError)}
 
 
-@linux_only
 @pytest.mark.parametrize("failure", PLACING_FAILURES.values(), ids=PLACING_FAILURES.keys())
-def test_a_failure_replacing_a_file_leaves_it_and_no_temporary_name(failure, tmp_path, monkeypatch):
+def test_a_failure_replacing_a_file_leaves_it_and_no_temporary_name(failure, tmp_path, monkeypatch, unnamed_files):
     # An existing file is replaced through a temporary name (link(2) never
     # replaces one), then renamed over it.
     function, failing, error = failure
@@ -114,8 +115,7 @@ def test_a_failure_replacing_a_file_leaves_it_and_no_temporary_name(failure, tmp
     assert _names(tmp_path) == ["out"]
 
 
-@linux_only
-def test_a_new_file_takes_its_name_directly(tmp_path, monkeypatch):
+def test_a_new_file_takes_its_name_directly(tmp_path, monkeypatch, unnamed_files):
     # Where the name is free, no temporary name is made: no moment at all
     # could leave a second name behind.
     made = []
