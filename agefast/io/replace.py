@@ -116,15 +116,12 @@ class _Unnamed:
         try:
             fd = os.open(directory, flag | os.O_WRONLY, 0o600)
             return cls(fd, proc)
-        except OSError as e:
+        except BaseException as e:
             os.close(proc)
             if fd is not None:
                 os.close(fd)
-            if e.errno in _NO_UNNAMED:
+            if isinstance(e, OSError) and e.errno in _NO_UNNAMED:
                 return None
-            raise
-        except BaseException:
-            os.close(proc)
             raise
 
     def _link(self, path: str) -> None:
