@@ -125,6 +125,10 @@ class _Unnamed:
             raise
 
     def _link(self, path: str) -> None:
+        # Given a folder descriptor, os.link calls linkat(2) with
+        # AT_SYMLINK_FOLLOW, which follows /proc/self/fd/N to the file;
+        # without one it calls link(2), which would link the symlink itself
+        # (EXDEV: it is on /proc).
         os.link(str(self._kept), path, src_dir_fd=self._proc)
 
     def place(self, target: str, mode: int) -> None:
