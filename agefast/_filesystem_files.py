@@ -10,7 +10,7 @@ import io
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fsspec.spec import AbstractBufferedFile
 
@@ -20,8 +20,22 @@ from ._typing import Buffer
 from .payload.rules import CHUNK_SIZE, DIRECT_CHUNKS
 from .errors import PayloadError
 
-if TYPE_CHECKING:
-    from .filesystem import AgeFileSystem
+
+class KeyedFileSystem(Protocol):
+    """What the files need of their filesystem (AgeFileSystem): the wrapped one, the keys and the threads.
+
+    A protocol rather than AgeFileSystem itself, which imports these files.
+    """
+
+    fs: Any
+    threads: int | None
+
+    def identities(self) -> list[Any]: ...
+
+    def recipients(self) -> list[Any]: ...
+
+    def invalidate_cache(self, path: str | None = None) -> None: ...
+
 
 # Chunks whose plaintext an open file keeps, for reads that start or end
 # inside a chunk: the next read usually begins in the same chunk (a parquet
@@ -45,7 +59,7 @@ class AgeReadFile(AbstractBufferedFile):
 
     loc: int  # the read position, AbstractBufferedFile's
 
-    def __init__(self, fs: "AgeFileSystem", path: str, block_size: int | None = None, cache_type: str = "none",
+    def __init__(self, fs: KeyedFileSystem, path: str, block_size: int | None = None, cache_type: str = "none",
                  cache_options: dict[str, Any] | None = None, size: int | None = None, **kwargs: Any) -> None:
         # `size`, which fsspec passes when it reopens an unpickled file, is
         # the plaintext size: it is found again below, authenticated.
@@ -163,7 +177,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     looking complete.
     """
 
-    def __init__(self, fs: "AgeFileSystem", path: str, mode: str = "wb", block_size: int | None = None,
+    def __init__(self, fs: KeyedFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
                  **kwargs: Any) -> None:
         recipients = fs.recipients()
         self._raw = fs.fs.open(path, mode)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 # on 3.11 type checkers take typing_extensions' (they ship it), and at run
 # time, where it only documents, the common cases stand for it.
 if TYPE_CHECKING:
-    from .format.grammar import Stanza
+    from .format.stanza import Stanza
 
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer as Buffer

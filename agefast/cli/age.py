@@ -19,6 +19,7 @@ import agefast
 from agefast import errors
 from agefast._typing import Identity, Recipient
 from agefast.cli import early_payload, files, goflag, key_flags, output
+from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
 from agefast.cli.output import go_quote
 from agefast.cli.progress import with_progress
@@ -99,28 +100,6 @@ def _flags() -> goflag.FlagSet:
     f.string("threads", "threads", default=None, convert=_positive_int)
     f.bool("warm_up", "warm-up")
     return f
-
-
-class Arguments:
-    """The parsed command line."""
-
-    # The flags' values, by their dest in _flags(), set from `values`.
-    version: bool
-    decrypt: bool
-    encrypt: bool
-    passphrase: bool
-    output: str | None
-    armor: bool
-    recipients: list[str]
-    recipients_files: list[str]
-    identity_flags: list[tuple[str, str]]
-    threads: int | None
-    warm_up: bool
-
-    def __init__(self, values: dict[str, Any], positional: list[str]) -> None:
-        self.__dict__.update(values)
-        self.input = positional[0] if positional else None
-        self.identities = [value for kind, value in self.identity_flags if kind == "i"]
 
 
 def _too_many_inputs(argv: list[str], positional: list[str]) -> UsageError:

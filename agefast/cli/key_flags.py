@@ -26,7 +26,7 @@ from agefast.recipients import batchpass
 if TYPE_CHECKING:
     from agefast import keys
     from agefast.cli import goflag
-    from agefast.cli.age import Arguments
+    from agefast.cli.arguments import Arguments
 
 def define(f: "goflag.FlagSet") -> None:
     """The key flags -r, -R, -i and -j, as every command that takes keys spells them."""

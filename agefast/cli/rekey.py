@@ -15,7 +15,7 @@ from agefast.cli import age, goflag, key_flags, outcome, output
 from agefast.cli.output import OutputRefused, go_quote
 from agefast.cli.terminal import is_terminal
 from agefast._typing import Recipient
-from agefast.cli.age import Arguments
+from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError
 
 USAGE = """\

@@ -10,15 +10,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import HeaderError
+from .stanza import COLUMNS, STANZA_PREFIX, b64encode_bytes
+# Stanza and b64encode live in stanza.py (a leaf the public types import); the
+# recipients take them from here, with the parser.
+from .stanza import Stanza as Stanza, b64encode as b64encode
 
 if TYPE_CHECKING:
     from ..io.source import HeaderSource
 
 
 VERSION_LINE = b"age-encryption.org/v1\n"
-STANZA_PREFIX = b"-> "
 MAC_PREFIX = b"---"
-COLUMNS = 64
 BYTES_PER_LINE = COLUMNS // 4 * 3
 # Bounds on what a header may cost to parse. A post-quantum stanza's argument
 # line is ~1.5 KB; nothing legitimate comes near these.
@@ -31,44 +33,6 @@ _AFTER_VERSION_LINE = MAX_HEADER - len(VERSION_LINE)
 # Python cost most of the parse of a small file's header).
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _ARGUMENT_LINE_BYTES = bytes(range(32, 127))   # VCHAR, of which arguments are made, and the space between them
-
-
-# Plain classes rather than dataclasses: importing dataclasses (and inspect
-# with it) took 10 ms of every command's start.
-class Stanza:
-    """One recipient stanza: `-> type args...` and a binary body."""
-
-    __slots__ = ("type", "args", "body")
-
-    def __init__(self, type: str, args: list[str] | None = None, body: bytes = b""):
-        self.type = type
-        self.args = [] if args is None else args
-        self.body = body
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Stanza):
-            return NotImplemented
-        return (self.type, self.args, self.body) == (other.type, other.args, other.body)
-
-    def __repr__(self) -> str:
-        return f"Stanza(type={self.type!r}, args={self.args!r}, body={self.body!r})"
-
-    def encode(self) -> bytes:
-        text = _b64encode_bytes(self.body)
-        # Whole lines of COLUMNS, then always a short one (empty if need be).
-        short = len(text) - len(text) % COLUMNS
-        lines = [text[i:i + COLUMNS] for i in range(0, short, COLUMNS)]
-        lines.append(text[short:])
-        arguments = " ".join([self.type, *self.args]).encode("ascii")
-        return b"%s%s\n%s\n" % (STANZA_PREFIX, arguments, b"\n".join(lines))
-
-
-def _b64encode_bytes(data: bytes) -> bytes:
-    return binascii.b2a_base64(data, newline=False).rstrip(b"=")
-
-
-def b64encode(data: bytes) -> str:
-    return _b64encode_bytes(data).decode("ascii")
 
 
 # What each byte is worth as a base64 digit (0 for bytes outside the
@@ -159,7 +123,7 @@ def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
 
 
 def encode_mac_line(mac: bytes) -> bytes:
-    return b" " + _b64encode_bytes(mac) + b"\n"
+    return b" " + b64encode_bytes(mac) + b"\n"
 
 
 def parse_header(src: "HeaderSource") -> Header:

@@ -1,0 +1,26 @@
+"""The parsed command line of `agefast` and `agefast-rekey`, apart from the commands, so that what reads the key
+flags (key_flags) can name it without importing a command."""
+
+from typing import Any
+
+
+class Arguments:
+    """The parsed command line."""
+
+    # The flags' values, by their dest in the commands' flag tables (age._flags()), set from `values`.
+    version: bool
+    decrypt: bool
+    encrypt: bool
+    passphrase: bool
+    output: str | None
+    armor: bool
+    recipients: list[str]
+    recipients_files: list[str]
+    identity_flags: list[tuple[str, str]]
+    threads: int | None
+    warm_up: bool
+
+    def __init__(self, values: dict[str, Any], positional: list[str]) -> None:
+        self.__dict__.update(values)
+        self.input = positional[0] if positional else None
+        self.identities = [value for kind, value in self.identity_flags if kind == "i"]
