@@ -201,3 +201,26 @@ def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintex
         if os.fsdecode(name) in first:
             assert os.stat(path).st_mtime_ns == first[os.fsdecode(name)]
     assert [n for _, _, fs in os.walk(tmp_path / "enc") for n in fs if n.endswith(".partial")] == []
+
+
+def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
+    # Worker processes get the job (the keys pickled) once; every operation
+    # runs as tasks and gives what the local run gives.
+    distributed = pytest.importorskip("distributed")
+    identity, new = x25519.Identity.generate(), x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client, distributed.get_task_stream(client) as tasks:
+        assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], client=client).done == len(NAMES)
+        assert tree.rekey(tmp_path / "enc", [identity], [new.to_public()], client=client).done == len(NAMES)
+        assert tree.verify(tmp_path / "enc", [new], client=client).done == len(NAMES)
+        summary = tree.decrypt(tmp_path / "enc", tmp_path / "dec", [new], client=client)
+        workers = set(cluster.scheduler.workers)
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    # one task per operation (the tree is one group of small files), each on a worker
+    assert [t["key"].split("-")[0] for t in tasks.data] == ["_task"] * 4
+    assert len(workers) == 2 and {t["worker"] for t in tasks.data} <= workers
+    for name, plain in contents.items():
+        assert _read(tmp_path / "dec", name) == plain
+    manifest = [json.loads(line) for line in (tmp_path / "enc" / ".agefast-tree.jsonl").read_text().splitlines()]
+    assert sorted(r["operation"] for r in manifest) == ["encrypt"] * len(NAMES) + ["rekey"] * len(NAMES)

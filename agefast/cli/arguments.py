@@ -23,6 +23,7 @@ class Arguments:
     force: bool
     workers: str | None
     report: str | None
+    dask: str | None
 
     def __init__(self, values: dict[str, Any], positional: list[str]) -> None:
         self.__dict__.update(values)

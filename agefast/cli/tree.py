@@ -5,6 +5,7 @@ parsed once; the work is agefast.tree's.
 """
 
 import sys
+from typing import Any
 
 from agefast import tree
 from agefast.cli import goflag, key_flags, outcome
@@ -28,6 +29,7 @@ Options:
     --force                     Do every file again, whatever the manifest says was done.
     --workers N                 Use N processes (default: one per core).
     --report PATH               Write one JSON line per file met to PATH.
+    --dask ADDRESS              Run the files as tasks on the Dask scheduler at ADDRESS.
 
 encrypt writes every regular file F under SRC to DST/F.age; decrypt writes
 every DST/F from SRC/F.age (other files are reported and left); rekey gives
@@ -52,6 +54,7 @@ def _flags() -> goflag.FlagSet:
     f.bool("force", "force")
     f.string("workers", "workers")
     f.string("report", "report")
+    f.string("dask", "dask")
     key_flags.define(f)
     return f
 
@@ -84,23 +87,35 @@ def _workers(value: str | None) -> int | None:
     return int(value)
 
 
-def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
+def _operation(operation: str, args: Arguments, positional: list[str], client: Any) -> tree.Summary:
     workers, report, progress = _workers(args.workers), args.report, is_terminal(sys.stderr)
     identities = key_flags.load_identities(args) if operation != "encrypt" else []
     recipients = key_flags.listed_recipients(args) if operation in ("encrypt", "rekey") else []
     src = positional[0]
     if operation == "encrypt":
-        summary = tree.encrypt(src, positional[1], recipients, armored=args.armor, force=args.force, workers=workers,
-                               report=report, progress=progress)
-    elif operation == "decrypt":
-        summary = tree.decrypt(src, positional[1], identities, force=args.force, workers=workers, report=report,
-                               progress=progress)
-    elif operation == "rekey":
+        return tree.encrypt(src, positional[1], recipients, armored=args.armor, force=args.force, workers=workers,
+                            report=report, progress=progress, client=client)
+    if operation == "decrypt":
+        return tree.decrypt(src, positional[1], identities, force=args.force, workers=workers, report=report,
+                            progress=progress, client=client)
+    if operation == "rekey":
         dst = positional[1] if len(positional) > 1 else None
-        summary = tree.rekey(src, identities, recipients, dst, force=args.force, workers=workers, report=report,
-                             progress=progress)
-    else:
-        summary = tree.verify(src, identities, workers=workers, report=report, progress=progress)
+        return tree.rekey(src, identities, recipients, dst, force=args.force, workers=workers, report=report,
+                          progress=progress, client=client)
+    return tree.verify(src, identities, workers=workers, report=report, progress=progress, client=client)
+
+
+def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
+    client: Any = None
+    if args.dask is not None:
+        from distributed import Client
+
+        client = Client(args.dask)  # type: ignore[no-untyped-call]  # distributed's is unannotated
+    try:
+        summary = _operation(operation, args, positional, client)
+    finally:
+        if client is not None:
+            client.close()
     for record in summary.records:
         if record["status"] == "failed":
             chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""

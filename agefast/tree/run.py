@@ -134,7 +134,8 @@ class _Bar:
             self._bar.close()
 
 
-def run(job: Job, *, force: bool = False, workers: int | None = None, progress: bool = False) -> Summary:
+def run(job: Job, *, force: bool = False, workers: int | None = None, progress: bool = False,
+        client: Any = None) -> Summary:
     """Do `job` on every file of its source tree; see agefast.tree for what each operation does."""
     started = time.monotonic()
     check_roots(job)
@@ -166,7 +167,12 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     bar = _Bar(len(small) + len(large), sum(f.size for f in small + large), progress)
     try:
         groups = list(_groups(small))
-        if cores > 1 and len(groups) > 1 and _can_fork():
+        if client is not None:
+            from .cluster import on_cluster
+
+            results = on_cluster(client, job, manifest_path if writes else None, groups, large)
+            large = []
+        elif cores > 1 and len(groups) > 1 and _can_fork():
             results = _in_workers(job, appender, groups, min(cores, len(groups)))
         else:
             results = ([files.process(job, found, appender) for found in group] for group in groups)
