@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Type checkers see the lazily imported names as what they are.
-    from . import errors, passphrase, plugin, pq, ssh, tag, tagpq, x25519
+    from . import errors, passphrase, plugin, pq, ssh, tag, tagpq, tree, x25519
     from .api import decrypt, decrypt_file, decrypt_into, decrypt_io, encrypt, encrypt_file, encrypt_into, encrypt_io
     from .streaming import Decryptor, Encryptor, decryptor, encryptor
     from .encrypting_reader import EncryptingReader, encrypting_reader
@@ -48,6 +48,7 @@ __all__ = [
     "ssh",
     "tag",
     "tagpq",
+    "tree",
     "x25519",
 ]
 
@@ -56,7 +57,7 @@ __all__ = [
 # cryptography, which all but the errors need, ~25 ms more; the command
 # starts sealing a large file before it needs cryptography
 # (agefast.cli.early_payload), and most files need no recipient type but X25519.
-_MODULES = frozenset({"errors", "passphrase", "plugin", "pq", "ssh", "tag", "tagpq", "x25519"})
+_MODULES = frozenset({"errors", "passphrase", "plugin", "pq", "ssh", "tag", "tagpq", "tree", "x25519"})
 _HOMES = {
     **dict.fromkeys(("decrypt", "decrypt_file", "decrypt_into", "decrypt_io", "encrypt", "encrypt_file", "encrypt_into",
                      "encrypt_io"), "api"),

@@ -1,4 +1,4 @@
-"""The parsed command line of `agefast` and `agefast-rekey`, apart from the commands, so that what reads the key
+"""The parsed command line of `agefast`, `agefast-rekey` and `agefast-tree`, apart from the commands, so that what reads the key
 flags (key_flags) can name it without importing a command."""
 
 from typing import Any
@@ -19,6 +19,11 @@ class Arguments:
     identity_flags: list[tuple[str, str]]
     threads: int | None
     warm_up: bool
+    # agefast-tree's own
+    force: bool
+    workers: str | None
+    report: str | None
+    dask: str | None
 
     def __init__(self, values: dict[str, Any], positional: list[str]) -> None:
         self.__dict__.update(values)

@@ -176,6 +176,12 @@ class Identity(Bech32Key):
     def __repr__(self) -> str:
         return f"<x25519.Identity for {self.to_public()}>"
 
+    def __reduce__(self) -> tuple[type["Identity"], tuple[bytes]]:
+        # Pickled as its secret key's bytes (cryptography's key object does not
+        # pickle), so that a tree job's workers (agefast.tree) can receive it:
+        # the pickle is as secret as the key.
+        return type(self), (self._raw,)
+
     def to_public(self) -> Recipient:
         """The recipient (public key) that files for this identity are encrypted to."""
         return Recipient(self._public)

@@ -1,0 +1,192 @@
+"""A tree job in one process and all cores: small files many at a time, large files one at a time on every core.
+
+Small files go in groups to worker processes forked from this one, which
+hold the parsed keys already (a passphrase was asked once, a plugin started
+once); each worker does a group's files one by one and appends their
+manifest lines itself. Large files then go through the engine's file to
+file path in this process, which runs on every core. Where processes cannot
+be forked (not POSIX, or one worker asked for), everything runs here, one
+file at a time. A worker ends with the job's process, even a killed one:
+the files it was doing then are done again by the next run.
+"""
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from . import files, manifest
+from .files import Job
+from .walk import MANIFEST_NAME, Found, Passed, inside, walk
+
+# A group of small files sent to a worker at once: enough files that the
+# cost of sending the group and its results back (~0.1 ms) is a few per cent.
+GROUP_FILES = 64
+GROUP_BYTES = 8 * 1024 * 1024
+
+
+class Summary(NamedTuple):
+    """What a tree job did: counts, bytes of the files it did, seconds, and one record per file met."""
+
+    done: int
+    failed: int
+    skipped: int    # done by an earlier run, as the manifest says
+    passed: int     # not taken: not an age file, a symbolic link, a special file
+    bytes: int
+    seconds: float
+    records: list[dict[str, Any]]
+
+
+# The job and manifest a forked worker inherits (set before the fork).
+_inherited: tuple[Job, manifest.Appender | None] | None = None
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker's first step: end when the job's process ends, killed included, rather than go on alone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:      # it ended before the line above
+        os._exit(1)
+
+
+def _do_group(group: list[Found]) -> list[dict[str, Any]]:
+    if _inherited is None:
+        raise RuntimeError("a tree worker started without its job")
+    job, appender = _inherited
+    return [files.process(job, found, appender) for found in group]
+
+
+def _groups(found: list[Found]) -> Iterator[list[Found]]:
+    group: list[Found] = []
+    size = 0
+    for f in found:
+        group.append(f)
+        size += f.size
+        if len(group) == GROUP_FILES or size >= GROUP_BYTES:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def _in_workers(job: Job, appender: manifest.Appender | None, groups: list[list[Found]],
+                workers: int) -> Iterator[list[dict[str, Any]]]:
+    """The records of each group, as worker processes forked from this one finish it."""
+    # Imported here: a run that forks nothing (one worker, a small tree) saves their ~20 ms.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    global _inherited
+    _inherited = (job, appender)
+    try:
+        with ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), initializer=_die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
+            for future in as_completed([pool.submit(_do_group, g) for g in groups]):
+                yield future.result()
+    finally:
+        _inherited = None
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and hasattr(os, "register_at_fork")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def check_roots(job: Job) -> None:
+    """ValueError for roots a job can't use: a source that is not a folder, an output root inside the source."""
+    if not os.path.isdir(job.source):
+        raise NotADirectoryError(f"source {os.fsdecode(job.source)!r} is not a folder")
+    if job.destination is not None and inside(job.destination, job.source):
+        raise ValueError(f"destination {os.fsdecode(job.destination)!r} is inside the source "
+                         f"{os.fsdecode(job.source)!r}: its outputs would be inputs")
+
+
+class _Bar:
+    """Files and bytes done, as a tqdm bar on a terminal's stderr; nothing otherwise."""
+
+    def __init__(self, files_total: int, bytes_total: int, shown: bool) -> None:
+        self._bar: Any = None
+        self._files, self._total = 0, files_total
+        if shown and files_total and sys.stderr.isatty():
+            from tqdm import tqdm
+            self._bar = tqdm(total=bytes_total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+                             leave=False)
+
+    def update(self, records: list[dict[str, Any]]) -> None:
+        if self._bar is not None:
+            self._files += len(records)
+            self._bar.set_postfix_str(f"{self._files}/{self._total} files", refresh=False)
+            self._bar.update(sum(r["size"] for r in records))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def run(job: Job, *, force: bool = False, workers: int | None = None, progress: bool = False,
+        client: Any = None) -> Summary:
+    """Do `job` on every file of its source tree; see agefast.tree for what each operation does."""
+    started = time.monotonic()
+    check_roots(job)
+    writes = job.operation != files.VERIFY
+    root = files.output_root(job)
+    manifest_path = os.path.join(root, MANIFEST_NAME)
+    previous = manifest.load(manifest_path) if writes and not force else {}
+    records: list[dict[str, Any]] = []
+    small: list[Found] = []
+    large: list[Found] = []
+    skipped = passed = 0
+    for item in walk(job.source):
+        if isinstance(item, Passed) or not files.takes(job, item.path):
+            reason = item.reason if isinstance(item, Passed) else "not an age file (F.age)"
+            records.append({"operation": job.operation, "source": os.fsdecode(item.path), "status": "passed",
+                            "reason": reason})
+            passed += 1
+            continue
+        name = files.output_name(job, item.path)
+        if name is not None and manifest.is_done(previous.get(item.path), item, os.path.join(root, name),
+                                                 job.destination is None):
+            skipped += 1
+            continue
+        (small if item.size <= files.IN_MEMORY else large).append(item)
+    if writes:
+        os.makedirs(root, exist_ok=True)
+    appender = manifest.Appender(manifest_path) if writes else None
+    cores = workers or _cores()
+    bar = _Bar(len(small) + len(large), sum(f.size for f in small + large), progress)
+    try:
+        groups = list(_groups(small))
+        if client is not None:
+            from .cluster import on_cluster
+
+            results = on_cluster(client, job, manifest_path if writes else None, groups, large)
+            large = []
+        elif cores > 1 and len(groups) > 1 and _can_fork():
+            results = _in_workers(job, appender, groups, min(cores, len(groups)))
+        else:
+            results = ([files.process(job, found, appender) for found in group] for group in groups)
+        for done in results:
+            records += done
+            bar.update(done)
+        for found in large:
+            records.append(files.process(job, found, appender, threads=workers))
+            bar.update(records[-1:])
+    finally:
+        bar.close()
+        if appender is not None:
+            appender.close()
+    done = [r for r in records if r["status"] == "done"]
+    failed = sum(r["status"] == "failed" for r in records)
+    return Summary(len(done), failed, skipped, passed, sum(r["size"] for r in done), time.monotonic() - started,
+                   records)

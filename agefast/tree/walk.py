@@ -1,0 +1,60 @@
+"""The files of a tree: every regular file under a folder, by its path relative to the folder.
+
+Names are bytes from start to end, so a name that is not UTF-8 (or holds a
+space or a newline) is carried as it is. Symbolic links are never followed:
+one that pointed out of the tree would let a tree job read or write outside
+it. They and special files (FIFOs, sockets, devices) are reported, not read.
+"""
+
+import os
+import stat
+from collections.abc import Iterator
+from typing import NamedTuple
+
+# The manifest of a run into (or in) a tree lives at its root (agefast.tree.manifest).
+MANIFEST_NAME = b".agefast-tree.jsonl"
+
+
+class Found(NamedTuple):
+    """A regular file: its path under the tree's root, its size and its modification time."""
+
+    path: bytes
+    size: int
+    mtime_ns: int
+
+
+class Passed(NamedTuple):
+    """Something that is not a regular file, left alone, and why."""
+
+    path: bytes
+    reason: str
+
+
+def walk(root: bytes) -> Iterator[Found | Passed]:
+    """Everything under `root` without following symbolic links: a folder's files in name order, then its folders."""
+    folders = [b""]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(os.path.join(root, folder) if folder else root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        below = []
+        for entry in entries:
+            path = os.path.join(folder, entry.name) if folder else entry.name
+            if not folder and entry.name == MANIFEST_NAME:
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                below.append(path)
+            elif stat.S_ISREG(st.st_mode):
+                yield Found(path, st.st_size, st.st_mtime_ns)
+            elif stat.S_ISLNK(st.st_mode):
+                yield Passed(path, "a symbolic link, not followed")
+            else:
+                yield Passed(path, "not a regular file")
+        folders += reversed(below)
+
+
+def inside(path: str | bytes, folder: str | bytes) -> bool:
+    """Whether `path` is `folder` or lies under it, symbolic links resolved."""
+    path, folder = os.path.realpath(os.fsencode(path)), os.path.realpath(os.fsencode(folder))
+    return path == folder or path.startswith(folder.rstrip(b"/") + b"/")

@@ -1,0 +1,226 @@
+"""agefast.tree and agefast-tree: whole trees encrypted, decrypted, re-keyed and verified, resumably."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import agefast
+from agefast import tree, x25519
+from agefast.payload.rules import CHUNK_SIZE
+
+# Names a tree job must carry as they are: spaces, a newline, bytes that are not UTF-8, nesting.
+NAMES = [b"plain.txt", b"with space.bin", b"new\nline", b"caf\xe9-latin1", b"a/b/c/deep.dat", b"a/empty",
+         b"a/b/two chunks"]
+
+
+def _make_tree(root, make_plaintext, names=NAMES):
+    contents = {}
+    for i, name in enumerate(names):
+        path = os.path.join(os.fsencode(root), name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        size = 0 if name.endswith(b"empty") else CHUNK_SIZE + 100 if name.endswith(b"chunks") else 1000 + i
+        contents[name] = make_plaintext(size, i)
+        with open(path, "wb") as f:
+            f.write(contents[name])
+    return contents
+
+
+def _read(root, name):
+    with open(os.path.join(os.fsencode(root), name), "rb") as f:
+        return f.read()
+
+
+def _nonce_and_shares(data):
+    """The payload nonce and every X25519 share of a binary age file."""
+    header, _, rest = data.partition(b"\n--- ")
+    shares = [line.split()[2] for line in header.split(b"\n") if line.startswith(b"-> X25519 ")]
+    return rest.split(b"\n", 1)[1][:16], shares
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_tree_goes_there_and_back(tmp_path, make_plaintext, workers):
+    identity = x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=workers)
+    assert (summary.done, summary.failed, summary.skipped, summary.passed) == (len(NAMES), 0, 0, 0)
+    seen = set()
+    for name, plain in contents.items():
+        sealed = _read(tmp_path / "enc", name + b".age")
+        assert agefast.decrypt(sealed, [identity]) == plain
+        nonce, shares = _nonce_and_shares(sealed)
+        assert len(shares) == 1
+        seen |= {nonce, *shares}
+    # every file its own payload nonce and ephemeral share
+    assert len(seen) == 2 * len(NAMES)
+    summary = tree.decrypt(tmp_path / "enc", tmp_path / "dec", [identity], workers=workers)
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    for name, plain in contents.items():
+        assert _read(tmp_path / "dec", name) == plain
+
+
+@pytest.mark.requires_tool("age", "age-keygen")
+def test_go_age_opens_every_output_and_a_rekeyed_tree_only_with_the_new_key(tmp_path, make_plaintext, age_key):
+    key_path, recipient = age_key
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    identity = x25519.Identity.generate()
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()])
+    summary = tree.rekey(tmp_path / "enc", [identity], agefast.parse_recipients(recipient))
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    for name, plain in contents.items():
+        path = os.path.join(os.fsencode(tmp_path / "enc"), name + b".age")
+        opened = subprocess.run(["age", "-d", "-i", key_path, path], capture_output=True, check=True)
+        assert opened.stdout == plain
+        with pytest.raises(agefast.errors.NoIdentityMatchError):
+            agefast.decrypt(_read(tmp_path / "enc", name + b".age"), [identity])
+
+
+def test_a_rerun_does_only_what_is_left(tmp_path, make_plaintext):
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+    stamps = {name: os.stat(os.path.join(os.fsencode(tmp_path / "enc"), name + b".age")).st_mtime_ns
+              for name in NAMES}
+    os.unlink(os.path.join(os.fsencode(tmp_path / "enc"), b"plain.txt.age"))    # an output lost
+    with open(os.path.join(os.fsencode(tmp_path / "src"), b"a/empty"), "wb") as f:
+        f.write(b"changed")                                                    # a source changed
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+    assert (summary.done, summary.skipped) == (2, len(NAMES) - 2)
+    assert sorted(os.fsencode(r["source"]) for r in summary.records) == [b"a/empty", b"plain.txt"]
+    for name in set(NAMES) - {b"plain.txt", b"a/empty"}:
+        assert os.stat(os.path.join(os.fsencode(tmp_path / "enc"), name + b".age")).st_mtime_ns == stamps[name]
+    assert agefast.decrypt(_read(tmp_path / "enc", b"a/empty.age"), [identity]) == b"changed"
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1, force=True)
+    assert summary.done == len(NAMES)
+
+
+def test_a_damaged_file_fails_alone_and_is_named_with_its_chunk(tmp_path, make_plaintext):
+    identity = x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()])
+    damaged = os.path.join(os.fsencode(tmp_path / "enc"), b"a/b/two chunks.age")
+    data = bytearray(_read(tmp_path / "enc", b"a/b/two chunks.age"))
+    data[-50] ^= 1                       # in the second chunk, the final one
+    with open(damaged, "wb") as f:
+        f.write(data)
+    for operation in (tree.verify, lambda src, ids: tree.decrypt(src, tmp_path / "dec", ids)):
+        summary = operation(tmp_path / "enc", [identity])
+        failed = [r for r in summary.records if r["status"] == "failed"]
+        assert [(r["source"], r["chunk"]) for r in failed] == [("a/b/two chunks.age", 1)]
+        assert summary.done == len(NAMES) - 1
+    assert not os.path.exists(os.path.join(os.fsencode(tmp_path / "dec"), b"a/b/two chunks"))
+    for name in set(NAMES) - {b"a/b/two chunks"}:
+        assert _read(tmp_path / "dec", name) == contents[name]
+
+
+def test_links_and_special_files_are_left_and_told(tmp_path, make_plaintext):
+    _make_tree(tmp_path / "src", make_plaintext, [b"file"])
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not to be read")
+    os.symlink(outside, tmp_path / "src" / "link")
+    os.symlink(tmp_path, tmp_path / "src" / "folder-link")
+    os.mkfifo(tmp_path / "src" / "fifo")
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [x25519.Identity.generate().to_public()])
+    passed = {r["source"]: r["reason"] for r in summary.records if r["status"] == "passed"}
+    assert passed == {"link": "a symbolic link, not followed", "folder-link": "a symbolic link, not followed",
+                      "fifo": "not a regular file"}
+    assert sorted(os.listdir(tmp_path / "enc")) == [".agefast-tree.jsonl", "file.age"]
+
+
+def test_a_destination_inside_the_source_is_refused(tmp_path, make_plaintext):
+    _make_tree(tmp_path / "src", make_plaintext, [b"file"])
+    with pytest.raises(ValueError, match="inside the source"):
+        tree.encrypt(tmp_path / "src", tmp_path / "src" / "out", [x25519.Identity.generate().to_public()])
+    assert os.listdir(tmp_path / "src") == ["file"]
+
+
+def _tree_command(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "agefast.cli.tree", *map(str, args)], capture_output=True,
+                          stdin=subprocess.DEVNULL, **kwargs)
+
+
+def test_the_command_reports_and_sets_the_exit_status(tmp_path, make_plaintext):
+    identity = x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(str(identity) + "\n")
+    _make_tree(tmp_path / "src", make_plaintext)
+    done = _tree_command("encrypt", "-r", identity.to_public(), tmp_path / "src", tmp_path / "enc")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().startswith(f"agefast-tree: encrypt: {len(NAMES)} done, 0 failed")
+    with open(os.path.join(os.fsencode(tmp_path / "enc"), b"plain.txt.age"), "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        f.write(b"\0")
+    report = tmp_path / "report.jsonl"
+    checked = _tree_command("verify", "-i", key, "--report", report, tmp_path / "enc")
+    assert checked.returncode == 1
+    assert b"agefast-tree: plain.txt.age: " in checked.stderr and b"(chunk 0)" in checked.stderr
+    records = [json.loads(line) for line in report.read_text().splitlines()]
+    assert sorted(r["status"] for r in records) == ["done"] * (len(NAMES) - 1) + ["failed"]
+    usage = _tree_command("decrypt", "-r", identity.to_public(), tmp_path / "enc", tmp_path / "dec")
+    assert usage.returncode == 1 and b"can't be used with decrypt" in usage.stderr
+
+
+def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintext):
+    # Enough small files that the kill lands half way; the rerun must leave
+    # every output whole and correct, no temporary file, and the outputs of
+    # the first run untouched (their manifest lines say so).
+    identity = x25519.Identity.generate()
+    names = [f"d{i % 7}/f{i}".encode() for i in range(600)]
+    contents = _make_tree(tmp_path / "src", make_plaintext, names)
+    args = ("encrypt", "-r", identity.to_public(), tmp_path / "src", tmp_path / "enc")
+    proc = subprocess.Popen([sys.executable, "-m", "agefast.cli.tree", *map(str, args)], stdin=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    manifest = tmp_path / "enc" / ".agefast-tree.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not manifest.exists() or manifest.stat().st_size < 20_000):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)     # the workers' ends (they die with the job's process)
+    first = {}
+    for line in manifest.read_bytes().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue    # the line the kill cut short
+        path = os.path.join(os.fsencode(tmp_path / "enc"), os.fsencode(record["output"]))
+        if os.path.exists(path) and os.stat(path).st_mtime_ns == record["output_mtime_ns"]:
+            first[record["source"]] = record["output_mtime_ns"]
+    assert 0 < len(first) < len(names)
+    again = _tree_command(*args)
+    assert again.returncode == 0, again.stderr
+    summary = again.stderr.decode()
+    assert f"{len(names) - len(first)} done, 0 failed, {len(first)} done before" in summary
+    for name, plain in contents.items():
+        path = os.path.join(os.fsencode(tmp_path / "enc"), name + b".age")
+        assert agefast.decrypt(_read(tmp_path / "enc", name + b".age"), [identity]) == plain
+        if os.fsdecode(name) in first:
+            assert os.stat(path).st_mtime_ns == first[os.fsdecode(name)]
+    assert [n for _, _, fs in os.walk(tmp_path / "enc") for n in fs if n.endswith(".partial")] == []
+
+
+def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
+    # Worker processes get the job (the keys pickled) once; every operation
+    # runs as tasks and gives what the local run gives.
+    distributed = pytest.importorskip("distributed")
+    identity, new = x25519.Identity.generate(), x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client, distributed.get_task_stream(client) as tasks:
+        assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], client=client).done == len(NAMES)
+        assert tree.rekey(tmp_path / "enc", [identity], [new.to_public()], client=client).done == len(NAMES)
+        assert tree.verify(tmp_path / "enc", [new], client=client).done == len(NAMES)
+        summary = tree.decrypt(tmp_path / "enc", tmp_path / "dec", [new], client=client)
+        workers = set(cluster.scheduler.workers)
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    # one task per operation (the tree is one group of small files), each on a worker
+    assert [t["key"].split("-")[0] for t in tasks.data] == ["_task"] * 4
+    assert len(workers) == 2 and {t["worker"] for t in tasks.data} <= workers
+    for name, plain in contents.items():
+        assert _read(tmp_path / "dec", name) == plain
+    manifest = [json.loads(line) for line in (tmp_path / "enc" / ".agefast-tree.jsonl").read_text().splitlines()]
+    assert sorted(r["operation"] for r in manifest) == ["encrypt"] * len(NAMES) + ["rekey"] * len(NAMES)
