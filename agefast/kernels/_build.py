@@ -159,8 +159,9 @@ def _object_cpu(codegen):
     of the widest shipped class (_shipped.CLASSES) whose features the target
     has, so a build compiled here is tuned as that class's shipped build is.
     This CPU's own name made slower code: on Zen 4 the same kernels emitted
-    for `znver4` sealed and opened ~10% slower than for `skylake-avx512`
-    (docs/engine.md). A CPU of no class keeps its own name.
+    for `znver4` sealed and opened ~10% slower than for `skylake-avx512`,
+    whose tuning `x86-64-v4` has (docs/engine.md). A CPU of no class keeps
+    its own name.
     """
     if config.CPU_NAME is None:
         have = _shipped.llvm_flags(codegen._get_host_cpu_features())

@@ -47,20 +47,33 @@ class CpuClass(NamedTuple):
     features: str
 
 
-# AVX2 with what Haswell brought (BMI1/2, FMA, MOVBE, F16C); AVX-512 F, CD,
-# BW, DQ, VL as Skylake-SP has them; and IFMA (Ice Lake, Sapphire Rapids,
-# Zen 4), which turns Poly1305 to radix 2^44 (_common.IFMA). The CPU name
-# brings its own implied features too: each class's name is one whose
-# implied features all its CPUs have.
-_HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,+movbe,+pclmul,"
-            "+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
-_SKYLAKE_AVX512 = (_HASWELL + ",+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx512cd,+adx,+rdseed,+clflushopt,+xsavec,"
-                   "+xsaves")
-# Widest first: a process takes the first its CPU can run.
+# The x86 classes are the x86-64 psABI levels distributions build for, and
+# LLVM's CPU names of the same levels: `x86-64-v3` (AVX2, BMI1/2, FMA, F16C,
+# LZCNT, MOVBE, on x86-64-v2's SSE4.2, POPCNT, CMPXCHG16B, LAHF) and
+# `x86-64-v4` (AVX-512 F, BW, CD, DQ, VL), and v4 with IFMA and VBMI, which
+# turn Poly1305 to radix 2^44 (_common.IFMA; Ice Lake, Sapphire Rapids, Zen
+# 4 and 5 have both). Each feature list is exactly what its CPU name implies
+# (plus IFMA and VBMI), so a class requires of a CPU what its code may use
+# and nothing more (tests/kernels/test_classes.py disassembles each build).
+# A CPU name of a core implied more: `skylake-avx512` brought rdseed, adx,
+# clflushopt, xsavec, which no kernel executes and a hypervisor may hide
+# (a Zen 5 guest without rdseed ran the avx2 build, 1.9x slower than IFMA).
+# The levels' names carry their cores' tuning (LLVM: `x86-64-v3` Haswell's
+# scheduling model, `x86-64-v4` Skylake-SP's): each class's library is byte
+# for byte the one `haswell` and `skylake-avx512` made (benchmarks/HISTORY.md,
+# 2026-12-04).
+_X86_64_V3 = ("+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+cx16,+sahf,+popcnt,+sse3,+ssse3,+sse4.1,+sse4.2,"
+              "+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave")
+_X86_64_V4 = _X86_64_V3 + ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"
+# Widest first: a process takes the first its CPU can run. On every CPU
+# measured the widest class it runs was its fastest, or no slower (docs/engine.md,
+# "Kernels built with the package": Zen 4 and Zen 5 avx512ifma > avx512f >
+# avx2; an Intel Xeon with IFMA, 2026-12-02, avx512f ~1.5x avx2, IFMA and
+# avx512f within the noise), so no CPU family needs an order of its own.
 CLASSES = (
-    CpuClass("avx512ifma", "x86_64", "skylake-avx512", _SKYLAKE_AVX512 + ",+avx512ifma,+avx512vbmi"),
-    CpuClass("avx512f", "x86_64", "skylake-avx512", _SKYLAKE_AVX512),
-    CpuClass("avx2", "x86_64", "haswell", _HASWELL),
+    CpuClass("avx512ifma", "x86_64", "x86-64-v4", _X86_64_V4 + ",+avx512ifma,+avx512vbmi"),
+    CpuClass("avx512f", "x86_64", "x86-64-v4", _X86_64_V4),
+    CpuClass("avx2", "x86_64", "x86-64-v3", _X86_64_V3),
     # ARMv8-A with Advanced SIMD, which every 64-bit Arm Linux machine has.
     CpuClass("aarch64", "aarch64", "generic", "+neon,+fp-armv8"),
 )

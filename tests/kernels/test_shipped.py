@@ -11,47 +11,10 @@ import pytest
 
 from agefast.kernels import _shipped
 
+from .machines import ICELAKE_SP, IVY_BRIDGE, ZEN2, cpuinfo
+
 ROOT = Path(__file__).resolve().parents[2]
-# /proc/cpuinfo flags of real CPUs (first processor), shortened to the usual set.
-ZEN2 = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-        "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid "
-        "extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt "
-        "tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy cr8_legacy abm sse4a "
-        "misalignsse 3dnowprefetch osvw topoext ssbd ibrs ibpb stibp vmmcall fsgsbase tsc_adjust bmi1 avx2 smep "
-        "bmi2 rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec xgetbv1 clzero xsaveerptr wbnoinvd arat "
-        "umip rdpid")
-SKYLAKE_SP = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss "
-              "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid pni pclmulqdq "
-              "ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand "
-              "hypervisor lahf_lm abm 3dnowprefetch invpcid_single pti fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 "
-              "erms invpcid rtm mpx avx512f avx512dq rdseed adx smap clflushopt clwb avx512cd avx512bw avx512vl "
-              "xsaveopt xsavec xgetbv1 xsaves arat pku ospke md_clear")
-ICELAKE_SP = SKYLAKE_SP.replace(" pti", "") + (" avx512ifma sha_ni avx512vbmi umip avx512_vbmi2 gfni vaes vpclmulqdq "
-                                               "avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid")
-IVY_BRIDGE = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-              "syscall nx rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 cx16 sse4_1 sse4_2 x2apic popcnt "
-              "aes xsave avx f16c rdrand hypervisor lahf_lm fsgsbase smep erms xsaveopt")
-NEOVERSE_N1 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
 EVERY = frozenset(c.name for c in _shipped.CLASSES)
-
-
-def cpuinfo(flags: str, name: str = "flags") -> bytes:
-    block = f"processor\t: 0\nvendor_id\t: SomeVendor\n{name}\t\t: {flags}\nbogomips\t: 4000.00\n"
-    return (block + "\n" + block.replace("processor\t: 0", "processor\t: 1").replace(flags, "fpu")).encode()
-
-
-@pytest.mark.parametrize(("machine", "text", "wanted"), [
-    ("x86_64", cpuinfo(ZEN2), "avx2"),
-    ("x86_64", cpuinfo(SKYLAKE_SP), "avx512f"),
-    ("x86_64", cpuinfo(ICELAKE_SP), "avx512ifma"),
-    ("x86_64", cpuinfo(IVY_BRIDGE), None),                 # no AVX2: the run-time compile serves it
-    ("aarch64", cpuinfo(NEOVERSE_N1, "Features"), "aarch64"),
-    ("aarch64", cpuinfo(ICELAKE_SP), None),                # flags of another architecture's names
-    ("x86_64", b"", None),
-])
-def test_the_widest_class_the_cpuinfo_flags_allow(machine, text, wanted):
-    chosen = _shipped.choose(machine, _shipped.cpuinfo_flags(text), EVERY)
-    assert (chosen.name if chosen else None) == wanted
 
 
 def test_only_a_shipped_class_is_chosen():
