@@ -4,8 +4,12 @@ Building agefast (build_kernels/ in the source tree) compiles the kernels'
 C functions for CPU classes, each a Numba target (a CPU name and an explicit
 feature list), and ships them in the package as prebuilt/<class>.so with a
 manifest: format, the SHA-256 of the kernel sources they were compiled from,
-the numba and llvmlite releases that compiled them (a record only: a loaded
-library needs neither), and one "build <class> <sha256>" line per library.
+what a third party needs to build the same bytes again (Python, numba,
+llvmlite and LLVM releases, the C compiler driver and linker that linked
+them: a record only, a loaded library needs none of them), and one
+"build <class> <sha256> <cpu name> <features>" line per library. A build is
+reproducible: the same sources, releases and linker give the same bytes in
+any directory at any time (tests/kernels/test_classes.py).
 
 A process takes the widest shipped class whose features its CPU has (from
 /proc/cpuinfo, without importing numba or llvmlite), only if the manifest's
@@ -32,10 +36,18 @@ from typing import NamedTuple
 
 from . import _cache, _native
 
-FORMAT = 1
+FORMAT = 2
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DIRECTORY = os.path.join(_HERE, "prebuilt")
 MANIFEST = "manifest"
+
+
+class Build(NamedTuple):
+    """A manifest's line for one class's library: its SHA-256 and the Numba target it was compiled for."""
+
+    sha256: str
+    cpu: str
+    features: str
 
 
 class CpuClass(NamedTuple):
@@ -126,15 +138,17 @@ def source_digest(directory: str) -> str:
     return h.hexdigest()
 
 
-def read_manifest(text: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(fields, {class: sha256}) of a manifest; ValueError where it is malformed."""
+def read_manifest(text: str) -> tuple[dict[str, str], dict[str, Build]]:
+    """(fields, {class: its build}) of a manifest; ValueError where it is malformed."""
     fields: dict[str, str] = {}
-    builds: dict[str, str] = {}
+    builds: dict[str, Build] = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if name == "build":
-            cpu_class, _, digest = value.partition(" ")
-            builds[cpu_class] = digest
+            parts = value.split(" ")
+            if len(parts) != 4:
+                raise ValueError(f"not a build line: {line!r}")
+            builds[parts[0]] = Build(*parts[1:])
         else:
             fields[name] = value
     if fields.get("format") != str(FORMAT) or "source" not in fields:
@@ -142,10 +156,12 @@ def read_manifest(text: str) -> tuple[dict[str, str], dict[str, str]]:
     return fields, builds
 
 
-def write_manifest(source: str, releases: dict[str, str], builds: dict[str, str]) -> str:
-    """The manifest's text: `source` the source digest, `releases` numba's and llvmlite's versions."""
-    lines = [f"format {FORMAT}", f"source {source}", *(f"{k} {v}" for k, v in sorted(releases.items()))]
-    lines += [f"build {name} {digest}" for name, digest in sorted(builds.items())]
+def write_manifest(source: str, record: dict[str, str], builds: dict[str, str]) -> str:
+    """The manifest's text: `source` the source digest, `record` what built them (single-line values),
+    `builds` {class: its library's SHA-256}, each with its class's target."""
+    targets = {c.name: f"{c.cpu} {c.features}" for c in CLASSES}
+    lines = [f"format {FORMAT}", f"source {source}", *(f"{k} {v}" for k, v in sorted(record.items()))]
+    lines += [f"build {name} {digest} {targets[name]}" for name, digest in sorted(builds.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -162,11 +178,16 @@ def verified() -> tuple[CpuClass, bytes] | None:
         cpu_class = choose(os.uname().machine, host_flags(), frozenset(builds))
         if cpu_class is None:
             return None
+        build = builds[cpu_class.name]
+        # compiled for another target than the class's (a class redefined
+        # since): its code may need what the class does not require
+        if (build.cpu, build.features) != (cpu_class.cpu, cpu_class.features):
+            return None
         with open(os.path.join(DIRECTORY, cpu_class.name + ".so"), "rb") as f:
             data = f.read()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(data).hexdigest() != builds[cpu_class.name]:
+    if hashlib.sha256(data).hexdigest() != build.sha256:
         return None
     return cpu_class, data
 

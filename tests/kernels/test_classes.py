@@ -1,8 +1,11 @@
-"""The CPU classes (agefast.kernels._shipped.CLASSES): the class each real machine loads, and what each class's
-build executes (its disassembly)."""
+"""The CPU classes (agefast.kernels._shipped.CLASSES): the class each real machine loads, what each class's build
+executes (its disassembly), and that a build is the same bytes from any directory at any time."""
 
 import collections
+import hashlib
+import os
 import platform
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from . import instructions
 from .machines import (CASCADE_LAKE, ICELAKE_SP, IVY_BRIDGE, NEOVERSE_N1, SAPPHIRE_RAPIDS, SKYLAKE_SP, WESTMERE,
                        ZEN2, ZEN3, ZEN4, ZEN5_GUEST, cpuinfo)
 
+ROOT = Path(__file__).resolve().parents[2]
 EVERY = frozenset(c.name for c in _shipped.CLASSES)
 X86 = [c for c in _shipped.CLASSES if c.machine == "x86_64"]
 
@@ -42,17 +46,17 @@ def test_each_machine_loads_the_widest_class_its_flags_allow(machine, text, want
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    """builds(cpu_class): the path of its library as the package build compiles it (build_kernels._compile),
-    compiled once per module."""
-    made: dict[str, Path] = {}
+    """builds(cpu_class, root=the checkout): the path of its library as the package build compiles it from the
+    source tree `root` (build_kernels._compile), compiled once per module."""
+    made: dict[tuple[str, Path], Path] = {}
 
-    def build(cpu_class) -> Path:
-        if cpu_class.name not in made:
+    def build(cpu_class, root: Path = ROOT) -> Path:
+        if (cpu_class.name, root) not in made:
             out = tmp_path_factory.mktemp(cpu_class.name) / f"{cpu_class.name}.so"
-            done, report = build_kernels._compile(cpu_class, str(out))
+            done, report, _ = build_kernels._compile(cpu_class, str(out), str(root))
             assert done, report
-            made[cpu_class.name] = out
-        return made[cpu_class.name]
+            made[cpu_class.name, root] = out
+        return made[cpu_class.name, root]
 
     return build
 
@@ -102,3 +106,38 @@ def test_the_instruction_table(raw, text, needs):
 def test_an_instruction_the_table_does_not_know_fails(raw, text):
     with pytest.raises(instructions.UnknownInstruction):
         instructions.extensions(bytes.fromhex(raw), text)
+
+
+@pytest.mark.requires_tool("cc")
+def test_a_class_builds_to_the_same_bytes_from_another_directory(builds, tmp_path):
+    # Issue 47: the host's class from the checkout and from a copy of its
+    # sources elsewhere, compiled at another time, in another process: the
+    # same SHA-256 (~6 s of CPU for the second compile on Zen 4).
+    host = _shipped.choose(os.uname().machine, _shipped.host_flags(), EVERY)
+    if host is None:
+        pytest.skip("no shipped class fits this CPU")
+    copy = tmp_path / "another" / "checkout"
+    for part in ("agefast", "build_kernels"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "prebuilt"))
+    first, second = builds(host), builds(host, copy)
+    assert first.read_bytes()[:4] == b"\x7fELF"
+    assert hashlib.sha256(first.read_bytes()).hexdigest() == hashlib.sha256(second.read_bytes()).hexdigest()
+
+
+def test_the_builders_settings_stay_out_of_a_class_build(monkeypatch, tmp_path):
+    # A kernel form or Numba setting in the builder's environment would make
+    # its build other bytes than the class's (and ship a form the loader does
+    # not expect); the class's target replaces the builder's.
+    seen = {}
+
+    def run(command, env, **kwargs):
+        seen.update(env)
+        raise OSError("not run")
+
+    monkeypatch.setattr(build_kernels.subprocess, "run", run)
+    for name, value in (("AGEFAST_KERNEL_FORM", "two-pass"), ("NUMBA_OPT", "0"), ("NUMBA_CPU_NAME", "znver4")):
+        monkeypatch.setenv(name, value)
+    avx2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
+    assert not build_kernels._compile(avx2, str(tmp_path / "avx2.so"))[0]
+    assert "AGEFAST_KERNEL_FORM" not in seen and "NUMBA_OPT" not in seen
+    assert (seen["NUMBA_CPU_NAME"], seen["NUMBA_CPU_FEATURES"]) == (avx2.cpu, avx2.features)

@@ -30,12 +30,17 @@ def test_the_flags_of_the_first_processor_are_read():
 
 
 def test_the_manifest_reads_back_what_was_written():
-    text = _shipped.write_manifest("ab" * 32, {"numba": "0.68.1", "llvmlite": "0.50.0"}, {"avx2": "cd" * 32})
+    record = {"python": "3.11.7", "numba": "0.68.1", "llvmlite": "0.50.0", "llvm": "20.1.8",
+              "linker": "cc -shared -nostdlib: cc (Debian 12.2.0-14) 12.2.0; GNU ld (GNU Binutils for Debian) 2.40"}
+    text = _shipped.write_manifest("ab" * 32, record, {"avx2": "cd" * 32})
     fields, builds = _shipped.read_manifest(text)
-    assert fields == {"format": "1", "source": "ab" * 32, "numba": "0.68.1", "llvmlite": "0.50.0"}
-    assert builds == {"avx2": "cd" * 32}
+    assert fields == {"format": "2", "source": "ab" * 32, **record}
+    avx2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
+    assert builds == {"avx2": _shipped.Build("cd" * 32, avx2.cpu, avx2.features)}    # the target it was built for
     with pytest.raises(ValueError):
-        _shipped.read_manifest(text.replace("format 1", "format 2"))
+        _shipped.read_manifest(text.replace("format 2", "format 1"))
+    with pytest.raises(ValueError):
+        _shipped.read_manifest(text.replace(f" {avx2.cpu} ", " "))
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +67,23 @@ def ship(directory: Path, cpu_class, library: bytes, source: str | None = None) 
     (directory / "manifest").write_text(_shipped.write_manifest(
         source, {"numba": "0", "llvmlite": "0"}, {cpu_class.name: hashlib.sha256(library).hexdigest()}))
     return directory
+
+
+def test_a_build_for_another_target_than_its_class_is_refused(tmp_path, host_build, monkeypatch):
+    # A build compiled when the class was defined otherwise (say, a CPU name
+    # implying rdseed) may execute what the class no longer requires.
+    cpu_class, library = host_build
+    prebuilt = ship(tmp_path / "prebuilt", cpu_class, library)
+    monkeypatch.setattr(_shipped, "DIRECTORY", str(prebuilt))
+    manifest = prebuilt / "manifest"
+    _shipped.verified.cache_clear()
+    try:
+        assert _shipped.verified() is not None
+        manifest.write_text(manifest.read_text().replace(f" {cpu_class.cpu} ", " skylake-avx512 "))
+        _shipped.verified.cache_clear()
+        assert _shipped.verified() is None
+    finally:
+        _shipped.verified.cache_clear()
 
 
 LOAD = textwrap.dedent("""
@@ -175,9 +197,9 @@ def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_pat
 
     def compile_class(cpu_class, out):
         if cpu_class.name == "avx2":
-            return False, "avx2 failed after 1 s: no C compiler driver"
+            return False, "avx2 failed after 1 s: no C compiler driver", {}
         Path(out).write_bytes(b"a library")
-        return True, f"{cpu_class.name} compiled in 1 s"
+        return True, f"{cpu_class.name} compiled in 1 s", {"numba": "0.68.1", "linker": "cc -shared"}
 
     monkeypatch.setattr(build_kernels, "_compile", compile_class)
     # the x86 classes by name, whatever machine builds (ship() picks among the building machine's classes)
@@ -187,8 +209,10 @@ def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_pat
     monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2,avx512f")
     build_kernels.ship(str(prebuilt))
     fields, builds = _shipped.read_manifest((prebuilt / "manifest").read_text())
-    assert builds == {"avx512f": hashlib.sha256(b"a library").hexdigest()}
+    assert {name: build.sha256 for name, build in builds.items()} == {
+        "avx512f": hashlib.sha256(b"a library").hexdigest()}
     assert fields["source"] == _shipped.source_digest(os.path.dirname(_shipped.__file__))
+    assert fields["numba"] == "0.68.1" and fields["linker"] == "cc -shared"    # the record of the build that worked
     assert sorted(p.name for p in prebuilt.iterdir()) == ["avx512f.so", "manifest"]
     assert "avx2 failed after 1 s: no C compiler driver" in capsys.readouterr().err
 
