@@ -30,7 +30,7 @@ def test_the_flags_of_the_first_processor_are_read():
 
 
 def test_the_manifest_reads_back_what_was_written():
-    record = {"python": "3.11.7", "numba": "0.68.1", "llvmlite": "0.50.0", "llvm": "20.1.8",
+    record = {"python": "3.11.7", "numba": "0.68.1", "llvmlite": "0.50.0", "llvm": "22.1.0",
               "linker": "cc -shared -nostdlib: cc (Debian 12.2.0-14) 12.2.0; GNU ld (GNU Binutils for Debian) 2.40"}
     text = _shipped.write_manifest("ab" * 32, record, {"avx2": "cd" * 32})
     fields, builds = _shipped.read_manifest(text)
