@@ -64,8 +64,9 @@ class CpuClass(NamedTuple):
 # LZCNT, MOVBE, on x86-64-v2's SSE4.2, POPCNT, CMPXCHG16B, LAHF) and
 # `x86-64-v4` (AVX-512 F, BW, CD, DQ, VL), and v4 with IFMA and VBMI, which
 # turn Poly1305 to radix 2^44 (_common.IFMA; Ice Lake, Sapphire Rapids, Zen
-# 4 and 5 have both). Each feature list is exactly what its CPU name implies
-# (plus IFMA and VBMI), so a class requires of a CPU what its code may use
+# 4 and 5 have both). Each feature list is what its CPU name implies (plus
+# IFMA and VBMI; bar x87 and long NOPs, which every x86-64 CPU has, and
+# CRC32, part of SSE4.2), so a class requires of a CPU what its code may use
 # and nothing more (tests/kernels/test_classes.py disassembles each build).
 # A CPU name of a core implied more: `skylake-avx512` brought rdseed, adx,
 # clflushopt, xsavec, which no kernel executes and a hypervisor may hide
@@ -80,7 +81,7 @@ _X86_64_V4 = _X86_64_V3 + ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"
 # Widest first: a process takes the first its CPU can run. On every CPU
 # measured the widest class it runs was its fastest, or no slower (docs/engine.md,
 # "Kernels built with the package": Zen 4 and Zen 5 avx512ifma > avx512f >
-# avx2; an Intel Xeon with IFMA, 2026-12-02, avx512f ~1.5x avx2, IFMA and
+# avx2; an Intel Xeon with IFMA, 2026-12-02, avx512f ~1.8x avx2, IFMA and
 # avx512f within the noise), so no CPU family needs an order of its own.
 CLASSES = (
     CpuClass("avx512ifma", "x86_64", "x86-64-v4", _X86_64_V4 + ",+avx512ifma,+avx512vbmi"),
