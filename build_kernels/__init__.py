@@ -13,6 +13,7 @@ time as before.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -20,9 +21,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 
-from agefast.kernels import _shipped
+from agefast.kernels import _cache, _shipped
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = os.path.join(ROOT, "agefast", "kernels")
@@ -50,23 +50,26 @@ def selected(setting: str, machine: str, flags: frozenset[str]) -> list[_shipped
     return [c for c in ours if c.name in names]
 
 
-def _compile(cpu_class: _shipped.CpuClass, out: str) -> tuple[bool, str]:
-    """Compile one class into the shared library `out`: (done, what to report)."""
+def _compile(cpu_class: _shipped.CpuClass, out: str, root: str = ROOT) -> tuple[bool, str, dict[str, str]]:
+    """Compile one class into the shared library `out` from the source tree `root`:
+    (done, what to report, the record of what built it: build_kernels.compile's)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agefast-build-") as scratch:
-        env = dict(os.environ, NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features,
-                   NUMBA_CACHE_DIR=scratch, PYTHONPATH=os.pathsep.join(
-                       p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+        # the builder's settings that change what is compiled (a form, an
+        # optimisation level) stay out: the class's build is the same anywhere
+        env = {k: v for k, v in os.environ.items() if k not in _cache._BUILD_SETTINGS}
+        env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features, NUMBA_CACHE_DIR=scratch,
+                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         try:
-            done = subprocess.run([sys.executable, "-m", "build_kernels.compile", out], cwd=ROOT, env=env,
+            done = subprocess.run([sys.executable, "-m", "build_kernels.compile", out], cwd=root, env=env,
                                   capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.TimeoutExpired) as e:
-            return False, f"{cpu_class.name}: {e}"
+            return False, f"{cpu_class.name}: {e}", {}
     seconds = time.monotonic() - started
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return False, f"{cpu_class.name} failed after {seconds:.0f} s: {why}"
-    return True, f"{cpu_class.name} compiled in {seconds:.0f} s"
+        return False, f"{cpu_class.name} failed after {seconds:.0f} s: {why}", {}
+    return True, f"{cpu_class.name} compiled in {seconds:.0f} s", json.loads(done.stdout.splitlines()[-1])
 
 
 def ship(directory: str) -> None:
@@ -84,15 +87,16 @@ def ship(directory: str) -> None:
     with ThreadPoolExecutor(max_workers=min(cores, len(classes))) as pool:
         outcomes = list(pool.map(lambda c: _compile(c, paths[c.name]), classes))
     builds = {}
-    for cpu_class, (done, report) in zip(classes, outcomes):
+    record: dict[str, str] = {}
+    for cpu_class, (done, report, built_by) in zip(classes, outcomes):
         _say(report)
         if done:
             with open(paths[cpu_class.name], "rb") as f:
                 builds[cpu_class.name] = hashlib.sha256(f.read()).hexdigest()
+            record = built_by       # every class's process runs the same releases and linker
     if not builds:
         shutil.rmtree(directory)
         _say("nothing shipped: the kernels compile at run time")
         return
-    releases = {name: metadata.version(name) for name in ("numba", "llvmlite")}
     with open(os.path.join(directory, _shipped.MANIFEST), "w", encoding="utf-8") as f:
-        f.write(_shipped.write_manifest(_shipped.source_digest(SOURCES), releases, builds))
+        f.write(_shipped.write_manifest(_shipped.source_digest(SOURCES), record, builds))

@@ -159,8 +159,9 @@ def _object_cpu(codegen):
     of the widest shipped class (_shipped.CLASSES) whose features the target
     has, so a build compiled here is tuned as that class's shipped build is.
     This CPU's own name made slower code: on Zen 4 the same kernels emitted
-    for `znver4` sealed and opened ~10% slower than for `skylake-avx512`
-    (docs/engine.md). A CPU of no class keeps its own name.
+    for `znver4` sealed and opened ~10% slower than for `skylake-avx512`,
+    whose tuning `x86-64-v4` has (docs/engine.md). A CPU of no class keeps
+    its own name.
     """
     if config.CPU_NAME is None:
         have = _shipped.llvm_flags(codegen._get_host_cpu_features())
@@ -202,18 +203,44 @@ def compile_object():
     return _object_machine(codegen, cpu).emit_object(module), cpu, codegen._get_host_cpu_features()
 
 
+# The link: a shared library that needs nothing (not even the C library's
+# start files) but the symbols of _EXTERNAL, resolved when it is loaded.
+# GNU ld's build ID is a hash of the output, so it stays reproducible.
+_LINK_FLAGS = ("-shared", "-nostdlib")
+
+
+def _driver() -> list[str] | None:
+    """The C compiler driver that links ($CC, else cc), or None where there is none."""
+    driver = shlex.split(os.environ.get("CC") or "cc")
+    return driver if driver and shutil.which(driver[0]) is not None else None
+
+
+def linker() -> str:
+    """The link command and the driver's and linker's versions, in one line: what a build's manifest records."""
+    driver = _driver()
+    if driver is None:
+        return "none"
+
+    def first_line(command: list[str]) -> str:
+        done = subprocess.run(command, capture_output=True, text=True)
+        return (done.stdout.strip().splitlines() or ["unknown"])[0]
+
+    ld = first_line([*driver, "-print-prog-name=ld"])
+    return f"{' '.join([*driver, *_LINK_FLAGS])}: {first_line([*driver, '--version'])}; {first_line([ld, '--version'])}"
+
+
 def link_shared(obj: bytes, directory: str) -> str | None:
     """Link the object into a shared library in `directory` with the C compiler driver ($CC, else cc).
 
     Its path, or None where there is no driver or it fails: then the object
     file itself is cached and loaded by llvmlite (_native.load_object).
     """
-    driver = shlex.split(os.environ.get("CC") or "cc")
-    if not driver or shutil.which(driver[0]) is None:
+    driver = _driver()
+    if driver is None:
         return None
     src = os.path.join(directory, "batch.o")
     out = os.path.join(directory, "batch.so")
     with open(src, "wb") as f:
         f.write(obj)
-    done = subprocess.run([*driver, "-shared", "-nostdlib", "-o", out, src], capture_output=True)
+    done = subprocess.run([*driver, *_LINK_FLAGS, "-o", out, src], capture_output=True)
     return out if done.returncode == 0 else None

@@ -4,8 +4,12 @@ Building agefast (build_kernels/ in the source tree) compiles the kernels'
 C functions for CPU classes, each a Numba target (a CPU name and an explicit
 feature list), and ships them in the package as prebuilt/<class>.so with a
 manifest: format, the SHA-256 of the kernel sources they were compiled from,
-the numba and llvmlite releases that compiled them (a record only: a loaded
-library needs neither), and one "build <class> <sha256>" line per library.
+what a third party needs to build the same bytes again (Python, numba,
+llvmlite and LLVM releases, the C compiler driver and linker that linked
+them: a record only, a loaded library needs none of them), and one
+"build <class> <sha256> <cpu name> <features>" line per library. A build is
+reproducible: the same sources, releases and linker give the same bytes in
+any directory at any time (tests/kernels/test_classes.py).
 
 A process takes the widest shipped class whose features its CPU has (from
 /proc/cpuinfo, without importing numba or llvmlite), only if the manifest's
@@ -32,10 +36,18 @@ from typing import NamedTuple
 
 from . import _cache, _native
 
-FORMAT = 1
+FORMAT = 2
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DIRECTORY = os.path.join(_HERE, "prebuilt")
 MANIFEST = "manifest"
+
+
+class Build(NamedTuple):
+    """A manifest's line for one class's library: its SHA-256 and the Numba target it was compiled for."""
+
+    sha256: str
+    cpu: str
+    features: str
 
 
 class CpuClass(NamedTuple):
@@ -47,20 +59,34 @@ class CpuClass(NamedTuple):
     features: str
 
 
-# AVX2 with what Haswell brought (BMI1/2, FMA, MOVBE, F16C); AVX-512 F, CD,
-# BW, DQ, VL as Skylake-SP has them; and IFMA (Ice Lake, Sapphire Rapids,
-# Zen 4), which turns Poly1305 to radix 2^44 (_common.IFMA). The CPU name
-# brings its own implied features too: each class's name is one whose
-# implied features all its CPUs have.
-_HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+cx8,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,+movbe,+pclmul,"
-            "+popcnt,+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
-_SKYLAKE_AVX512 = (_HASWELL + ",+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx512cd,+adx,+rdseed,+clflushopt,+xsavec,"
-                   "+xsaves")
-# Widest first: a process takes the first its CPU can run.
+# The x86 classes are the x86-64 psABI levels distributions build for, and
+# LLVM's CPU names of the same levels: `x86-64-v3` (AVX2, BMI1/2, FMA, F16C,
+# LZCNT, MOVBE, on x86-64-v2's SSE4.2, POPCNT, CMPXCHG16B, LAHF) and
+# `x86-64-v4` (AVX-512 F, BW, CD, DQ, VL), and v4 with IFMA and VBMI, which
+# turn Poly1305 to radix 2^44 (_common.IFMA; Ice Lake, Sapphire Rapids, Zen
+# 4 and 5 have both). Each feature list is what its CPU name implies (plus
+# IFMA and VBMI; bar x87 and long NOPs, which every x86-64 CPU has, and
+# CRC32, part of SSE4.2), so a class requires of a CPU what its code may use
+# and nothing more (tests/kernels/test_classes.py disassembles each build).
+# A CPU name of a core implied more: `skylake-avx512` brought rdseed, adx,
+# clflushopt, xsavec, which no kernel executes and a hypervisor may hide
+# (a Zen 5 guest without rdseed ran the avx2 build, 1.9x slower than IFMA).
+# The levels' names carry their cores' tuning (LLVM: `x86-64-v3` Haswell's
+# scheduling model, `x86-64-v4` Skylake-SP's): each class's library is byte
+# for byte the one `haswell` and `skylake-avx512` made (benchmarks/HISTORY.md,
+# 2026-12-04).
+_X86_64_V3 = ("+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2,+cx16,+sahf,+popcnt,+sse3,+ssse3,+sse4.1,+sse4.2,"
+              "+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave")
+_X86_64_V4 = _X86_64_V3 + ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"
+# Widest first: a process takes the first its CPU can run. On every CPU
+# measured the widest class it runs was its fastest, or no slower (docs/engine.md,
+# "Kernels built with the package": Zen 4 and Zen 5 avx512ifma > avx512f >
+# avx2; an Intel Xeon with IFMA, 2026-12-02, avx512f ~1.8x avx2, IFMA and
+# avx512f within the noise), so no CPU family needs an order of its own.
 CLASSES = (
-    CpuClass("avx512ifma", "x86_64", "skylake-avx512", _SKYLAKE_AVX512 + ",+avx512ifma,+avx512vbmi"),
-    CpuClass("avx512f", "x86_64", "skylake-avx512", _SKYLAKE_AVX512),
-    CpuClass("avx2", "x86_64", "haswell", _HASWELL),
+    CpuClass("avx512ifma", "x86_64", "x86-64-v4", _X86_64_V4 + ",+avx512ifma,+avx512vbmi"),
+    CpuClass("avx512f", "x86_64", "x86-64-v4", _X86_64_V4),
+    CpuClass("avx2", "x86_64", "x86-64-v3", _X86_64_V3),
     # ARMv8-A with Advanced SIMD, which every 64-bit Arm Linux machine has.
     CpuClass("aarch64", "aarch64", "generic", "+neon,+fp-armv8"),
 )
@@ -113,15 +139,17 @@ def source_digest(directory: str) -> str:
     return h.hexdigest()
 
 
-def read_manifest(text: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(fields, {class: sha256}) of a manifest; ValueError where it is malformed."""
+def read_manifest(text: str) -> tuple[dict[str, str], dict[str, Build]]:
+    """(fields, {class: its build}) of a manifest; ValueError where it is malformed."""
     fields: dict[str, str] = {}
-    builds: dict[str, str] = {}
+    builds: dict[str, Build] = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if name == "build":
-            cpu_class, _, digest = value.partition(" ")
-            builds[cpu_class] = digest
+            parts = value.split(" ")
+            if len(parts) != 4:
+                raise ValueError(f"not a build line: {line!r}")
+            builds[parts[0]] = Build(*parts[1:])
         else:
             fields[name] = value
     if fields.get("format") != str(FORMAT) or "source" not in fields:
@@ -129,10 +157,12 @@ def read_manifest(text: str) -> tuple[dict[str, str], dict[str, str]]:
     return fields, builds
 
 
-def write_manifest(source: str, releases: dict[str, str], builds: dict[str, str]) -> str:
-    """The manifest's text: `source` the source digest, `releases` numba's and llvmlite's versions."""
-    lines = [f"format {FORMAT}", f"source {source}", *(f"{k} {v}" for k, v in sorted(releases.items()))]
-    lines += [f"build {name} {digest}" for name, digest in sorted(builds.items())]
+def write_manifest(source: str, record: dict[str, str], builds: dict[str, str]) -> str:
+    """The manifest's text: `source` the source digest, `record` what built them (single-line values),
+    `builds` {class: its library's SHA-256}, each with its class's target."""
+    targets = {c.name: f"{c.cpu} {c.features}" for c in CLASSES}
+    lines = [f"format {FORMAT}", f"source {source}", *(f"{k} {v}" for k, v in sorted(record.items()))]
+    lines += [f"build {name} {digest} {targets[name]}" for name, digest in sorted(builds.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -149,11 +179,16 @@ def verified() -> tuple[CpuClass, bytes] | None:
         cpu_class = choose(os.uname().machine, host_flags(), frozenset(builds))
         if cpu_class is None:
             return None
+        build = builds[cpu_class.name]
+        # compiled for another target than the class's (a class redefined
+        # since): its code may need what the class does not require
+        if (build.cpu, build.features) != (cpu_class.cpu, cpu_class.features):
+            return None
         with open(os.path.join(DIRECTORY, cpu_class.name + ".so"), "rb") as f:
             data = f.read()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(data).hexdigest() != builds[cpu_class.name]:
+    if hashlib.sha256(data).hexdigest() != build.sha256:
         return None
     return cpu_class, data
 

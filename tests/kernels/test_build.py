@@ -111,7 +111,8 @@ class _Codegen:
                          ids=lambda c: c.name)
 def test_a_build_here_is_tuned_as_its_class_is_shipped(monkeypatch, cpu_class):
     # Emitted for Zen 4's own name (znver4), the kernels ran ~10% slower than
-    # for the class's (skylake-avx512); a feature switched off stays off.
+    # for the class's (then skylake-avx512, now x86-64-v4 with its tuning); a
+    # feature switched off stays off.
     monkeypatch.setattr(_build.config, "CPU_NAME", None)
     assert _build._object_cpu(_Codegen(cpu_class.features + ",-sha")) == cpu_class.cpu
     monkeypatch.setattr(_build.config, "CPU_NAME", "its-own-name")     # NUMBA_CPU_NAME, as the shipped builds set

@@ -11,47 +11,10 @@ import pytest
 
 from agefast.kernels import _shipped
 
+from .machines import ICELAKE_SP, IVY_BRIDGE, ZEN2, cpuinfo
+
 ROOT = Path(__file__).resolve().parents[2]
-# /proc/cpuinfo flags of real CPUs (first processor), shortened to the usual set.
-ZEN2 = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-        "syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid "
-        "extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt "
-        "tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy cr8_legacy abm sse4a "
-        "misalignsse 3dnowprefetch osvw topoext ssbd ibrs ibpb stibp vmmcall fsgsbase tsc_adjust bmi1 avx2 smep "
-        "bmi2 rdseed adx smap clflushopt clwb sha_ni xsaveopt xsavec xgetbv1 clzero xsaveerptr wbnoinvd arat "
-        "umip rdpid")
-SKYLAKE_SP = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss "
-              "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid pni pclmulqdq "
-              "ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand "
-              "hypervisor lahf_lm abm 3dnowprefetch invpcid_single pti fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 "
-              "erms invpcid rtm mpx avx512f avx512dq rdseed adx smap clflushopt clwb avx512cd avx512bw avx512vl "
-              "xsaveopt xsavec xgetbv1 xsaves arat pku ospke md_clear")
-ICELAKE_SP = SKYLAKE_SP.replace(" pti", "") + (" avx512ifma sha_ni avx512vbmi umip avx512_vbmi2 gfni vaes vpclmulqdq "
-                                               "avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid")
-IVY_BRIDGE = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht "
-              "syscall nx rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 cx16 sse4_1 sse4_2 x2apic popcnt "
-              "aes xsave avx f16c rdrand hypervisor lahf_lm fsgsbase smep erms xsaveopt")
-NEOVERSE_N1 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
 EVERY = frozenset(c.name for c in _shipped.CLASSES)
-
-
-def cpuinfo(flags: str, name: str = "flags") -> bytes:
-    block = f"processor\t: 0\nvendor_id\t: SomeVendor\n{name}\t\t: {flags}\nbogomips\t: 4000.00\n"
-    return (block + "\n" + block.replace("processor\t: 0", "processor\t: 1").replace(flags, "fpu")).encode()
-
-
-@pytest.mark.parametrize(("machine", "text", "wanted"), [
-    ("x86_64", cpuinfo(ZEN2), "avx2"),
-    ("x86_64", cpuinfo(SKYLAKE_SP), "avx512f"),
-    ("x86_64", cpuinfo(ICELAKE_SP), "avx512ifma"),
-    ("x86_64", cpuinfo(IVY_BRIDGE), None),                 # no AVX2: the run-time compile serves it
-    ("aarch64", cpuinfo(NEOVERSE_N1, "Features"), "aarch64"),
-    ("aarch64", cpuinfo(ICELAKE_SP), None),                # flags of another architecture's names
-    ("x86_64", b"", None),
-])
-def test_the_widest_class_the_cpuinfo_flags_allow(machine, text, wanted):
-    chosen = _shipped.choose(machine, _shipped.cpuinfo_flags(text), EVERY)
-    assert (chosen.name if chosen else None) == wanted
 
 
 def test_only_a_shipped_class_is_chosen():
@@ -67,12 +30,17 @@ def test_the_flags_of_the_first_processor_are_read():
 
 
 def test_the_manifest_reads_back_what_was_written():
-    text = _shipped.write_manifest("ab" * 32, {"numba": "0.68.1", "llvmlite": "0.50.0"}, {"avx2": "cd" * 32})
+    record = {"python": "3.11.7", "numba": "0.68.1", "llvmlite": "0.50.0", "llvm": "22.1.0",
+              "linker": "cc -shared -nostdlib: cc (Debian 12.2.0-14) 12.2.0; GNU ld (GNU Binutils for Debian) 2.40"}
+    text = _shipped.write_manifest("ab" * 32, record, {"avx2": "cd" * 32})
     fields, builds = _shipped.read_manifest(text)
-    assert fields == {"format": "1", "source": "ab" * 32, "numba": "0.68.1", "llvmlite": "0.50.0"}
-    assert builds == {"avx2": "cd" * 32}
+    assert fields == {"format": "2", "source": "ab" * 32, **record}
+    avx2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
+    assert builds == {"avx2": _shipped.Build("cd" * 32, avx2.cpu, avx2.features)}    # the target it was built for
     with pytest.raises(ValueError):
-        _shipped.read_manifest(text.replace("format 1", "format 2"))
+        _shipped.read_manifest(text.replace("format 2", "format 1"))
+    with pytest.raises(ValueError):
+        _shipped.read_manifest(text.replace(f" {avx2.cpu} ", " "))
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +67,23 @@ def ship(directory: Path, cpu_class, library: bytes, source: str | None = None) 
     (directory / "manifest").write_text(_shipped.write_manifest(
         source, {"numba": "0", "llvmlite": "0"}, {cpu_class.name: hashlib.sha256(library).hexdigest()}))
     return directory
+
+
+def test_a_build_for_another_target_than_its_class_is_refused(tmp_path, host_build, monkeypatch):
+    # A build compiled when the class was defined otherwise (say, a CPU name
+    # implying rdseed) may execute what the class no longer requires.
+    cpu_class, library = host_build
+    prebuilt = ship(tmp_path / "prebuilt", cpu_class, library)
+    monkeypatch.setattr(_shipped, "DIRECTORY", str(prebuilt))
+    manifest = prebuilt / "manifest"
+    _shipped.verified.cache_clear()
+    try:
+        assert _shipped.verified() is not None
+        manifest.write_text(manifest.read_text().replace(f" {cpu_class.cpu} ", " skylake-avx512 "))
+        _shipped.verified.cache_clear()
+        assert _shipped.verified() is None
+    finally:
+        _shipped.verified.cache_clear()
 
 
 LOAD = textwrap.dedent("""
@@ -212,9 +197,9 @@ def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_pat
 
     def compile_class(cpu_class, out):
         if cpu_class.name == "avx2":
-            return False, "avx2 failed after 1 s: no C compiler driver"
+            return False, "avx2 failed after 1 s: no C compiler driver", {}
         Path(out).write_bytes(b"a library")
-        return True, f"{cpu_class.name} compiled in 1 s"
+        return True, f"{cpu_class.name} compiled in 1 s", {"numba": "0.68.1", "linker": "cc -shared"}
 
     monkeypatch.setattr(build_kernels, "_compile", compile_class)
     # the x86 classes by name, whatever machine builds (ship() picks among the building machine's classes)
@@ -224,8 +209,10 @@ def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_pat
     monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2,avx512f")
     build_kernels.ship(str(prebuilt))
     fields, builds = _shipped.read_manifest((prebuilt / "manifest").read_text())
-    assert builds == {"avx512f": hashlib.sha256(b"a library").hexdigest()}
+    assert {name: build.sha256 for name, build in builds.items()} == {
+        "avx512f": hashlib.sha256(b"a library").hexdigest()}
     assert fields["source"] == _shipped.source_digest(os.path.dirname(_shipped.__file__))
+    assert fields["numba"] == "0.68.1" and fields["linker"] == "cc -shared"    # the record of the build that worked
     assert sorted(p.name for p in prebuilt.iterdir()) == ["avx512f.so", "manifest"]
     assert "avx2 failed after 1 s: no C compiler driver" in capsys.readouterr().err
 

@@ -1,0 +1,143 @@
+"""The CPU classes (agefast.kernels._shipped.CLASSES): the class each real machine loads, what each class's build
+executes (its disassembly), and that a build is the same bytes from any directory at any time."""
+
+import collections
+import hashlib
+import os
+import platform
+import shutil
+from pathlib import Path
+
+import pytest
+
+import build_kernels
+from agefast.kernels import _shipped
+
+from . import instructions
+from .machines import (CASCADE_LAKE, ICELAKE_SP, IVY_BRIDGE, NEOVERSE_N1, SAPPHIRE_RAPIDS, SKYLAKE_SP, WESTMERE,
+                       ZEN2, ZEN3, ZEN4, ZEN5_GUEST, cpuinfo)
+
+ROOT = Path(__file__).resolve().parents[2]
+EVERY = frozenset(c.name for c in _shipped.CLASSES)
+X86 = [c for c in _shipped.CLASSES if c.machine == "x86_64"]
+
+
+@pytest.mark.parametrize(("machine", "text", "wanted"), [
+    ("x86_64", cpuinfo(ZEN5_GUEST), "avx512ifma"),         # no rdseed: no AVX-512 class needs it
+    ("x86_64", cpuinfo(ZEN4), "avx512ifma"),
+    ("x86_64", cpuinfo(SAPPHIRE_RAPIDS), "avx512ifma"),
+    ("x86_64", cpuinfo(ICELAKE_SP), "avx512ifma"),
+    ("x86_64", cpuinfo(CASCADE_LAKE), "avx512f"),
+    ("x86_64", cpuinfo(SKYLAKE_SP), "avx512f"),
+    ("x86_64", cpuinfo(ZEN3), "avx2"),
+    ("x86_64", cpuinfo(ZEN2), "avx2"),
+    ("x86_64", cpuinfo(IVY_BRIDGE), None),                 # AVX, no AVX2: the run-time compile serves it
+    ("x86_64", cpuinfo(WESTMERE), None),                   # SSE4.2 only
+    ("aarch64", cpuinfo(NEOVERSE_N1, "Features"), "aarch64"),
+    ("aarch64", cpuinfo(ICELAKE_SP), None),                # flags of another architecture's names
+    ("x86_64", b"", None),
+], ids=["zen5-guest", "zen4", "sapphire-rapids", "ice-lake", "cascade-lake", "skylake-sp", "zen3", "zen2",
+        "ivy-bridge-avx", "westmere-sse", "neoverse-n1", "x86-flags-on-arm", "no-flags"])
+def test_each_machine_loads_the_widest_class_its_flags_allow(machine, text, wanted):
+    # Widest is fastest on every CPU measured (_shipped.CLASSES' comment).
+    chosen = _shipped.choose(machine, _shipped.cpuinfo_flags(text), EVERY)
+    assert (chosen.name if chosen else None) == wanted
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """builds(cpu_class, root=the checkout): the path of its library as the package build compiles it from the
+    source tree `root` (build_kernels._compile), compiled once per module."""
+    made: dict[tuple[str, Path], Path] = {}
+
+    def build(cpu_class, root: Path = ROOT) -> Path:
+        if (cpu_class.name, root) not in made:
+            out = tmp_path_factory.mktemp(cpu_class.name) / f"{cpu_class.name}.so"
+            done, report, _ = build_kernels._compile(cpu_class, str(out), str(root))
+            assert done, report
+            made[cpu_class.name, root] = out
+        return made[cpu_class.name, root]
+
+    return build
+
+
+@pytest.mark.requires_tool("objdump", "cc")
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86 classes compile on an x86-64 machine")
+@pytest.mark.parametrize("cpu_class", X86, ids=lambda c: c.name)
+def test_a_class_build_executes_only_the_extensions_the_class_requires(builds, cpu_class):
+    # Each x86 build is compiled (~6 s of CPU on Zen 4) and its every
+    # instruction classified: one needing an extension the class does not
+    # list, or one the table does not know, fails.
+    allowed = {f[1:] for f in cpu_class.features.split(",") if f.startswith("+")}
+    used: collections.Counter[str] = collections.Counter()
+    beyond = {}
+    for raw, text in instructions.disassemble(str(builds(cpu_class))):
+        needs = instructions.extensions(raw, text)
+        used.update(needs)
+        for extension in needs - allowed:
+            beyond.setdefault(extension, text)
+    assert not beyond, f"{cpu_class.name} executes {beyond}"
+    assert used[cpu_class.name], used      # its own extension (zmm, IFMA, ymm): the vector code was seen
+
+
+@pytest.mark.parametrize(("raw", "text", "needs"), [
+    ("62f17d48fec1", "vpaddd zmm0,zmm0,zmm1", {"avx512f"}),
+    ("62f17d28fec1", "vpaddd ymm0,ymm0,ymm1", {"avx512f", "avx512vl"}),
+    ("c5fdfec1", "vpaddd ymm0,ymm0,ymm1", {"avx2"}),
+    ("c5f9fec1", "vpaddd xmm0,xmm0,xmm1", {"avx"}),
+    ("c5fe6f00", "vmovdqu ymm0,YMMWORD PTR [rax]", {"avx"}),
+    ("62f27d4800c1", "vpshufb zmm0,zmm0,zmm1", {"avx512f", "avx512bw"}),
+    ("62f2f548b4c2", "vpmadd52luq zmm0,zmm1,zmm2", {"avx512f", "avx512ifma"}),
+    ("c4e2fbf6c1", "mulx rax,rax,rcx", {"bmi2"}),
+    ("480fc7f8", "rdseed rax", {"rdseed"}),
+    ("f0480fc101", "lock xadd QWORD PTR [rcx],rax", set()),
+    ("662e0f1f840000000000", "data16 cs nop WORD PTR [rax+rax*1+0x0]", set()),
+])
+def test_the_instruction_table(raw, text, needs):
+    assert instructions.extensions(bytes.fromhex(raw), text) == needs
+
+
+@pytest.mark.parametrize(("raw", "text"), [
+    ("c4e2f1b4c2", "vpmadd52luq xmm0,xmm1,xmm2"),           # VEX: AVX-IFMA, not the AVX-512 IFMA the table knows
+    ("62f27d4850c1", "vpdpbusd zmm0,zmm0,zmm1"),            # VNNI: in no class, in no table
+    ("c5fdfec1", "vpaddd zmm0,zmm0,zmm1"),                  # a zmm outside EVEX
+    ("0f0b", "(bad)"),
+])
+def test_an_instruction_the_table_does_not_know_fails(raw, text):
+    with pytest.raises(instructions.UnknownInstruction):
+        instructions.extensions(bytes.fromhex(raw), text)
+
+
+@pytest.mark.requires_tool("cc")
+def test_a_class_builds_to_the_same_bytes_from_another_directory(builds, tmp_path):
+    # Issue 47: the host's class from the checkout and from a copy of its
+    # sources elsewhere, compiled at another time, in another process: the
+    # same SHA-256 (~6 s of CPU for the second compile on Zen 4).
+    host = _shipped.choose(os.uname().machine, _shipped.host_flags(), EVERY)
+    if host is None:
+        pytest.skip("no shipped class fits this CPU")
+    copy = tmp_path / "another" / "checkout"
+    for part in ("agefast", "build_kernels"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "prebuilt"))
+    first, second = builds(host), builds(host, copy)
+    assert first.read_bytes()[:4] == b"\x7fELF"
+    assert hashlib.sha256(first.read_bytes()).hexdigest() == hashlib.sha256(second.read_bytes()).hexdigest()
+
+
+def test_the_builders_settings_stay_out_of_a_class_build(monkeypatch, tmp_path):
+    # A kernel form or Numba setting in the builder's environment would make
+    # its build other bytes than the class's (and ship a form the loader does
+    # not expect); the class's target replaces the builder's.
+    seen = {}
+
+    def run(command, env, **kwargs):
+        seen.update(env)
+        raise OSError("not run")
+
+    monkeypatch.setattr(build_kernels.subprocess, "run", run)
+    for name, value in (("AGEFAST_KERNEL_FORM", "two-pass"), ("NUMBA_OPT", "0"), ("NUMBA_CPU_NAME", "znver4")):
+        monkeypatch.setenv(name, value)
+    avx2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
+    assert not build_kernels._compile(avx2, str(tmp_path / "avx2.so"))[0]
+    assert "AGEFAST_KERNEL_FORM" not in seen and "NUMBA_OPT" not in seen
+    assert (seen["NUMBA_CPU_NAME"], seen["NUMBA_CPU_FEATURES"]) == (avx2.cpu, avx2.features)
