@@ -64,12 +64,22 @@ KERNEL_SPLIT_BATCH = KERNEL_SPLIT_CHUNKS * CHUNK_SIZE
 # threads > 1 asks for the kernels at once, unless the job is known to be
 # smaller than KERNEL_SPLIT_BATCH (it would never split a batch over them).
 # A job known to be smaller than KERNEL_MIN_BATCH never runs on them, nor
-# counts towards the thresholds. threads=1 loads nothing and counts nothing
-# (cryptography is nearly as fast on one core), but once the kernels are
-# loaded in this process one core runs on them too, 6% faster.
+# counts towards the thresholds. threads=1 runs on them where they are loaded,
+# and a job of ONE_CORE_AFTER bytes or more loads them where they are shipped
+# or cached; it never compiles them (that would take a second core) and
+# counts nothing.
 # AGEFAST_ENGINE=cryptography|numba forces one (_forced).
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
+# One core: loading the kernels into a process that has imported agefast
+# and cryptography took 7.0 ms from the cache (load average 0.3; under load
+# 10, 9.8 ms of CPU from the cache and 9.5 from a shipped build), and each
+# MiB then moves 55 us sooner (kernels.seal_chunks / open_chunks at 4.0 GB/s
+# against cryptography's chunk loop at 3.3, benchmarks/bench_isa.py), so a
+# job repays the load from about 127 MiB (2026-12-05, Zen 4 avx512ifma,
+# 2-vCPU KVM guest; benchmarks/bench_engine.py --one-core 7 measures the
+# load and the jobs around the crossover in fresh processes).
+ONE_CORE_AFTER = 128 << 20
 
 
 # Read at a process's first job and kept: looking up the variable where it is
@@ -309,6 +319,10 @@ def choose(size: int | None, threads: int | None) -> Engine:
     warm = _warm()
     if warm is not None:
         return Engine(warm, threads)
+    if threads == 1 and size is not None and size >= ONE_CORE_AFTER:
+        cached = _loaded_if_cached()
+        if cached is not None:
+            return Engine(cached, threads)
     if threads == 1 or size is None:
         return Engine(None, threads, watch=True)
     if size >= ENGINE_AFTER:
