@@ -90,6 +90,31 @@ def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(threads
             assert choose(None, None).open(KEY, 5, bytes(bad), expect, True) == k
 
 
+def test_one_chunk_opens_into_new_bytes_as_a_batch_does():
+    rng = random.Random(30)
+    for n in (0, 1, 17, 1024, CHUNK - 1, CHUNK):
+        for counter in COUNTERS:
+            src = rng.randbytes(n)
+            for final in (True, False):
+                if not final and n != CHUNK:
+                    continue
+                sealed = reference_seal(counter, src, final)
+                assert kernels.open_chunk(KEY, counter, sealed, final) == src
+                assert kernels.open_chunk(KEY, counter, sealed, not final) is None     # the nonce's final flag
+                assert kernels.open_chunk(KEY, counter + 1, sealed, final) is None
+                bad = bytearray(sealed)
+                bad[rng.randrange(len(bad))] ^= 1
+                assert kernels.open_chunk(KEY, counter, bytes(bad), final) is None
+    with pytest.raises(TypeError):
+        kernels.open_chunk(KEY, 0, bytearray(16), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunk(KEY, 0, bytes(15), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunk(KEY, 0, bytes(SEALED + 1), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunk(KEY[:31], 0, bytes(16), True)
+
+
 def test_validation():
     with pytest.raises(ValueError):
         kernels.seal_chunks(KEY[:31], 0, b"x", bytearray(17), True)
