@@ -355,8 +355,10 @@ def one_core(rounds: int) -> None:
         child("load", 0)
         loads = [child("load", 0) for _ in range(rounds)]
         print(f"load average {os.getloadavg()}")
-        print(f"loading the kernels ({loads[0][2]}): {statistics.median(float(t) for t, _, _ in loads) * 1e3:.2f} ms, "
-              f"CPU {statistics.median(float(c) for _, c, _ in loads) * 1e3:.2f} ms, median of {rounds} fresh processes")
+        wall = statistics.median(float(t) for t, _, _ in loads)
+        cpu = statistics.median(float(c) for _, c, _ in loads)
+        print(f"loading the kernels ({loads[0][2]}): {wall * 1e3:.2f} ms, CPU {cpu * 1e3:.2f} ms, "
+              f"median of {rounds} fresh processes")
         sizes = [n << 20 for n in (16, 32, 64, 128, 256)]
         times = {}
         for _ in range(rounds):

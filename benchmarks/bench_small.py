@@ -234,11 +234,11 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
 
 
 def main() -> None:
+    cases = ("small (messages against pyrage), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
+             "(one chunk of each size on the kernels, against the same)")
     args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated"),
                                                       ("--recipient", "x25519", "x25519 or ssh-ed25519"),
-                                                      ("--case", "small", "small (messages against pyrage), pread (one 64 KiB "
-                                                       "chunk against cryptography's decrypt) or lone (one chunk "
-                                                       "of each size on the kernels, against the same)")])
+                                                      ("--case", "small", cases)])
     if args.recipient not in ("x25519", "ssh-ed25519"):
         raise SystemExit("--recipient: x25519 or ssh-ed25519")
     keys = Keys(args.dir) if args.recipient == "x25519" else None
