@@ -10,6 +10,7 @@ from agefast import kernels
 
 CHUNK = kernels.CHUNK_SIZE
 SEALED = kernels.SEALED_CHUNK_SIZE
+TAG = kernels.TAG_SIZE
 KEY = bytes(range(100, 132))
 SIZES = (0, 1, 15, 16, 17, 1023, 1024, 4096, CHUNK - 1, CHUNK, CHUNK + 1,
          2 * CHUNK - 17, 2 * CHUNK, 2 * CHUNK + 1, 3 * CHUNK + 1000)
@@ -156,6 +157,22 @@ def test_chunks_dispatch(engine_setting):
     engine_setting("openssl")
     with pytest.raises(ValueError):
         choose(None, None).seal(KEY, 0, b"", bytearray(16), True)
+
+
+def test_a_chunk_on_its_own_goes_to_loaded_kernels_from_lone_kernel_min(engine_setting, monkeypatch):
+    from agefast.payload import engine
+
+    engine_setting("")
+    calls = []
+    monkeypatch.setattr(kernels, "open_chunk", lambda *a, f=kernels.open_chunk: calls.append(len(a[2])) or f(*a))
+    on_kernels = engine.Engine(kernels, None)
+    for n in (engine.LONE_KERNEL_MIN - TAG, engine.LONE_KERNEL_MIN - TAG - 1, CHUNK):
+        src = bytes(range(256)) * (n // 256) + bytes(n % 256)
+        sealed = reference_seal(4, src, False) if n == CHUNK else reference_seal(4, src, True)
+        assert on_kernels.open_chunk(KEY, 4, sealed, n != CHUNK) == src
+        assert engine.Engine(None, None).open_chunk(KEY, 4, sealed, n != CHUNK) == src
+        assert on_kernels.open_chunk(KEY, 5, sealed, n != CHUNK) is None
+    assert calls == [engine.LONE_KERNEL_MIN] * 2 + [SEALED] * 2
 
 
 @pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview", "read-only memoryview", "empty bytearray"])
