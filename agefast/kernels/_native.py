@@ -129,7 +129,7 @@ def new_bytes(size: int) -> tuple[bytes, int]:
     maker to fill before anything else sees the object. A kernel opening a
     chunk writes its plaintext there, and the caller hands the object out
     only once every byte verified: a 64 KiB chunk's plaintext needs no
-    bytearray and no copy into bytes (1.3-1.6 us of a ~19 us pread of one
+    bytearray and no copy into bytes (1.3-1.6 us of a ~21 us pread of one
     chunk, 2026-12-05, Zen 4). Size 0 is CPython's one empty bytes object,
     which nothing may write to: a caller writes `size` bytes, none here.
     """
