@@ -4,6 +4,7 @@
     python benchmarks/bench_engine.py --interleaved 15      (no pyperf: rounds over every case)
     python benchmarks/bench_engine.py --fresh 7             (one-shot calls, each in a fresh process)
     python benchmarks/bench_engine.py --threshold 7         (where every core pays: 4-64 MiB, fresh processes)
+    python benchmarks/bench_engine.py --one-core 7          (threads=1: the load, where it pays, 128 MiB)
 
 Both sides seal/open age STREAM chunks (64 KiB plaintext, 16-byte tag, nonce =
 11-byte big-endian counter || final flag) into a preallocated buffer and
@@ -27,6 +28,16 @@ included) against cryptography's chunk loop into a new buffer.
 agefast.encrypt / decrypt of 4-64 MiB with the kernels from the first batch
 (their load included) against the same call on cryptography, each a fresh
 interpreter with bytecode caching on (as an installed agefast), N rounds.
+
+--one-core N measures threads=1 in fresh processes (bytecode cached): the
+kernels' load once agefast and cryptography are imported (a shipped build if
+the package has one, else the cache), one agefast.encrypt_into /
+decrypt_into of 16-256 MiB with the kernels loaded by the job against the
+same job on cryptography (N rounds, medians of CPU time, which a busy
+machine disturbs less: engine.ONE_CORE_AFTER's crossover), and 128 MiB
+encrypt_into / decrypt_into against cryptography's chunk loop into the same
+preallocated buffer, best of 15 interleaved rounds in a process that had
+not loaded the kernels before its first round.
 
 pyperf times one benchmark after the other, so on a shared machine a burst of
 someone else's work lands on one row only. --interleaved N runs N rounds, each
@@ -133,26 +144,21 @@ def interleaved_best(cases, rounds):
     return best
 
 
-FRESH = """
-import os, struct, sys, time
+# cryptography's chunk loop for the scripts run in fresh processes below
+# (which must not import this module: it loads the kernels): `crypto(seal,
+# src, out=None)` seals or opens `src` into `out`, a new buffer if None.
+CRYPTO_LOOP = """
+import os, struct
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-import agefast
-from agefast import x25519
-# Found before the clock starts, as `import agefast` itself once imported
-# them: what is timed is the call (the engine's load included), not the import
-# of agefast.api.
-encrypt, decrypt = agefast.encrypt, agefast.decrypt
-case, size = sys.argv[1], int(sys.argv[2])
 CHUNK, SEALED = 65536, 65552
-identity = x25519.Identity.generate()
-data = os.urandom(size)
 key = os.urandom(32)
-def crypto(seal, src):
+def crypto(seal, src, out=None):
     aead = ChaCha20Poly1305(key)
     nonce = bytearray(12)
     step = CHUNK if seal else SEALED
     count = -(-len(src) // step)
-    out = bytearray(len(src) + count * 16 if seal else len(src) - count * 16)
+    if out is None:
+        out = bytearray(len(src) + count * 16 if seal else len(src) - count * 16)
     s, d = memoryview(src), memoryview(out)
     run = aead.encrypt_into if seal else aead.decrypt_into
     o = step + 16 if seal else step - 16
@@ -160,8 +166,24 @@ def crypto(seal, src):
         struct.pack_into(">QB", nonce, 3, i, 1 if i == count - 1 else 0)
         run(nonce, s[i * step:(i + 1) * step], None, d[i * o:(i + 1) * o])
     return out
+"""
+
+FRESH = CRYPTO_LOOP + """
+import sys, time
+import agefast
+from agefast import x25519
+# Found before the clock starts, as `import agefast` itself once imported
+# them: what is timed is the call (the engine's load included), not the import
+# of agefast.api.
+encrypt, decrypt = agefast.encrypt, agefast.decrypt
+case, size = sys.argv[1], int(sys.argv[2])
+identity = x25519.Identity.generate()
+data = os.urandom(size)
 if case == "agefast.decrypt":
+    from agefast.payload import engine
+    engine.ONE_CORE_AFTER, after = 1 << 62, engine.ONE_CORE_AFTER    # made on cryptography: nothing loaded
     sealed = encrypt(data, [identity.to_public()], threads=1)
+    engine.ONE_CORE_AFTER = after
 elif case == "cryptography open":
     sealed = bytes(crypto(True, data))
 t0 = time.perf_counter()
@@ -206,12 +228,11 @@ size, engine, op = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 identity = x25519.Identity.generate()
 data = os.urandom(size)
 recipients = [identity.to_public()]
+payload_engine.ONE_CORE_AFTER = 1 << 62     # one thread never loads the kernels here
 if op == "decrypt":
-    data = agefast.encrypt(data, recipients, threads=1)    # threads=1 never loads the kernels
-if engine == "kernels":
-    payload_engine.ENGINE_AFTER = 0
-else:
-    os.environ["AGEFAST_ENGINE"] = "cryptography"
+    data = agefast.encrypt(data, recipients, threads=1)
+# (AGEFAST_ENGINE is read at a process's first job: the encryption above, for decrypt)
+payload_engine.ENGINE_AFTER = 0 if engine == "kernels" else 1 << 62
 t0 = time.perf_counter()
 if op == "encrypt":
     agefast.encrypt(data, recipients)
@@ -241,19 +262,132 @@ def threshold(rounds: int) -> None:
     print(f"load average {os.getloadavg()}, {rounds} rounds, medians (ratio: of per-round ratios)")
     print("| size | encrypt: cryptography | kernels, every core | ratio | decrypt: cryptography | kernels | ratio |")
     print("|---|---|---|---|---|---|---|")
+    print_rows(times, sizes)
+
+
+def print_rows(times: dict, sizes: list, gain: bool = False) -> None:
+    """A table's rows: per size, encrypt then decrypt, each on cryptography and on the kernels
+    (`times[(size, op, engine)]`, seconds per round), medians and the median of per-round ratios."""
+    import statistics
+
     for size in sizes:
         row = [f"{size >> 20} MiB"]
         for op in ("encrypt", "decrypt"):
             c, k = times[(size, op, "cryptography")], times[(size, op, "kernels")]
             row += [f"{statistics.median(c) * 1e3:.1f} ms", f"{statistics.median(k) * 1e3:.1f} ms",
                     f"{statistics.median(a / b for a, b in zip(c, k)):.2f}x"]
+            if gain:
+                row.append(f"{statistics.median(a - b for a, b in zip(c, k)) * 1e3:+.1f} ms")
         print("| " + " | ".join(row) + " |")
+
+
+ONE_CORE = CRYPTO_LOOP + """
+import sys, time
+t0 = time.perf_counter()
+import agefast
+from agefast import x25519
+from agefast.payload import engine
+mode, size = sys.argv[1], int(sys.argv[2])
+if mode == "load":
+    # What a threads=1 job adds by loading the kernels, once agefast and cryptography are in.
+    engine._aead()
+    t0, c0 = time.perf_counter(), time.process_time()
+    from agefast import kernels
+    from agefast.kernels import _shipped
+    kernels.warm_up()
+    print(time.perf_counter() - t0, time.process_time() - c0, "shipped" if _shipped.verified() else "cache")
+    raise SystemExit
+identity = x25519.Identity.generate()
+recipients = [identity.to_public()]
+data = os.urandom(size)
+engine.ONE_CORE_AFTER, after = 1 << 62, engine.ONE_CORE_AFTER    # made on cryptography: nothing loaded
+sealed = agefast.encrypt(data, recipients, threads=1)
+engine.ONE_CORE_AFTER = after
+into = bytearray(len(sealed))
+back = bytearray(size)
+assert "agefast.kernels" not in sys.modules
+if mode != "rounds":
+    # One job, the load included: on the kernels (mode "kernels") or on cryptography.
+    engine.ONE_CORE_AFTER = 0 if mode == "kernels" else 1 << 62
+    t0, c0 = time.perf_counter(), time.process_time()
+    if sys.argv[3] == "encrypt":
+        agefast.encrypt_into(data, recipients, into, threads=1)
+    else:
+        agefast.decrypt_into(sealed, [identity], back, threads=1)
+    print(time.perf_counter() - t0, time.process_time() - c0)
+    raise SystemExit
+cases = {"encrypt_into": lambda: agefast.encrypt_into(data, recipients, into, threads=1),
+         "cryptography seal": lambda: crypto(True, data, into),
+         "decrypt_into": lambda: agefast.decrypt_into(sealed, [identity], back, threads=1),
+         "cryptography open": lambda: crypto(False, crypto_sealed, back)}
+crypto_sealed = bytes(crypto(True, data))
+best = dict.fromkeys(cases, float("inf"))
+best_cpu = dict.fromkeys(cases, float("inf"))
+for _ in range(int(sys.argv[3])):
+    for name, case in cases.items():
+        t0, c0 = time.perf_counter(), time.process_time()
+        case()
+        best[name] = min(best[name], time.perf_counter() - t0)
+        best_cpu[name] = min(best_cpu[name], time.process_time() - c0)
+from agefast import kernels
+if not kernels.is_warm():
+    raise SystemExit("threads=1 did not load the kernels")
+print(kernels.isa(), *(b["cryptography seal"] / b["encrypt_into"] for b in (best, best_cpu)),
+      *(b["cryptography open"] / b["decrypt_into"] for b in (best, best_cpu)))
+"""
+
+
+def one_core(rounds: int) -> None:
+    """threads=1 in fresh processes: what loading the kernels costs, where a
+    job repays it, and 128 MiB on one core in a process that had not loaded them."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    def child(*args):
+        return subprocess.run([sys.executable, "-c", ONE_CORE, *map(str, args)], env=env, capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # bytecode cached, as in an installed agefast
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AGEFAST_ENGINE")}
+        env["PYTHONPYCACHEPREFIX"] = tmp
+        child("load", 0)
+        loads = [child("load", 0) for _ in range(rounds)]
+        print(f"load average {os.getloadavg()}")
+        wall = statistics.median(float(t) for t, _, _ in loads)
+        cpu = statistics.median(float(c) for _, c, _ in loads)
+        print(f"loading the kernels ({loads[0][2]}): {wall * 1e3:.2f} ms, CPU {cpu * 1e3:.2f} ms, "
+              f"median of {rounds} fresh processes")
+        sizes = [n << 20 for n in (16, 32, 64, 128, 256)]
+        times = {}
+        for _ in range(rounds):
+            for size in sizes:
+                for op in ("encrypt", "decrypt"):
+                    for engine in ("cryptography", "kernels"):
+                        times.setdefault((size, op, engine), []).append(float(child(engine, size, op)[1]))
+        # CPU time, which other work on the machine disturbs less than elapsed time (one thread runs the job)
+        print("one job with threads=1 in a fresh process, the kernels' load included; CPU time, medians "
+              "(ratio: of per-round ratios; gain: ms won by the kernels)")
+        print("| size | encrypt_into: cryptography | kernels | ratio | gain | decrypt_into: cryptography | kernels "
+              "| ratio | gain |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print_rows(times, sizes, gain=True)
+        isa, seal, seal_cpu, opened, opened_cpu = child("rounds", 128 << 20, 15)
+        print(f"128 MiB, threads=1, {isa}, best of 15 interleaved rounds in a process that had not loaded the "
+              f"kernels: encrypt_into {float(seal):.2f}x cryptography, decrypt_into {float(opened):.2f}x "
+              f"(by CPU time {float(seal_cpu):.2f}x, {float(opened_cpu):.2f}x)")
+    print(f"load average at the end {os.getloadavg()}")
 
 
 def main():
     if "--threshold" in sys.argv:
         kernels.warm_up()
         threshold(int(sys.argv[sys.argv.index("--threshold") + 1]))
+        return
+    if "--one-core" in sys.argv:
+        kernels.warm_up()
+        one_core(int(sys.argv[sys.argv.index("--one-core") + 1]))
         return
     if "--fresh" in sys.argv:
         kernels.warm_up()

@@ -16,7 +16,16 @@ the primitives.
 With --recipient ssh-ed25519 the files are for an ssh-ed25519 key instead,
 and only agefast and pyrage are timed.
 
+With --case pread the case is random access instead: `decryptor(file).pread` of
+one 64 KiB chunk of a 64 MiB file (whose size has the kernels loaded)
+against cryptography's ChaCha20Poly1305.decrypt of the same sealed chunk in
+memory, and against cryptography reading it (os.pread) and decrypting it.
+With --case lone, kernels.open_chunk of one chunk of each size (1, 4, 16, 32
+and 64 KiB unless --sizes) against the same decrypt: where a chunk opened on
+its own goes to loaded kernels (payload.engine.LONE_KERNEL_MIN).
+
     python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N] [--recipient x25519|ssh-ed25519]
+    python benchmarks/bench_small.py --case pread|lone [--reps N]
 """
 
 import hmac
@@ -148,6 +157,44 @@ def ssh_cases(size: int) -> dict:
                         "pyrage": lambda: pyrage.decrypt(sealed, [their_identity])}}
 
 
+def pread_cases(keys: Keys, directory) -> dict:
+    """{"pread": {case: callable}}: one 64 KiB chunk of a 64 MiB file, agefast's pread against cryptography."""
+    data = os.urandom(64 << 20)
+    age_file = AgeFile(keys, data)
+    path = os.path.join(directory, "pread.age")
+    with open(path, "wb") as f:
+        f.write(age_file.sealed)
+    src = open(path, "rb")
+    reader = agefast.decryptor(src, keys.identities)
+    index = 100
+    at = age_file.start + index * (CHUNK + 16)
+    sealed = age_file.sealed[at:at + CHUNK + 16]
+    aead = ChaCha20Poly1305(age_file.key)
+    nonce = index.to_bytes(11, "big") + b"\x00"
+    if (reader.pread(index * CHUNK, CHUNK) != data[index * CHUNK:(index + 1) * CHUNK]
+            or aead.decrypt(nonce, sealed, None) != data[index * CHUNK:(index + 1) * CHUNK]):
+        raise SystemExit("pread: the chunk does not open")
+    fd = src.fileno()
+    return {"pread": {"agefast": lambda: reader.pread(index * CHUNK, CHUNK),
+                      "cryptography": lambda: ChaCha20Poly1305(age_file.key).decrypt(nonce, sealed, None),
+                      "cryptography read": lambda: ChaCha20Poly1305(age_file.key).decrypt(
+                          nonce, os.pread(fd, CHUNK + 16, at), None)}}
+
+
+def lone_cases(size: int) -> dict:
+    """{"open one chunk": {case: callable}}: kernels.open_chunk against cryptography's decrypt, `size` bytes."""
+    from agefast import kernels
+
+    kernels.warm_up()
+    key = os.urandom(32)
+    data = os.urandom(size)
+    sealed = ChaCha20Poly1305(key).encrypt(LONE_CHUNK_NONCE, data, None)
+    if kernels.open_chunk(key, 0, sealed, True) != data:
+        raise SystemExit("open_chunk does not open cryptography's chunk")
+    return {"open one chunk": {"kernels.open_chunk": lambda: kernels.open_chunk(key, 0, sealed, True),
+                               "cryptography": lambda: ChaCha20Poly1305(key).decrypt(LONE_CHUNK_NONCE, sealed, None)}}
+
+
 def one_size(size: int, reps: int, cases: dict) -> dict:
     result: dict = {"size": size}
     for op, named in cases.items():
@@ -155,10 +202,19 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
         for _ in range(reps):
             for name, fn in named.items():
                 rounds[name].append(per_call_median(fn))
+        us = {n: statistics.median(v) for n, v in rounds.items()}
+        if "pyrage" not in named:
+            # agefast's case first, then cryptography's: the median of per-round ratios to each
+            ours, *theirs = named
+            result[op] = {"us_per_call": us, "rounds": rounds}
+            line = f"{common.size_name(size):>7} {op}: {ours} {us[ours]:5.2f} us"
+            for name in theirs:
+                result[op][f"ratio_vs_{name}"] = statistics.median(c / a for c, a in zip(rounds[name], rounds[ours]))
+                line += f"; {name} {us[name]:5.2f} us, {result[op][f'ratio_vs_{name}']:.2f}x"
+            print(line, flush=True)
+            continue
         ratios = [p / a for p, a in zip(rounds["pyrage"], rounds["agefast"])]
-        result[op] = {"us_per_call": {n: statistics.median(v) for n, v in rounds.items()}, "rounds": rounds,
-                      "ratio_vs_pyrage": statistics.median(ratios)}
-        us = result[op]["us_per_call"]
+        result[op] = {"us_per_call": us, "rounds": rounds, "ratio_vs_pyrage": statistics.median(ratios)}
         line = (f"{common.size_name(size):>7} {op}: agefast {us['agefast']:6.1f} us, pyrage {us['pyrage']:6.1f}; "
                 f"pyrage/agefast {result[op]['ratio_vs_pyrage']:.2f}x")
         if "primitives" in rounds:
@@ -178,11 +234,23 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
 
 
 def main() -> None:
+    cases = ("small (messages against pyrage), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
+             "(one chunk of each size on the kernels, against the same)")
     args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated"),
-                                                      ("--recipient", "x25519", "x25519 or ssh-ed25519")])
+                                                      ("--recipient", "x25519", "x25519 or ssh-ed25519"),
+                                                      ("--case", "small", cases)])
     if args.recipient not in ("x25519", "ssh-ed25519"):
         raise SystemExit("--recipient: x25519 or ssh-ed25519")
     keys = Keys(args.dir) if args.recipient == "x25519" else None
+    if args.case in ("pread", "lone"):
+        if args.case == "pread":
+            result = one_size(CHUNK, args.reps, pread_cases(Keys(args.dir), args.dir))
+        else:
+            result = {"sizes": [one_size(int(k) * 1024, args.reps, lone_cases(int(k) * 1024))
+                                for k in (args.sizes if args.sizes != "1,4,16,64" else "1,4,16,32,64").split(",")]}
+        print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
+        common.save(f"small_{args.case}", {"calls_per_case": CALLS, **result})
+        return
     sizes = []
     for k in args.sizes.split(","):
         size = int(k) * 1024

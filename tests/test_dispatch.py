@@ -167,14 +167,39 @@ def test_jobs_of_a_few_chunks_count_towards_the_threshold():
     assert out == "True\n"
 
 
-def test_one_thread_stays_on_cryptography():
+def test_one_thread_stays_on_cryptography_below_its_threshold():
     out = run(COMMON + """
     engine.ENGINE_AFTER = 1
+    engine.ONE_CORE_AFTER = 2 * len(data)      # the encryption and the decryption (its size is the sealed file)
     round_trip(threads=1)
     round_trip(threads=1)
-    print("agefast.kernels" in sys.modules)       # nothing loaded, nothing compiling
+    print("agefast.kernels" in sys.modules)       # nothing loaded, nothing counted, nothing compiling
     """)
     assert out == "False\n"
+
+
+def test_one_thread_loads_the_cached_kernels_for_a_job_large_enough():
+    out = run(COMMON + """
+    engine.ONE_CORE_AFTER = len(data)
+    sealed = agefast.encrypt(data, [identity.to_public()], threads=1)
+    from agefast import kernels
+    print(kernels.is_warm(), "numba" in sys.modules)
+    calls = engine_calls()
+    assert agefast.decrypt(sealed, [identity], threads=1) == data
+    print(calls)
+    """)
+    assert out == "True False\n[1]\n"
+
+
+def test_one_thread_never_compiles(tmp_path):
+    out = run(COMMON + """
+    engine.ONE_CORE_AFTER = len(data)
+    engine.COMPILE_AFTER = 1
+    round_trip(threads=1)             # the cache is cold: cryptography, and no compile on another core
+    from agefast.kernels import _loader
+    print(_loader._compiling is None, _loader.is_warm())
+    """, NUMBA_CACHE_DIR=str(tmp_path))
+    assert out == "True False\n"
 
 
 def test_a_cold_cache_compiles_in_the_background_for_a_large_job(tmp_path):

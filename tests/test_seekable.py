@@ -1,6 +1,7 @@
 """Random access through decryptor over seekable sources."""
 
 import io
+import os
 import random
 import threading
 
@@ -85,6 +86,32 @@ def test_pread_from_many_threads_does_not_move_the_cursor():
     for i, (offset, size) in enumerate(requests):
         assert results[i] == DATA[offset:offset + size]
     assert r.tell() == 12345
+
+
+@pytest.mark.parametrize("engine", ["cryptography", "numba"])
+@pytest.mark.parametrize("source", ["file", "BytesIO"])
+def test_pread_within_one_chunk_on_either_engine(engine, source, engine_setting, tmp_path):
+    # One chunk is opened on its own into new bytes (SeekablePayload._open_chunk).
+    engine_setting(engine)
+    head, cs = chunk_list(CT)
+    bad = head + b"".join(cs[:2] + [cs[3], cs[2]] + cs[4:])
+    path = tmp_path / "f.age"
+    path.write_bytes(bad)
+    src = open(path, "rb") if source == "file" else io.BytesIO(bad)
+    with src:
+        r = agefast.decryptor(src, [IDENTITY])
+        last = len(DATA) // CHUNK * CHUNK
+        for offset, size in ((0, CHUNK), (CHUNK, CHUNK), (CHUNK + 5, 100), (2 * CHUNK - 1, 1), (0, 0),
+                             (last, len(DATA) - last), (last + 3, CHUNK), (len(DATA) - 1, 5), (len(DATA), 1)):
+            assert r.pread(offset, size) == DATA[offset:offset + size]
+        with pytest.raises(errors.PayloadError, match="chunk 2"):
+            r.pread(2 * CHUNK, CHUNK)
+        with pytest.raises(errors.PayloadError, match="chunk 3"):
+            r.pread(3 * CHUNK + 7, 9)
+        if source == "file":
+            os.truncate(path, len(bad) - 5 * SEALED)
+            with pytest.raises(errors.TruncatedError):
+                r.pread(last - CHUNK, 10)
 
 
 def chunk_list(ct):

@@ -10,6 +10,8 @@ once a call returns `dst` holds verified plaintext and nothing else of what
 it opened), plus `threads`:
 the chunks of a batch are split into contiguous ranges, one per thread, each
 running the GIL-free kernel.
+`open_chunk` opens one chunk into new bytes, with the least around the
+kernel (random access).
 
 The package is laid out by job: _loader (the shipped build its CPU runs
 (_shipped), else the cached one (_cache), else a compile once per machine,
@@ -30,10 +32,10 @@ import os
 # imported (by _build or the kernel modules, all submodules: this runs first).
 os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
-from ._batches import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE, open_chunks, seal_chunks  # noqa: E402
+from ._batches import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE, open_chunk, open_chunks, seal_chunks  # noqa: E402
 from ._file_job import FILE_BATCH, FileJob, WriteError, open_file, seal_file  # noqa: E402
 from ._loader import cached, compile_in_background, is_warm, isa, load_or_warn, warm_up  # noqa: E402
 
 __all__ = ["CHUNK_SIZE", "FILE_BATCH", "FileJob", "SEALED_CHUNK_SIZE", "TAG_SIZE", "cached", "compile_in_background",
-           "is_warm", "isa", "load_or_warn", "open_chunks", "open_file", "seal_chunks", "seal_file", "warm_up",
-           "WriteError"]
+           "is_warm", "isa", "load_or_warn", "open_chunk", "open_chunks", "open_file", "seal_chunks", "seal_file",
+           "warm_up", "WriteError"]

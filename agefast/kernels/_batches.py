@@ -135,6 +135,27 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
         s.release()
 
 
+def open_chunk(key: bytes, counter: int, sealed: bytes, final: bool) -> bytes | None:
+    """One sealed chunk, chunk `counter` (final or not), opened into new bytes; None where it does not verify.
+
+    What open_chunks does for one chunk, with nothing around the call but
+    checks of types: random access opens a chunk at a time, and for one
+    64 KiB chunk on AVX-512 open_chunks' views, lending and thread choice
+    cost ~2.7 us beside the kernel's ~16.
+    """
+    if type(key) is not bytes or type(sealed) is not bytes:
+        raise TypeError("key and sealed must be bytes")
+    if len(key) != 32:
+        raise ValueError("key must be 32 bytes")
+    size = len(sealed) - TAG_SIZE
+    if not 0 <= size <= CHUNK_SIZE:
+        raise ValueError("a sealed chunk is a tag and at most CHUNK_SIZE bytes")
+    plain, address = _native.new_bytes(size)
+    opened = _checked(_loader.functions().batch(_native.batch_call(
+        key, _counter(counter), _native.bytes_address(sealed), len(sealed), address, size, bool(final), _abi.OPEN)))
+    return plain if opened == 1 else None
+
+
 def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
     """Open consecutive sealed chunks from `src` into `dst`; returns how many leading chunks verified.
 

@@ -49,6 +49,12 @@ def _aead() -> "tuple[type[ChaCha20Poly1305], type[Exception]]":
 # (measured in docs/engine.md).
 KERNEL_MIN_BATCH = KERNEL_MIN_CHUNKS * CHUNK_SIZE
 KERNEL_SPLIT_BATCH = KERNEL_SPLIT_CHUNKS * CHUNK_SIZE
+# A chunk opened on its own (Engine.open_chunk) goes to loaded kernels from
+# this sealed size on: one call of kernels.open_chunk against cryptography's
+# decrypt took 0.95x its time at 16 KiB, 1.05x at 32 and 1.12x at 64
+# (17.5 us against 19.6; medians of per-call medians, Zen 4 avx512ifma,
+# 2026-12-05, load average 10: benchmarks/bench_small.py --case lone).
+LONE_KERNEL_MIN = 32 << 10
 # With threads=None a job moves to the kernels, on every core, once it is
 # known to move ENGINE_AFTER bytes (its size says so), or once the jobs of
 # this process have moved that much on cryptography (many in-memory calls of
@@ -64,12 +70,22 @@ KERNEL_SPLIT_BATCH = KERNEL_SPLIT_CHUNKS * CHUNK_SIZE
 # threads > 1 asks for the kernels at once, unless the job is known to be
 # smaller than KERNEL_SPLIT_BATCH (it would never split a batch over them).
 # A job known to be smaller than KERNEL_MIN_BATCH never runs on them, nor
-# counts towards the thresholds. threads=1 loads nothing and counts nothing
-# (cryptography is nearly as fast on one core), but once the kernels are
-# loaded in this process one core runs on them too, 6% faster.
+# counts towards the thresholds. threads=1 runs on them where they are loaded,
+# and a job of ONE_CORE_AFTER bytes or more loads them where they are shipped
+# or cached; it never compiles them (that would take a second core) and
+# counts nothing.
 # AGEFAST_ENGINE=cryptography|numba forces one (_forced).
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
+# One core: loading the kernels into a process that has imported agefast
+# and cryptography took 7.0 ms from the cache (load average 0.3; under load
+# 10, 9.8 ms of CPU from the cache and 9.5 from a shipped build), and each
+# MiB then moves 55 us sooner (kernels.seal_chunks / open_chunks at 4.0 GB/s
+# against cryptography's chunk loop at 3.3, benchmarks/bench_isa.py), so a
+# job repays the load from about 127 MiB (2026-12-05, Zen 4 avx512ifma,
+# 2-vCPU KVM guest; benchmarks/bench_engine.py --one-core 7 measures the
+# load and the jobs around the crossover in fresh processes).
+ONE_CORE_AFTER = 128 << 20
 
 
 # Read at a process's first job and kept: looking up the variable where it is
@@ -255,6 +271,26 @@ class Engine:
             pos = end
         return done
 
+    def open_chunk(self, key: bytes, counter: int, sealed: bytes, final: bool) -> bytes | None:
+        """Sealed chunk `counter` opened into new bytes; None if it does not verify.
+
+        Random access reads a chunk at a time. Where the kernels are loaded
+        a chunk of LONE_KERNEL_MIN bytes or more is opened by one call of
+        theirs without the views and lending of open (kernels.open_chunk).
+        """
+        if self._watch:
+            self._upgrade(len(sealed))
+        if self.kernels is not None and (len(sealed) >= LONE_KERNEL_MIN or self._forced):
+            opened: bytes | None = self.kernels.open_chunk(key, counter, sealed, final)
+            return opened
+        new_aead, invalid_tag = _aead()
+        nonce = bytearray(CHUNK_NONCE_SIZE)
+        chunk_nonce(nonce, counter, final)
+        try:
+            return new_aead(key).decrypt(nonce, sealed, None)
+        except invalid_tag:
+            return None
+
     # A payload of one chunk, as encrypt and decrypt of a small message meet
     # it, is sealed or opened by one call into new bytes of its own: through
     # seal and open (the views, the nonce, the result's buffer around a 3 us
@@ -309,6 +345,10 @@ def choose(size: int | None, threads: int | None) -> Engine:
     warm = _warm()
     if warm is not None:
         return Engine(warm, threads)
+    if threads == 1 and size is not None and size >= ONE_CORE_AFTER:
+        cached = _loaded_if_cached()
+        if cached is not None:
+            return Engine(cached, threads)
     if threads == 1 or size is None:
         return Engine(None, threads, watch=True)
     if size >= ENGINE_AFTER:

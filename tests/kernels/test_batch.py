@@ -10,6 +10,7 @@ from agefast import kernels
 
 CHUNK = kernels.CHUNK_SIZE
 SEALED = kernels.SEALED_CHUNK_SIZE
+TAG = kernels.TAG_SIZE
 KEY = bytes(range(100, 132))
 SIZES = (0, 1, 15, 16, 17, 1023, 1024, 4096, CHUNK - 1, CHUNK, CHUNK + 1,
          2 * CHUNK - 17, 2 * CHUNK, 2 * CHUNK + 1, 3 * CHUNK + 1000)
@@ -90,6 +91,31 @@ def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(threads
             assert choose(None, None).open(KEY, 5, bytes(bad), expect, True) == k
 
 
+def test_one_chunk_opens_into_new_bytes_as_a_batch_does():
+    rng = random.Random(30)
+    for n in (0, 1, 17, 1024, CHUNK - 1, CHUNK):
+        for counter in COUNTERS:
+            src = rng.randbytes(n)
+            for final in (True, False):
+                if not final and n != CHUNK:
+                    continue
+                sealed = reference_seal(counter, src, final)
+                assert kernels.open_chunk(KEY, counter, sealed, final) == src
+                assert kernels.open_chunk(KEY, counter, sealed, not final) is None     # the nonce's final flag
+                assert kernels.open_chunk(KEY, counter + 1, sealed, final) is None
+                bad = bytearray(sealed)
+                bad[rng.randrange(len(bad))] ^= 1
+                assert kernels.open_chunk(KEY, counter, bytes(bad), final) is None
+    with pytest.raises(TypeError):
+        kernels.open_chunk(KEY, 0, bytearray(16), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunk(KEY, 0, bytes(15), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunk(KEY, 0, bytes(SEALED + 1), True)
+    with pytest.raises(ValueError):
+        kernels.open_chunk(KEY[:31], 0, bytes(16), True)
+
+
 def test_validation():
     with pytest.raises(ValueError):
         kernels.seal_chunks(KEY[:31], 0, b"x", bytearray(17), True)
@@ -131,6 +157,22 @@ def test_chunks_dispatch(engine_setting):
     engine_setting("openssl")
     with pytest.raises(ValueError):
         choose(None, None).seal(KEY, 0, b"", bytearray(16), True)
+
+
+def test_a_chunk_on_its_own_goes_to_loaded_kernels_from_lone_kernel_min(engine_setting, monkeypatch):
+    from agefast.payload import engine
+
+    engine_setting("")
+    calls = []
+    monkeypatch.setattr(kernels, "open_chunk", lambda *a, f=kernels.open_chunk: calls.append(len(a[2])) or f(*a))
+    on_kernels = engine.Engine(kernels, None)
+    for n in (engine.LONE_KERNEL_MIN - TAG, engine.LONE_KERNEL_MIN - TAG - 1, CHUNK):
+        src = bytes(range(256)) * (n // 256) + bytes(n % 256)
+        sealed = reference_seal(4, src, False) if n == CHUNK else reference_seal(4, src, True)
+        assert on_kernels.open_chunk(KEY, 4, sealed, n != CHUNK) == src
+        assert engine.Engine(None, None).open_chunk(KEY, 4, sealed, n != CHUNK) == src
+        assert on_kernels.open_chunk(KEY, 5, sealed, n != CHUNK) is None
+    assert calls == [engine.LONE_KERNEL_MIN] * 2 + [SEALED] * 2
 
 
 @pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview", "read-only memoryview", "empty bytearray"])
