@@ -40,7 +40,13 @@ class Bech32Key:
         return bech32.encode(self.HRP, self._raw)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._raw == self._raw
+        # An identity's raw bytes are its private key: compared in constant
+        # time. hmac is imported here, not with the module: it loads the
+        # standard library's OpenSSL binding, ~3 ms of every command's start-up
+        # (agefast.primitives).
+        import hmac
+
+        return type(other) is type(self) and hmac.compare_digest(other._raw, self._raw)
 
     def __hash__(self) -> int:
         return hash((type(self), self._raw))

@@ -14,7 +14,7 @@ from numba.extending import intrinsic
 
 from . import _abi
 from ._abi import SEAL
-from ._common import _inner, _put_le64, CHUNK, GROUP, LANE_MIN, LANES, STITCHED, TAG
+from ._common import _inner, _put_le64, _verdict, CHUNK, GROUP, LANE_MIN, LANES, STITCHED, TAG
 from ._chacha20 import _chacha20_xor, _chacha_xor_1k, _set_age_nonce, _set_key
 from ._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag, _poly_zero_padded, _put_limbs
 
@@ -83,11 +83,11 @@ def _mac_finish(scr, rest, aadlen, ctlen, out, ooff):
 
 @_inner
 def _tag_matches(tag, at, sealed, n):
-    """Whether tag[at:at+16] equals sealed[n:n+16], compared in constant time (an OR of XORs)."""
+    """Whether tag[at:at+16] equals sealed[n:n+16], compared in constant time (an OR of XORs, _verdict)."""
     diff = np.uint8(0)
     for i in range(TAG):
         diff |= tag[at + i] ^ sealed[n + i]
-    return diff == 0
+    return _verdict(diff)
 
 
 @_inner

@@ -1,7 +1,6 @@
 """Runs that need a fresh interpreter: the kernels' Python without the JIT, and a build for each CPU class."""
 
 import os
-import platform
 import subprocess
 import sys
 import textwrap
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agefast.kernels import _shipped
+from tests.kernels import builds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,18 +119,7 @@ def _build_checks(stitched: bool) -> str:
     """)
 
 
-_AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
-# Each class in the form it ships in (_SHIPPED_FORMS), and the forms
-# AGEFAST_KERNEL_FORM asks for to be measured against it, so that every lane
-# code runs somewhere: two passes with IFMA's lanes and with 26-bit ones in
-# zmm, and split with 26-bit lanes beside the ymm loop.
-_SHIPPED_FORMS = {"avx512ifma": "split", "avx512f": "stitched", "avx2": "stitched", "aarch64": "two-pass"}
-_BUILDS = ([(c, "") for c in _shipped.CLASSES]
-           + [(c, "two-pass") for c in _shipped.CLASSES if c.name in ("avx512ifma", "avx512f")]
-           + [(c, "split") for c in _shipped.CLASSES if c.name == "avx2"])
-
-
-@pytest.mark.parametrize(("cpu_class", "form"), _BUILDS, ids=[c.name + (f"-{f}" if f else "") for c, f in _BUILDS])
+@pytest.mark.parametrize(("cpu_class", "form"), builds.BUILDS, ids=builds.IDS)
 def test_each_class_build(tmp_path, cpu_class, form):
     # Each class's build (its Numba target, as the package ships it), one
     # cold compile, every check of it. A tampered chunk leaves zeros where the
@@ -140,12 +128,11 @@ def test_each_class_build(tmp_path, cpu_class, form):
     # Where the CPU cannot run an AVX-512 build, its code still runs, lowered
     # for AVX2 (tests/kernels/lowered.py): the CPUs at hand may have no
     # AVX-512 for days of changes to the kernels.
-    built = form or _SHIPPED_FORMS[cpu_class.name]
+    built = form or builds.SHIPPED_FORMS[cpu_class.name]
     stitched = built != "two-pass"
     lanes = built != "stitched"     # Poly1305 on vector lanes for some of each chunk
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form}
-    runs = platform.machine() == cpu_class.machine and _shipped.required_flags(cpu_class) <= _shipped.host_flags()
-    if runs:
+    if builds.runs_natively(cpu_class):
         isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
         head = textwrap.dedent(f"""
             from agefast import kernels
@@ -153,21 +140,18 @@ def test_each_class_build(tmp_path, cpu_class, form):
             assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
             assert _common.SPLIT == {built == "split"}
         """)
-        env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features)
-    elif (cpu_class.name.startswith("avx512") and platform.machine() == "x86_64"
-          and _shipped.required_flags(_AVX2) <= _shipped.host_flags()):
+        env.update(builds.target_env(cpu_class))
+    elif builds.runs_lowered(cpu_class):
         # The IFMA build's lanes go through the vpmadd52 stand-ins, the others' not.
         madd52 = f" and (seen['madd52'] > 0) == {cpu_class.name == 'avx512ifma'}" if lanes else ""
-        head = textwrap.dedent(f"""
-            from tests.kernels import lowered
-            seen = lowered.lower({cpu_class.features!r})
+        head = builds.lowered_head(cpu_class) + textwrap.dedent(f"""
             from agefast import kernels
             from agefast.kernels import _common
             kernels.warm_up()
             assert _common.STITCHED == {stitched} and _common.SPLIT == {built == "split"}
             assert seen["widths"] == {{16}}{madd52}, seen
         """)
-        env.update(NUMBA_CPU_NAME=_AVX2.cpu, NUMBA_CPU_FEATURES=_AVX2.features)
+        env.update(builds.target_env(builds.AVX2))
     else:
         pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
     out = run(["-c", head + _build_checks(stitched)], **env)
