@@ -219,7 +219,7 @@ def test_a_store_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypa
 # ---------------------------------------------------------------- trust: nothing another account can write is loaded
 
 NOBODY = 65534
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another account needs root")
+as_root = pytest.mark.requires_root("chown to another account")
 
 
 @pytest.fixture
