@@ -200,6 +200,55 @@ def test_the_fsspec_layer_releases_nothing_past_the_damage(tmp_path, files, dama
     assert (tmp_path / "out").read_bytes() == plain[:70 * CHUNK_SIZE // fs.blocksize * fs.blocksize]
 
 
+def command(files, decrypting):
+    """The command's arguments that decrypt the sealed file, or encrypt the plaintext, to stdout."""
+    folder, key, _, sealed = files
+    if decrypting:
+        return ["-d", "-i", key, sealed]
+    return ["-r", str(identities(key)[0].to_public()), folder / "plain"]
+
+
+def released(age_file, identities_):
+    """The plaintext a decryptor releases from `age_file` before its payload fails."""
+    class Stream:       # read as a stream, chunk after chunk: not seekable
+        def __init__(self):
+            self._data = io.BytesIO(age_file)
+
+        def readinto(self, b):
+            return self._data.readinto(b)
+
+    out = bytearray()
+    reader = agefast.decryptor(Stream(), identities_)
+    with pytest.raises(PayloadError):
+        while data := reader.read(MiB):
+            out += data
+    return bytes(out)
+
+
+def payload_start(age_file):
+    """Where the chunks of `age_file`'s payload begin: after the header's MAC line and the 16-byte nonce."""
+    mac_line = age_file.index(b"\n--- ") + 1
+    return age_file.index(b"\n", mac_line) + 1 + 16
+
+
+def verified_plaintext(age_file, key):
+    """The plaintext of `age_file`, an age file cut short after a whole chunk,
+    where every chunk in it verifies: ciphertext is seen through what it
+    decrypts to (a hole of zeros does not verify)."""
+    sealed_chunks, rest = divmod(len(age_file) - payload_start(age_file), SEALED_CHUNK_SIZE)
+    assert rest == 0
+    plaintext = released(age_file, identities(key))
+    assert len(plaintext) == sealed_chunks * CHUNK_SIZE
+    return plaintext
+
+
+def assert_whole_batches(left, plain):
+    """`left`, the plaintext a full disk left, is the plaintext's first batches, one at least: the disk filled
+    after the first, and the workers' batches that landed past a hole were cut back to where it began."""
+    assert len(left) >= BATCH and len(left) % BATCH == 0, len(left)
+    assert left == plain[:len(left)]
+
+
 def _no_larger_files_than(size):
     def limit():
         # Writes past the limit fail with EFBIG rather than killing the process.
@@ -209,17 +258,24 @@ def _no_larger_files_than(size):
     return limit
 
 
+@pytest.mark.parametrize("decrypting", [True, False])
 @pytest.mark.parametrize("limit", [3 * MiB + 5, 20 * MiB + 5])
-def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limit):
-    folder, key, plain, sealed = files
+def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limit, decrypting):
+    _, key, plain, _ = files
+    args = command(files, decrypting)
     with open(tmp_path / "out", "wb") as out:
-        done = run(["-d", "-i", key, sealed], stdout=out, preexec_fn=_no_larger_files_than(limit))
+        done = run(args, stdout=out, preexec_fn=_no_larger_files_than(limit))
     assert done.returncode == 1
     assert done.stderr.decode().splitlines() == ["agefast: error: /dev/stdout: File too large"]
     # Every batch below the limit is written, whichever worker wrote it; the
     # one across it fails part way and is cut back.
-    assert (tmp_path / "out").read_bytes() == plain[:limit // BATCH * BATCH]
-    done = run(["-d", "-i", key, "-o", tmp_path / "named", sealed], preexec_fn=_no_larger_files_than(limit))
+    left = (tmp_path / "out").read_bytes()
+    if decrypting:
+        assert left == plain[:limit // BATCH * BATCH]
+    else:
+        sealed_batch = kernels.FILE_BATCH * SEALED_CHUNK_SIZE
+        assert verified_plaintext(left, key) == plain[:(limit - payload_start(left)) // sealed_batch * BATCH]
+    done = run([*args[:-1], "-o", tmp_path / "named", args[-1]], preexec_fn=_no_larger_files_than(limit))
     assert done.stderr.decode().splitlines() == [
         f'agefast: error: failed to write output file "{tmp_path / "named"}": File too large']
     assert not (tmp_path / "named").exists()
@@ -259,55 +315,16 @@ def full_tmpfs(tmp_path):
     subprocess.run(["umount", folder], check=True)
 
 
-def released(age_file, identities_):
-    """The plaintext a decryptor releases from `age_file` before its payload fails."""
-    class Stream:       # read as a stream, chunk after chunk: not seekable
-        def __init__(self):
-            self._data = io.BytesIO(age_file)
-
-        def readinto(self, b):
-            return self._data.readinto(b)
-
-    out = bytearray()
-    reader = agefast.decryptor(Stream(), identities_)
-    with pytest.raises(PayloadError):
-        while data := reader.read(MiB):
-            out += data
-    return bytes(out)
-
-
-def payload_start(age_file):
-    """Where the chunks of `age_file`'s payload begin: after the header's MAC line and the 16-byte nonce."""
-    mac_line = age_file.index(b"\n--- ") + 1
-    return age_file.index(b"\n", mac_line) + 1 + 16
-
-
-def assert_whole_batches(left, plain):
-    """`left`, the plaintext a full disk left, is the plaintext's first batches, one at least: the disk filled
-    after the first, and the workers' batches that landed past a hole were cut back to where it began."""
-    assert len(left) >= BATCH and len(left) % BATCH == 0, len(left)
-    assert left == plain[:len(left)]
-
-
 @pytest.mark.parametrize("decrypting", [True, False])
 def test_a_full_tmpfs_leaves_a_prefix_without_holes(full_tmpfs, files, decrypting):
-    _, key, plain, sealed = files
-    recipient = str(identities(key)[0].to_public())
-    args = ["-d", "-i", key, sealed] if decrypting else ["-r", recipient, files[0] / "plain"]
+    _, key, plain, _ = files
+    args = command(files, decrypting)
     with open(full_tmpfs / "out", "wb") as out:
         done = run(args, stdout=out)
     assert done.stderr.decode().splitlines() == ["agefast: error: /dev/stdout: No space left on device"]
     left = (full_tmpfs / "out").read_bytes()
     assert len(left) <= 20 * MiB
-    if not decrypting:
-        # Ciphertext is seen through what it decrypts to: every whole chunk
-        # in it must verify (a hole of zeros does not), so the header and
-        # whole sealed batches are all there is.
-        sealed_chunks, rest = divmod(len(left) - payload_start(left), SEALED_CHUNK_SIZE)
-        assert rest == 0
-        left = released(left, identities(key))
-        assert len(left) == sealed_chunks * CHUNK_SIZE
-    assert_whole_batches(left, plain)
+    assert_whole_batches(left if decrypting else verified_plaintext(left, key), plain)
     os.unlink(full_tmpfs / "out")
     done = run([*args[:-1], "-o", full_tmpfs / "named", args[-1]])
     assert done.stderr.decode().splitlines() == [
