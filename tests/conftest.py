@@ -1,11 +1,11 @@
 """Shared fixtures: deterministic plaintexts, running the commands, a pty driver,
-and the one rule for tests that need a system tool (Go `age`, `ssh-keygen`)."""
+and the requires_tool and requires_root marks for tests that need a system tool
+(Go `age`, `ssh-keygen`) or root, by the rule in required.py."""
 
 import fcntl
 import os
 import random
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,33 +15,23 @@ from dataclasses import dataclass
 
 import pytest
 
-
-# CI (.ci/run) installs every tool and sets this, so that a missing one fails
-# the run instead of quietly skipping the peer tests.
-REQUIRE_TOOLS = os.environ.get("AGEFAST_REQUIRE_TOOLS") == "1"
-
-
-def _missing(names) -> str | None:
-    """Why a test needing the programs `names` cannot run, if one is not on PATH."""
-    missing = [name for name in names if shutil.which(name) is None]
-    return f"needs {', '.join(missing)} on PATH" if missing else None
-
-
-def _need_tools(names) -> None:
-    """Skip the test, with the reason, if a program in `names` is not on
-    PATH; under AGEFAST_REQUIRE_TOOLS=1 fail it instead."""
-    reason = _missing(names)
-    if reason is None:
-        return
-    if REQUIRE_TOOLS:
-        pytest.fail(f"{reason}, and AGEFAST_REQUIRE_TOOLS=1 says every tool is installed", pytrace=False)
-    pytest.skip(reason)
+from required import REQUIRE_TOOLS, missing_tools, need_tools, not_root, unavailable
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "requires_tool(*names): needs these programs on PATH; skipped with the reason when one is "
                    "missing, failed instead under AGEFAST_REQUIRE_TOOLS=1")
+    config.addinivalue_line(
+        "markers", "requires_root(why): needs root; skipped with the reason otherwise, failed instead under "
+                   "AGEFAST_REQUIRE_TOOLS=1")
+
+
+def _unmet(item) -> str | None:
+    """Why `item` cannot run here by its requires_tool and requires_root marks, if it cannot."""
+    reasons = [missing_tools(mark.args) for mark in item.iter_markers("requires_tool")]
+    reasons += [not_root(*mark.args) for mark in item.iter_markers("requires_root")]
+    return next((reason for reason in reasons if reason is not None), None)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -49,21 +39,20 @@ def pytest_collection_modifyitems(config, items):
     if REQUIRE_TOOLS:
         return
     for item in items:
-        for mark in item.iter_markers("requires_tool"):
-            if (reason := _missing(mark.args)) is not None:
-                item.add_marker(pytest.mark.skip(reason=reason))
+        if (reason := _unmet(item)) is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_runtest_setup(item):
     # Under AGEFAST_REQUIRE_TOOLS=1: fails before the test's fixtures are set up.
-    for mark in item.iter_markers("requires_tool"):
-        _need_tools(mark.args)
+    if (reason := _unmet(item)) is not None:
+        unavailable(reason)
 
 
 @pytest.fixture(scope="session")
 def require_tool():
     """require_tool(*names) for fixtures: as the requires_tool mark, at the point of use."""
-    return lambda *names: _need_tools(names)
+    return need_tools
 
 
 @pytest.fixture

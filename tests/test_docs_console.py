@@ -10,11 +10,12 @@ the page shows and this test leaves alone.
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sysconfig
 
 import pytest
+
+from required import need_tools
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PAGES = ("index.md", "cli.md")
@@ -34,8 +35,8 @@ def test_the_page_has_examples_to_run(page):
 @pytest.mark.parametrize("page", PAGES)
 def test_console_examples_run(tmp_path, page):
     commands = console_commands((DOCS / page).read_text())
-    if any(c.startswith("ssh-keygen") for c in commands) and shutil.which("ssh-keygen") is None:
-        pytest.skip("ssh-keygen is not installed (apt-get install openssh-client)")
+    if any(c.startswith("ssh-keygen") for c in commands):
+        need_tools("ssh-keygen")
     (tmp_path / "notes.txt").write_text("notes\n")
     (tmp_path / "photo.jpg").write_bytes(os.urandom(100_000))
     env = {**os.environ, "PATH": sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", "")}

@@ -5,14 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import agefast
+from required import unavailable
 
 SCRIPT = Path(sys.executable).with_name("agefast")
 IDENTITY = agefast.x25519.Identity.generate()
 
-pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason=f"no agefast console script at {SCRIPT}")
+if not SCRIPT.exists():
+    unavailable(f"no agefast console script at {SCRIPT} (pip install -e .)")
 
 
 def test_output_to_a_pipe_arrives_whole(tmp_path):

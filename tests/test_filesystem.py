@@ -6,7 +6,6 @@ Dask on worker processes is in test_filesystem_dask.py.
 
 import io
 import pickle
-import shutil
 import subprocess
 import sys
 
@@ -24,8 +23,9 @@ from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, plaintext_size,
 from agefast.errors import HeaderError, IdentityError, NoIdentityMatchError, PayloadError
 from agefast.filesystem import AgeFileSystem
 from range_server import serving
+from required import need_module
 
-needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="the Go age CLI (`age`) is not installed")
+needs_age = pytest.mark.requires_tool("age")
 
 
 class Key:
@@ -407,9 +407,9 @@ def test_the_entry_point_is_found_without_importing_agefast(tmp_path, key, make_
 
 
 def test_s3_through_a_local_moto_server(key):
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    moto_server = pytest.importorskip("moto.server")
+    need_module("s3fs")
+    boto3 = need_module("boto3")
+    moto_server = need_module("moto.server")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -4,12 +4,12 @@ encrypted parquet parts through an age::file:// glob."""
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from agefast import x25519
+from required import need_module
 
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
+dd = need_module("dask.dataframe")
+distributed = need_module("distributed")
 
 
 def test_dask_reads_and_writes_encrypted_parts_on_worker_processes(tmp_path):

@@ -10,9 +10,10 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import agefast
+from required import need_module
 from test_filesystem import Key, frame
 
-duckdb = pytest.importorskip("duckdb")
+duckdb = need_module("duckdb")
 
 
 @pytest.fixture
@@ -140,7 +141,7 @@ def test_duckdb_copy_to_writes_an_age_file(tmp_path, key):
 
 
 def test_polars_reads_scans_and_writes_through_the_age_url(tmp_path, key):
-    pl = pytest.importorskip("polars")
+    pl = need_module("polars")
     df = pl.from_pandas(frame(3_000))
     url = f"age::file://{tmp_path}/frame.parquet.age"
     with fsspec.open(url, "wb", age={"recipients": [key.recipient]}) as f:
@@ -161,7 +162,7 @@ def test_polars_reads_scans_and_writes_through_the_age_url(tmp_path, key):
 
 
 def test_polars_scans_a_glob_lazily_through_a_pyarrow_dataset(tmp_path, key):
-    pl = pytest.importorskip("polars")
+    pl = need_module("polars")
     import pyarrow.dataset as ds
 
     parts = parts_of(3)

@@ -25,11 +25,13 @@ from agefast.payload import rules
 from agefast.payload.engine import ENGINE_AFTER
 from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from agefast.errors import PayloadError, TruncatedError
+from required import need_tools, unavailable
 
 AGEFAST = [sys.executable, "-m", "agefast"]
 MiB = 1 << 20
 SIZE = ENGINE_AFTER + 3 * MiB + 17
 KERNEL_CHUNKS = (rules.sealed_size(SIZE) - 1) // (kernels.FILE_BATCH * SEALED_CHUNK_SIZE) * kernels.FILE_BATCH
+BATCH = kernels.FILE_BATCH * CHUNK_SIZE    # the plaintext of one batch of the file kernel
 # The first failing chunk: in the first batch, in the second (as in the damaged
 # file of issue 25), in the last batch through the kernel, in the pipeline's
 # tail, and the first of two in batches of different workers.
@@ -188,13 +190,63 @@ def test_outputs_replaced_on_success_only_are_left_as_they_were(tmp_path, files,
 
 def test_the_fsspec_layer_releases_nothing_past_the_damage(tmp_path, files, damaged):
     # The filesystem reads through the seekable decryptor, not the file
-    # kernel: a copy out of it stops at the damaged chunk, a prefix.
+    # kernel: a copy out of it (fsspec's get_file, block after block of
+    # fs.blocksize) stops at the block of the first damaged chunk, 70.
     _, key, plain, _ = files
     fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(key))
+    with pytest.raises(PayloadError, match="chunk 70$"):
+        fs.get_file(str(damaged(300, 70)), str(tmp_path / "out"))
+    assert fs.blocksize < 70 * CHUNK_SIZE      # so that some blocks come before the damage
+    assert (tmp_path / "out").read_bytes() == plain[:70 * CHUNK_SIZE // fs.blocksize * fs.blocksize]
+
+
+def command(files, decrypting):
+    """The command's arguments that decrypt the sealed file, or encrypt the plaintext, to stdout."""
+    folder, key, _, sealed = files
+    if decrypting:
+        return ["-d", "-i", key, sealed]
+    return ["-r", str(identities(key)[0].to_public()), folder / "plain"]
+
+
+def released(age_file, identities_):
+    """The plaintext a decryptor releases from `age_file` before its payload fails."""
+    class Stream:       # read as a stream, chunk after chunk: not seekable
+        def __init__(self):
+            self._data = io.BytesIO(age_file)
+
+        def readinto(self, b):
+            return self._data.readinto(b)
+
+    out = bytearray()
+    reader = agefast.decryptor(Stream(), identities_)
     with pytest.raises(PayloadError):
-        fs.get_file(str(damaged(47)), str(tmp_path / "out"))
-    left = (tmp_path / "out").read_bytes() if (tmp_path / "out").exists() else b""
-    assert len(left) <= 47 * CHUNK_SIZE and left == plain[:len(left)]
+        while data := reader.read(MiB):
+            out += data
+    return bytes(out)
+
+
+def payload_start(age_file):
+    """Where the chunks of `age_file`'s payload begin: after the header's MAC line and the 16-byte nonce."""
+    mac_line = age_file.index(b"\n--- ") + 1
+    return age_file.index(b"\n", mac_line) + 1 + 16
+
+
+def verified_plaintext(age_file, key):
+    """The plaintext of `age_file`, an age file cut short after a whole chunk,
+    where every chunk in it verifies: ciphertext is seen through what it
+    decrypts to (a hole of zeros does not verify)."""
+    sealed_chunks, rest = divmod(len(age_file) - payload_start(age_file), SEALED_CHUNK_SIZE)
+    assert rest == 0
+    plaintext = released(age_file, identities(key))
+    assert len(plaintext) == sealed_chunks * CHUNK_SIZE
+    return plaintext
+
+
+def assert_whole_batches(left, plain):
+    """`left`, the plaintext a full disk left, is the plaintext's first batches, one at least: the disk filled
+    after the first, and the workers' batches that landed past a hole were cut back to where it began."""
+    assert len(left) >= BATCH and len(left) % BATCH == 0, len(left)
+    assert left == plain[:len(left)]
 
 
 def _no_larger_files_than(size):
@@ -206,16 +258,24 @@ def _no_larger_files_than(size):
     return limit
 
 
+@pytest.mark.parametrize("decrypting", [True, False])
 @pytest.mark.parametrize("limit", [3 * MiB + 5, 20 * MiB + 5])
-def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limit):
-    folder, key, plain, sealed = files
+def test_a_failed_write_leaves_a_prefix_and_names_the_file(tmp_path, files, limit, decrypting):
+    _, key, plain, _ = files
+    args = command(files, decrypting)
     with open(tmp_path / "out", "wb") as out:
-        done = run(["-d", "-i", key, sealed], stdout=out, preexec_fn=_no_larger_files_than(limit))
+        done = run(args, stdout=out, preexec_fn=_no_larger_files_than(limit))
     assert done.returncode == 1
     assert done.stderr.decode().splitlines() == ["agefast: error: /dev/stdout: File too large"]
+    # Every batch below the limit is written, whichever worker wrote it; the
+    # one across it fails part way and is cut back.
     left = (tmp_path / "out").read_bytes()
-    assert len(left) <= limit and left == plain[:len(left)]
-    done = run(["-d", "-i", key, "-o", tmp_path / "named", sealed], preexec_fn=_no_larger_files_than(limit))
+    if decrypting:
+        assert left == plain[:limit // BATCH * BATCH]
+    else:
+        sealed_batch = kernels.FILE_BATCH * SEALED_CHUNK_SIZE
+        assert verified_plaintext(left, key) == plain[:(limit - payload_start(left)) // sealed_batch * BATCH]
+    done = run([*args[:-1], "-o", tmp_path / "named", args[-1]], preexec_fn=_no_larger_files_than(limit))
     assert done.stderr.decode().splitlines() == [
         f'agefast: error: failed to write output file "{tmp_path / "named"}": File too large']
     assert not (tmp_path / "named").exists()
@@ -242,48 +302,29 @@ def test_a_failed_write_keeps_the_batches_before_it(tmp_path, files):
 
 @pytest.fixture
 def full_tmpfs(tmp_path):
-    """A 20 MiB tmpfs (root only: skipped where mounting is not permitted)."""
+    """A 20 MiB tmpfs: a disk that fills, where a write at any offset fails
+    (RLIMIT_FSIZE fails only those past an offset, so leaves no hole to cut
+    back). Mounting needs root, and a container that allows it, as CI's does."""
+    need_tools("mount", "umount")
     folder = tmp_path / "tmpfs"
     folder.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", folder], capture_output=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+        unavailable(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
     yield folder
     subprocess.run(["umount", folder], check=True)
 
 
-def released(age_file, identities_):
-    """The plaintext a decryptor releases from `age_file` before its payload fails."""
-    class Stream:       # read as a stream, chunk after chunk: not seekable
-        def __init__(self):
-            self._data = io.BytesIO(age_file)
-
-        def readinto(self, b):
-            return self._data.readinto(b)
-
-    out = bytearray()
-    reader = agefast.decryptor(Stream(), identities_)
-    with pytest.raises(PayloadError):
-        while data := reader.read(MiB):
-            out += data
-    return bytes(out)
-
-
 @pytest.mark.parametrize("decrypting", [True, False])
 def test_a_full_tmpfs_leaves_a_prefix_without_holes(full_tmpfs, files, decrypting):
-    _, key, plain, sealed = files
-    recipient = str(identities(key)[0].to_public())
-    args = ["-d", "-i", key, sealed] if decrypting else ["-r", recipient, files[0] / "plain"]
+    _, key, plain, _ = files
+    args = command(files, decrypting)
     with open(full_tmpfs / "out", "wb") as out:
         done = run(args, stdout=out)
     assert done.stderr.decode().splitlines() == ["agefast: error: /dev/stdout: No space left on device"]
-    # The workers may have written batches past a hole before the disk was
-    # full: the file is cut back to where the first hole began.
     left = (full_tmpfs / "out").read_bytes()
     assert len(left) <= 20 * MiB
-    if not decrypting:
-        left = released(left, identities(key))
-    assert left == plain[:len(left)]
+    assert_whole_batches(left if decrypting else verified_plaintext(left, key), plain)
     os.unlink(full_tmpfs / "out")
     done = run([*args[:-1], "-o", full_tmpfs / "named", args[-1]])
     assert done.stderr.decode().splitlines() == [
@@ -297,5 +338,4 @@ def test_decrypt_io_onto_a_full_tmpfs(full_tmpfs, files):
         with pytest.raises(OSError) as failed:
             agefast.decrypt_io(src, dst, identities(key))
     assert failed.value.filename == str(full_tmpfs / "out")
-    left = (full_tmpfs / "out").read_bytes()
-    assert left == plain[:len(left)]
+    assert_whole_batches((full_tmpfs / "out").read_bytes(), plain)

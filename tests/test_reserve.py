@@ -109,7 +109,7 @@ def test_a_failed_decryption_keeps_only_the_verified_prefix_and_no_reservation(r
         with pytest.raises(agefast.errors.PayloadError, match=f"chunk {bad_chunk}"):
             agefast.decrypt_io(src, dst, [IDENTITY])
     out = (reservable / "out").read_bytes()
-    assert data.startswith(out) and len(out) <= bad_chunk * 65536
+    assert out == data[:bad_chunk * 65536]
     assert allocated(reservable / "out") < len(out) + MiB
 
 

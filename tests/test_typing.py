@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mypy", reason="mypy is not installed (it is in the test extra)")
+from required import need_module
+
+need_module("mypy")
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,15 +27,13 @@ import pytest
 import agefast
 from agefast import errors, passphrase
 from agefast.keys import parse_identity
+from required import unavailable
 from streams import Trickle
 
 VECTORS = pathlib.Path(os.environ.get("AGEFAST_CCTV")
                        or pathlib.Path(__file__).resolve().parents[2] / "shared" / "vectors" / "cctv-age")
 if not VECTORS.is_dir():
-    reason = f"the C2SP/CCTV age vectors are not at {VECTORS} (set AGEFAST_CCTV)"
-    if os.environ.get("AGEFAST_REQUIRE_TOOLS") == "1":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+    unavailable(f"the C2SP/CCTV age vectors are not at {VECTORS} (set AGEFAST_CCTV)")
 FILES = sorted(p for p in VECTORS.iterdir() if p.name != "README.md")
 
 OUTCOMES = {

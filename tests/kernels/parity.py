@@ -22,10 +22,30 @@ BATCHES = (0, 100, CHUNK, CHUNK + 100, CHUNK + 511, CHUNK + 512, 2 * CHUNK, 2 * 
            3 * CHUNK)
 
 
-def _at(data, offset, extra=0):
+# Around every output buffer: a kernel that writes a byte before or past its
+# output changes one of them (_untouched).
+GUARD = 0x5C
+MARGIN = 64
+
+
+def _at(data, offset):
     """A buffer holding `data` that starts `offset` bytes into its allocation (any alignment)."""
-    buf = bytearray(offset) + bytearray(data) + bytearray(extra)
+    buf = bytearray(offset) + bytearray(data)
     return memoryview(buf)[offset:offset + len(data)]
+
+
+def _output(n, offset, fill=0):
+    """An output buffer of `n` bytes of `fill`, `offset` bytes into its
+    allocation (any alignment), between MARGIN or more bytes of GUARD."""
+    buf = bytearray([GUARD]) * (MARGIN + offset) + bytearray([fill]) * n + bytearray([GUARD]) * MARGIN
+    return memoryview(buf)[MARGIN + offset:MARGIN + offset + n]
+
+
+def _untouched(out) -> bool:
+    """Whether every byte around `out` (made by _output) still holds GUARD."""
+    whole = out.obj
+    end = len(whole) - MARGIN
+    return whole[:end - len(out)] + whole[end:] == bytes([GUARD]) * (len(whole) - len(out))
 
 
 def check_chunks(rng: random.Random, stitched: bool, random_lengths: int = 30) -> int:
@@ -44,18 +64,18 @@ def check_chunks(rng: random.Random, stitched: bool, random_lengths: int = 30) -
         nonce = counter.to_bytes(11, "big") + bytes([final])
         plain = rng.randbytes(n)
         expect = aead.encrypt(nonce, plain, None)
-        sealed = _at(bytes(len(expect)), i % 8, extra=3)
+        sealed = _output(len(expect), i % 8)
         assert kernels.seal_chunks(key, counter, _at(plain, (i + 3) % 8), sealed, final, threads=1) == len(expect)
-        assert sealed == expect, (n, i)
-        back = _at(bytes([FILL]) * n, (i + 5) % 8)
+        assert sealed == expect and _untouched(sealed), (n, i)
+        back = _output(n, (i + 5) % 8, FILL)
         assert kernels.open_chunks(key, counter, _at(expect, (i + 1) % 8), back, final, threads=1) == 1
-        assert back == plain, (n, i)
+        assert back == plain and _untouched(back), (n, i)
         bad = bytearray(expect)
         bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
-        back = _at(bytes([FILL]) * n, i % 8)
+        back = _output(n, i % 8, FILL)
         assert kernels.open_chunks(key, counter, bytes(bad), back, final, threads=1) == 0
         left = bytes(n) if stitched else bytes([FILL]) * n
-        assert back == left, (n, i)
+        assert back == left and _untouched(back), (n, i)
     return len(lengths)
 
 
@@ -77,20 +97,20 @@ def check_batches(rng: random.Random, stitched: bool) -> int:
         plain = rng.randbytes(n)
         expect = b"".join(aead.encrypt(_nonce(counter + k, final and k == chunks - 1), plain[k * CHUNK:(k + 1) * CHUNK],
                                        None) for k in range(chunks))
-        sealed = _at(bytes(len(expect)), i % 8, extra=3)
+        sealed = _output(len(expect), i % 8)
         assert kernels.seal_chunks(key, counter, _at(plain, (i + 3) % 8), sealed, final, threads=1) == len(expect)
-        assert sealed == expect, (n, i)
-        back = _at(bytes([FILL]) * n, (i + 5) % 8)
+        assert sealed == expect and _untouched(sealed), (n, i)
+        back = _output(n, (i + 5) % 8, FILL)
         assert kernels.open_chunks(key, counter, _at(expect, (i + 1) % 8), back, final, threads=1) == chunks
-        assert back == plain, (n, i)
+        assert back == plain and _untouched(back), (n, i)
         bad = bytearray(expect)
         hit = rng.randrange(len(bad))
         bad[hit] ^= 1 << rng.randrange(8)
         failed = hit // (CHUNK + 16)
-        back = _at(bytes([FILL]) * n, i % 8)
+        back = _output(n, i % 8, FILL)
         assert kernels.open_chunks(key, counter, bytes(bad), back, final, threads=1) == failed
         start, stop = failed * CHUNK, min((failed + 1) * CHUNK, n)
         assert back[:start] == plain[:start], (n, i)
         assert back[start:stop] == (bytes(stop - start) if stitched else bytes([FILL]) * (stop - start)), (n, i)
-        assert back[stop:] == bytes([FILL]) * (n - stop), (n, i)
+        assert back[stop:] == bytes([FILL]) * (n - stop) and _untouched(back), (n, i)
     return len(BATCHES)

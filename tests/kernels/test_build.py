@@ -10,6 +10,7 @@ from numba import cfunc, njit, types
 
 from agefast import kernels
 from agefast.kernels import _build, _cache, _common, _shipped
+from required import unavailable
 
 
 def test_libraries_made_inside_have_no_machine_code_and_numba_jits_after():
@@ -52,7 +53,7 @@ def _loaded_library() -> bytes:
         return shipped[1]
     if entry is not None and entry[0] == "so":
         return entry[1]
-    pytest.skip("the kernels were loaded from an object file: no C compiler driver linked a shared library here")
+    unavailable("the kernels were loaded from an object file: no C compiler driver linked a shared library here")
 
 
 def test_the_kernels_library_is_position_independent():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agefast.kernels import _shipped
+from required import unavailable
 
 from .machines import ICELAKE_SP, IVY_BRIDGE, ZEN2, cpuinfo
 
@@ -55,7 +56,7 @@ def host_build():
     kernels.warm_up()      # fills the cache if it is cold
     entry = _cache.lookup(_cache.key())
     if entry is None or entry[0] != "so":
-        pytest.skip("the kernel cache holds no shared library (no C compiler driver)")
+        unavailable("the kernel cache holds no shared library (no C compiler driver)")
     return cpu_class, entry[1]
 
 

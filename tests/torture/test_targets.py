@@ -7,7 +7,6 @@ runs the whole profile the same way."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 AGE = "cmd:age -d -i {identity}"
-needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="Go age (the `age` command) is not installed")
+needs_age = pytest.mark.requires_tool("age")
 
 
 def torture(*args, timeout=300):
