@@ -11,6 +11,7 @@ import pytest
 
 import agefast
 from agefast import tree, x25519
+from required import need_module
 from agefast.payload.rules import CHUNK_SIZE
 
 # Names a tree job must carry as they are: spaces, a newline, bytes that are not UTF-8, nesting.
@@ -206,7 +207,7 @@ def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintex
 def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
     # Worker processes get the job (the keys pickled) once; every operation
     # runs as tasks and gives what the local run gives.
-    distributed = pytest.importorskip("distributed")
+    distributed = need_module("distributed")
     identity, new = x25519.Identity.generate(), x25519.Identity.generate()
     contents = _make_tree(tmp_path / "src", make_plaintext)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
