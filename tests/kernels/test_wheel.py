@@ -86,8 +86,8 @@ def install(wheel: Path, venv: Path) -> Path:
             if ".." not in file.parts:      # not its console scripts
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(file.locate())
-    # pip resolves the wheel's requirements against the venv alone: one it
-    # declares and the venv lacks (numba, say) fails the install.
+    # pip checks the wheel's requirements against the venv alone (no index):
+    # each is there, as in an install from PyPI, and nothing else is.
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
                            "--no-cache-dir", str(wheel)], env=_ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
