@@ -241,7 +241,11 @@ def _warm_up() -> None:
     start = time.perf_counter()
     from agefast import kernels
 
-    kernels.warm_up()
+    try:
+        kernels.warm_up()
+    except kernels.Unavailable as e:
+        print(f"agefast: payload engine: cryptography; {e}", file=sys.stderr)
+        return
     print(f"agefast: payload engine ready ({kernels.isa()}) in {time.perf_counter() - start:.2f} s",
           file=sys.stderr)
 

@@ -34,8 +34,8 @@ os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
 
 from ._batches import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE, open_chunk, open_chunks, seal_chunks  # noqa: E402
 from ._file_job import FILE_BATCH, FileJob, WriteError, open_file, seal_file  # noqa: E402
-from ._loader import cached, compile_in_background, is_warm, isa, load_or_warn, warm_up  # noqa: E402
+from ._loader import Unavailable, cached, compile_in_background, is_warm, isa, load_or_warn, warm_up  # noqa: E402
 
 __all__ = ["CHUNK_SIZE", "FILE_BATCH", "FileJob", "SEALED_CHUNK_SIZE", "TAG_SIZE", "cached", "compile_in_background",
            "is_warm", "isa", "load_or_warn", "open_chunk", "open_chunks", "open_file", "seal_chunks", "seal_file",
-           "warm_up", "WriteError"]
+           "Unavailable", "warm_up", "WriteError"]

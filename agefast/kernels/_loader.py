@@ -7,6 +7,11 @@ NUMBA_DISABLE_JIT=1 runs the kernels' own Python instead (with numpy), for
 tests. A job that would rather not wait for a compile starts one in the
 background (compile_in_background) and runs on cryptography meanwhile;
 kernels that cannot be loaded leave every job to cryptography (load_or_warn).
+
+numba is an extra (agefast[jit]): a wheel's shipped builds need none of it.
+Where none of them runs on this CPU and numba is not installed, there are
+no kernels to load (Unavailable): every job runs on cryptography, as it
+would without agefast's kernels, and only `agefast --warm-up` says why.
 """
 
 import os
@@ -22,6 +27,12 @@ _load_lock = threading.Lock()
 _unloadable = False     # loading failed in this process: not tried again
 _compiling: threading.Thread | None = None      # the background load, once started
 _start_lock = threading.Lock()
+
+
+class Unavailable(Exception):
+    """There are no kernels in this process, by how agefast is installed: no
+    shipped build runs on this CPU, and numba, which would compile them, cannot
+    be imported. The message says so; every job runs on cryptography."""
 
 
 def _after_fork_in_child() -> None:
@@ -86,7 +97,12 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
     """Numba's cold compile (seconds); stores the result in the cache where it can."""
     import tempfile
 
-    from . import _build
+    try:
+        from . import _build
+    except ImportError as e:
+        raise Unavailable(f"no kernel build shipped with agefast runs on this CPU, and numba and llvmlite, "
+                          f"which would compile one, cannot be imported ({e}; pip install 'agefast[jit]' "
+                          "adds them)") from None
 
     obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as the kernel modules
     meta = {"cpu": cpu, "features": features}
@@ -125,7 +141,10 @@ def _load() -> tuple[_native.Functions, str]:
 
 
 def warm_up() -> None:
-    """Load the compiled kernels (from the cache: milliseconds; the first time on a machine, compile: seconds)."""
+    """Load the compiled kernels (from the cache: milliseconds; the first time on a machine, compile: seconds).
+
+    Raises Unavailable where there are none to load or compile here.
+    """
     global _functions, _isa
     if _functions is None:
         with _load_lock:
@@ -173,6 +192,9 @@ def load_or_warn() -> bool:
     try:
         warm_up()
         return True
+    except Unavailable:
+        _unloadable = True      # as installed, not a failure: nothing to warn about
+        return False
     except Exception as e:
         _unloadable = True
         warnings.warn(f"agefast: the Numba engine could not be loaded, staying on cryptography: {e}",
