@@ -9,7 +9,6 @@ error. The encoder must write what the old one wrote for any write steps.
 """
 
 import io
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -153,16 +152,10 @@ def test_writes_match_the_line_by_line_codec(data, steps):
 
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 3000))
-def test_both_line_layouts_end_every_line_in_a_newline(lines):
+def test_the_line_layout_ends_every_line_in_a_newline(lines):
     text = bytes(range(65, 65 + 64)) * lines
     expected = b"".join(text[i:i + 64] + b"\n" for i in range(0, len(text), 64))
     assert bytes(armor._layout_lines(text)) == expected
-    assert bytes(armor._numpy_layout()(text)) == expected
-
-
-def test_without_numpy_the_writer_lays_out_its_lines_itself(monkeypatch):
-    monkeypatch.setitem(sys.modules, "numpy", None)     # as where it is not installed: importing it fails
-    assert armor._numpy_layout() is armor._layout_lines
 
 
 def test_large_round_trip():

@@ -20,8 +20,6 @@ line.
 import binascii
 import functools
 import struct
-import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ArmorError, again
@@ -228,49 +226,19 @@ def _layout_lines(text: bytes) -> Buffer:
     return b"\n".join(_lines_of(len(text) // COLUMNS).unpack(text))
 
 
-# numpy lays out lines faster still (the join makes an object per line), but
-# it is no dependency of agefast (a wheel needs none of it, agefast[jit]
-# brings it) and importing it costs a process ~75 ms: a writer uses it where
-# it is installed once it has written this much, from where the import pays
-# (benchmarks/HISTORY.md, 2026-12-05), or where it is loaded already.
-NUMPY_AFTER = 16 << 20
-
-
-def _numpy_layout() -> Callable[[bytes], Buffer]:
-    """A layout of lines through numpy, as _layout_lines's; _layout_lines itself where numpy is not installed."""
-    try:
-        import numpy
-    except ImportError:
-        return _layout_lines
-
-    def layout(text: bytes) -> Buffer:
-        lines = len(text) // COLUMNS
-        out = numpy.empty((lines, COLUMNS + 1), numpy.uint8)
-        out[:, :COLUMNS] = numpy.frombuffer(text, numpy.uint8).reshape(lines, COLUMNS)
-        out[:, COLUMNS] = ord("\n")
-        return out.reshape(-1).data
-
-    return layout
-
-
 class ArmorWriter:
     """Encodes what is written to it as armor onto `dst`."""
 
     def __init__(self, dst: Any) -> None:
         self._dst = dst
         self._buf = bytearray()  # less than a line, waiting for the rest
-        self._written = 0
-        self._layout: Callable[[bytes], Buffer] | None = None     # chosen once NUMPY_AFTER is written
         write_all(self._dst, BEGIN + b"\n")
 
     def _write_lines(self, data: bytearray | memoryview) -> None:
         """Write whole lines of data (a multiple of 48 bytes)."""
         import pybase64
 
-        if self._layout is None and (self._written >= NUMPY_AFTER or "numpy" in sys.modules):
-            self._layout = _numpy_layout()
-        write_all(self._dst, (self._layout or _layout_lines)(pybase64.b64encode(data)))
-        self._written += len(data)
+        write_all(self._dst, _layout_lines(pybase64.b64encode(data)))
 
     def write(self, data: Buffer) -> int:
         mv = memoryview(data).cast("B")
