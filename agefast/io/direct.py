@@ -13,12 +13,12 @@ O_DIRECT (tmpfs, some network file systems) they fall back to ordinary I/O.
 """
 
 import errno
-import fcntl
 import io
 import mmap
 import os
 
 from .._typing import Buffer
+from .portable import clear_file_status_flags, pread_into
 
 BLOCK = 4 * 1024 * 1024  # a multiple of every logical block size in use
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
@@ -55,7 +55,7 @@ class DirectReader(io.RawIOBase):
 
     def _fill(self) -> None:
         start = self._pos - self._pos % 4096 if self.direct else self._pos
-        n = os.preadv(self._fd, [self._buf], start)
+        n = pread_into(self._fd, self._buf, start)
         self._block_start, self._block_len = start, n
 
     def readinto(self, b: Buffer) -> int:
@@ -117,9 +117,8 @@ class DirectWriter(io.RawIOBase):
         try:
             if self._fill:
                 if self.direct:
-                    # The tail is not a whole block: finish without O_DIRECT.
-                    flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
-                    fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
+                    # The tail is not a whole block: finish without O_DIRECT (Linux's, so fcntl is there).
+                    clear_file_status_flags(self._fd, _O_DIRECT)
                 self._write_all(memoryview(self._buf)[:self._fill])
         finally:
             os.close(self._fd)
