@@ -262,7 +262,11 @@ def _warm_up() -> None:
     start = time.perf_counter()
     from agefast import kernels
 
-    kernels.warm_up()
+    try:
+        kernels.warm_up()
+    except (ImportError, OSError) as e:     # no JIT, no shipped build for this CPU, a loader that refuses
+        print(f"agefast: payload engine: cryptography (the kernels cannot be loaded here: {e})", file=sys.stderr)
+        return
     print(f"agefast: payload engine ready ({kernels.isa()}) in {time.perf_counter() - start:.2f} s",
           file=sys.stderr)
 

@@ -143,8 +143,13 @@ def is_warm() -> bool:
 
 def cached() -> bool:
     """Whether warm_up would load the kernels (shipped or cached: milliseconds) rather than compile them."""
-    return (_functions is not None or _jit_disabled() or _shipped.verified() is not None
-            or _cache.lookup(_cache.key()) is not None)
+    if _functions is not None or _jit_disabled() or _shipped.verified() is not None:
+        return True
+    try:
+        key = _cache.key()
+    except ImportError:     # no /proc/cpuinfo and no llvmlite to name this CPU: no entry can be known to be its
+        return False
+    return _cache.lookup(key) is not None
 
 
 def isa() -> str:
