@@ -1,7 +1,6 @@
 """Shared fixtures: deterministic plaintexts, running the commands, a pty driver,
 and the one rule for tests that need a system tool (Go `age`, `ssh-keygen`)."""
 
-import fcntl
 import os
 import random
 import select
@@ -14,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-
+from pty_fcntl import fcntl
 
 # CI (.ci/run) installs every tool and sets this, so that a missing one fails
 # the run instead of quietly skipping the peer tests.
