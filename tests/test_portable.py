@@ -82,3 +82,14 @@ def test_the_commands_run_without_termios_or_fcntl(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out").read_bytes() == b"plain"
+
+
+def test_after_fork_in_child_runs_in_each_child_and_needs_no_fork(monkeypatch):
+    seen = []
+    portable.after_fork_in_child(lambda: seen.append(os.getpid()))
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if seen == [os.getpid()] else 1)
+    assert os.waitpid(pid, 0)[1] == 0 and seen == []
+    monkeypatch.delattr(os, "register_at_fork")
+    portable.after_fork_in_child(lambda: None)     # Windows: nothing to register with

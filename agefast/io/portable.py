@@ -2,16 +2,18 @@
 
 agefast was written on Linux. memfd_create (with /proc/self/fd), preadv and
 copy_file_range are Linux's; macOS has fcntl, pread and fork but none of
-those; Windows has neither fcntl, pread, pwrite nor os.sysconf, and no
-MAP_PRIVATE. (How many CPUs a process may use is agefast.io.cpus's.) A module asks
-here instead of calling os where a call may be missing, so a system without
-it takes the fallback, and the fallbacks are what the simulated platform of
-the test suite runs the API, command and data tests on (tests/test_platform.py).
+those; Windows has no fcntl, pread, pwrite, fork, os.sysconf or
+MAP_PRIVATE. A module asks here instead of calling os where a call may be
+missing, so a system without it takes the fallback, and the fallbacks are
+what the simulated platform of the test suite runs the API, command and
+data tests on (tests/test_platform.py). How many CPUs a process may use is
+agefast.io.cpus's.
 """
 
 import errno
 import os
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -79,6 +81,13 @@ def clear_file_status_flags(fd: int, flags: int) -> None:
     """Turn `flags` off in what `fd` was opened with (fcntl F_SETFL); nothing where the system has no fcntl."""
     if fcntl is not None:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~flags)
+
+
+def after_fork_in_child(callback: Callable[[], None]) -> None:
+    """Run `callback` in every child this process forks (os.register_at_fork); nothing where there is no fork (Windows)."""
+    register = getattr(os, "register_at_fork", None)
+    if register is not None:
+        register(after_in_child=callback)
 
 
 def has_memfd() -> bool:

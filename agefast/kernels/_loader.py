@@ -15,6 +15,7 @@ import warnings
 from typing import Any
 
 from . import _abi, _cache, _known_answer, _native, _shipped
+from ..io import portable
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -33,7 +34,7 @@ def _after_fork_in_child() -> None:
     _compiling = None
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+portable.after_fork_in_child(_after_fork_in_child)
 
 
 def _isa_of(features: str) -> str:
