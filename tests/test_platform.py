@@ -67,6 +67,14 @@ def test_the_simulation_takes_away_what_linux_alone_has(tmp_path):
     assert done.stdout == "[]\nFalse\n"
 
 
+def test_warm_up_says_the_kernels_cannot_load(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "agefast", "--warm-up"], env=simulated(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("agefast: payload engine: cryptography (the kernels cannot be loaded here: ")
+    assert done.stderr.count("\n") == 1
+
+
 def test_api_command_and_data_tests_pass_on_the_simulated_platform(tmp_path):
     # Costs about as long as those files take in the normal run (minutes): they are most of the suite's
     # API and command tests.

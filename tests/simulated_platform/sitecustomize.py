@@ -15,7 +15,7 @@ before agefast is imported:
 Not taken away: termios and SIGHUP, which the test harness uses
 (tests/test_portable.py runs the commands without termios), and
 os.register_at_fork and os.uname, which Windows lacks and agefast still
-calls (payload/engine.py, kernels/_loader.py, _pool.py, _shipped.py).
+calls (payload/engine.py, kernels/_shipped.py).
 The test harness's own pty driver still needs fcntl: it finds the module as
 HARNESS_FCNTL here.
 """
