@@ -34,6 +34,8 @@ if os.environ.get("AGEFAST_SIMULATE_PLATFORM") == "portable":
                   "pread", "pwrite"):
         if hasattr(os, _name):
             delattr(os, _name)
+    if "tempfile" in sys.modules:   # imported by a site hook before this ran: it found O_TMPFILE then
+        sys.modules["tempfile"]._O_TMPFILE_WORKS = False
     for _module in ("fcntl", "numba", "llvmlite"):
         sys.modules[_module] = None     # an import of it raises ImportError
 
