@@ -56,7 +56,9 @@ PROBE = ("import os, sys, agefast\n"
 def simulated(tmp_path: Path) -> dict[str, str]:
     """The environment of a process on the simulated platform."""
     path = [str(SIMULATION), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return dict(os.environ, AGEFAST_SIMULATE_PLATFORM="portable", PYTHONPATH=os.pathsep.join(path),
+    # Settings that ask for the kernels (AGEFAST_ENGINE=numba, NUMBA_DISABLE_JIT's reference route) do not apply.
+    env = {k: v for k, v in os.environ.items() if k not in ("AGEFAST_ENGINE", "NUMBA_DISABLE_JIT")}
+    return dict(env, AGEFAST_SIMULATE_PLATFORM="portable", PYTHONPATH=os.pathsep.join(path),
                 NUMBA_CACHE_DIR=str(tmp_path / "kernel-cache"))
 
 
