@@ -2,7 +2,6 @@
 and the requires_tool and requires_root marks for tests that need a system tool
 (Go `age`, `ssh-keygen`) or root, by the rule in required.py."""
 
-import fcntl
 import os
 import random
 import select
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from pty_fcntl import fcntl
 from required import REQUIRE_TOOLS, missing_tools, need_tools, not_root, unavailable
 
 

@@ -250,6 +250,8 @@ def test_library_rekey_and_rekey_io(tmp_path, keys):
 @pytest.fixture
 def kernel_copies(monkeypatch):
     """The calls of os.copy_file_range made meanwhile, as (src offset, dst offset)."""
+    if not hasattr(os, "copy_file_range"):
+        pytest.skip("copy_file_range is Linux's")
     calls = []
     real = os.copy_file_range
 
@@ -304,7 +306,7 @@ def test_files_the_kernel_cannot_copy_between(tmp_path, keys, monkeypatch):
     def refuse(*args):
         raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
 
-    monkeypatch.setattr(os, "copy_file_range", refuse)
+    monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)    # or where the system has none
     src = encrypted_file(tmp_path, [keys["old"].to_public()])
     agefast.rekey(src, tmp_path / "out", [keys["old"]], [keys["new"].to_public()])
     out = (tmp_path / "out").read_bytes()

@@ -3,7 +3,6 @@ the user types is in the terminal's input queue before the program starts (as
 with expect, tmux, or go-internal testscript's ttyin), then one Ctrl-D.
 """
 
-import fcntl
 import os
 import select
 import signal
@@ -14,6 +13,7 @@ import threading
 import time
 
 import pytest
+from pty_fcntl import fcntl
 
 import agefast
 

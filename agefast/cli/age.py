@@ -243,8 +243,11 @@ def _warm_up() -> None:
 
     try:
         kernels.warm_up()
-    except kernels.Unavailable as e:
-        print(f"agefast: payload engine: cryptography; {e}", file=sys.stderr)
+    except (kernels.Unavailable, ImportError, OSError) as e:
+        # Unavailable: no shipped build fits and no numba to compile one; else
+        # a loader that refuses (no JIT here, a noexec folder)
+        why = e if isinstance(e, kernels.Unavailable) else f"the kernels cannot be loaded here: {e}"
+        print(f"agefast: payload engine: cryptography; {why}", file=sys.stderr)
         return
     print(f"agefast: payload engine ready ({kernels.isa()}) in {time.perf_counter() - start:.2f} s",
           file=sys.stderr)

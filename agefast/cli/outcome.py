@@ -95,6 +95,10 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise _Terminated(signum)
 
 
+# Windows has no SIGHUP.
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP) if hasattr(signal, "SIGHUP") else (signal.SIGTERM,)
+
+
 @contextlib.contextmanager
 def _cleanup_on_termination() -> Iterator[None]:
     """Turn SIGTERM and SIGHUP into _Terminated while the command runs.
@@ -105,7 +109,7 @@ def _cleanup_on_termination() -> Iterator[None]:
     does. A signal the caller chose to ignore (nohup) stays ignored.
     """
     previous: dict[signal.Signals, Any] = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in _TERMINATING:
         try:
             if signal.getsignal(signum) == signal.SIG_DFL:
                 previous[signum] = signal.signal(signum, _raise_terminated)

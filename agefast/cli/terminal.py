@@ -10,7 +10,6 @@ import contextlib
 import os
 import signal
 import sys
-import termios
 from collections.abc import Iterator
 from io import FileIO
 from typing import Any
@@ -31,7 +30,7 @@ def is_terminal(stream: Any) -> bool:
 
 def _open_tty() -> FileIO:
     try:
-        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        fd = os.open("/dev/tty", os.O_RDWR | getattr(os, "O_NOCTTY", 0))    # Windows has neither
     except OSError as e:
         raise TerminalError(f"standard input is not a terminal, and /dev/tty is not available: {e.strerror}") from None
     return open(fd, "r+b", buffering=0)
@@ -76,6 +75,8 @@ def read_passphrase(prompt: str) -> str:
     a KeyboardInterrupt: never an empty answer.
     """
     with _open_tty() as tty, _interruptible():
+        import termios      # here: a system without it (Windows) has no /dev/tty either, and runs every other command
+
         fd = tty.fileno()
         try:
             saved = termios.tcgetattr(fd)

@@ -11,6 +11,7 @@ import errno
 import os
 from typing import Any
 
+from .portable import copy_file_range
 from .reserve import positional_fd
 from .source import Source
 from .writes import flush, write_all
@@ -36,7 +37,7 @@ def _in_kernel(src_fd: int, src_at: int, dst_fd: int, dst_at: int) -> int | None
     copied = 0
     while True:
         try:
-            n = os.copy_file_range(src_fd, dst_fd, _KERNEL_STEP, src_at + copied, dst_at + copied)
+            n = copy_file_range(src_fd, dst_fd, _KERNEL_STEP, src_at + copied, dst_at + copied)
         except OSError as e:
             if copied == 0 and e.errno in _UNSUPPORTED:
                 return None

@@ -13,12 +13,12 @@ O_DIRECT (tmpfs, some network file systems) they fall back to ordinary I/O.
 """
 
 import errno
-import fcntl
 import io
 import mmap
 import os
 
 from .._typing import Buffer
+from .portable import clear_file_status_flags, pread_into, set_file_status_flags
 
 BLOCK = 4 * 1024 * 1024  # a multiple of every logical block size in use
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
@@ -55,7 +55,7 @@ class DirectReader(io.RawIOBase):
 
     def _fill(self) -> None:
         start = self._pos - self._pos % 4096 if self.direct else self._pos
-        n = os.preadv(self._fd, [self._buf], start)
+        n = pread_into(self._fd, self._buf, start)
         self._block_start, self._block_len = start, n
 
     def readinto(self, b: Buffer) -> int:
@@ -83,12 +83,11 @@ def _set_direct(fd: int) -> bool:
     if not _O_DIRECT:
         return False
     try:
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | _O_DIRECT)
+        return set_file_status_flags(fd, _O_DIRECT)
     except OSError as e:
         if e.errno != errno.EINVAL:
             raise
         return False
-    return True
 
 
 class DirectWriter(io.RawIOBase):
@@ -138,9 +137,8 @@ class DirectWriter(io.RawIOBase):
         try:
             if self._fill:
                 if self.direct:
-                    # The tail is not a whole block: finish without O_DIRECT.
-                    flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
-                    fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
+                    # The tail is not a whole block: finish without O_DIRECT (Linux's, so fcntl is there).
+                    clear_file_status_flags(self._fd, _O_DIRECT)
                 self._write_all(memoryview(self._buf)[:self._fill])
         finally:
             os.close(self._fd)

@@ -13,6 +13,8 @@ decrypting 0.253 s against 0.329 s (Go age 0.296 s) (benchmarks/HISTORY.md,
 import os
 import stat
 
+from .portable import fcntl
+
 PIPE_SIZE = 1 << 20
 
 
@@ -22,10 +24,8 @@ def widen(fd: int) -> None:
     try:
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return
-        import fcntl    # here, not at start-up: only a pipe needs it
-
         set_size = getattr(fcntl, "F_SETPIPE_SZ", None)     # Linux only
-        if set_size is not None:
+        if fcntl is not None and set_size is not None:
             fcntl.fcntl(fd, set_size, PIPE_SIZE)
     except OSError:     # EPERM above the limit, EBADF, ...
         pass

@@ -21,13 +21,14 @@ the writes go on as they would have.
 """
 
 import contextlib
-import fcntl
 import io
 import os
 import stat
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+from .portable import file_status_flags
 
 # Smaller outputs are not reserved: the saving (about a quarter of the time
 # of writing them) is less than loading ctypes, ~2 ms, which the engine
@@ -63,7 +64,9 @@ def regular_fd(writer: Any) -> int | None:
         fd = writer.fileno()
         if type(fd) is not int or not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return None if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else fd
+        flags = file_status_flags(fd)
+        # Where the system cannot say (no fcntl), it may be appending: not regular.
+        return None if flags is None or flags & os.O_APPEND else fd
     except (AttributeError, OSError, TypeError, ValueError):   # io.UnsupportedOperation is OSError and ValueError
         return None
 
@@ -84,7 +87,7 @@ def positional_fd(f: Any) -> int | None:
     if type(f) not in _STANDARD or type(getattr(f, "raw", f)) is not io.FileIO:
         return None
     fd = regular_fd(f)
-    if fd is None or fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
+    if fd is None or (file_status_flags(fd) or 0) & getattr(os, "O_DIRECT", 0):
         return None
     return fd
 

@@ -20,6 +20,7 @@ import warnings
 from typing import Any
 
 from . import _abi, _cache, _known_answer, _native, _shipped
+from ..io import portable
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -44,7 +45,7 @@ def _after_fork_in_child() -> None:
     _compiling = None
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+portable.after_fork_in_child(_after_fork_in_child)
 
 
 def _isa_of(features: str) -> str:
@@ -162,8 +163,13 @@ def is_warm() -> bool:
 
 def cached() -> bool:
     """Whether warm_up would load the kernels (shipped or cached: milliseconds) rather than compile them."""
-    return (_functions is not None or _jit_disabled() or _shipped.verified() is not None
-            or _cache.lookup(_cache.key()) is not None)
+    if _functions is not None or _jit_disabled() or _shipped.verified() is not None:
+        return True
+    try:
+        key = _cache.key()
+    except ImportError:     # no /proc/cpuinfo and no llvmlite to name this CPU: no entry can be known to be its
+        return False
+    return _cache.lookup(key) is not None
 
 
 def isa() -> str:

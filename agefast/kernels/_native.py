@@ -12,13 +12,13 @@ address of its data and a reference that keeps it alive.
 """
 
 import ctypes
-import fcntl
 import os
 import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from . import _abi
+from ..io import portable
 
 _C_TYPES: dict[str, Any] = {"voidptr": ctypes.c_void_p, "uint64": ctypes.c_uint64, "int64": ctypes.c_int64}
 _keep: list[object] = []      # what must live as long as the process may call the kernel (llvmlite's engine)
@@ -43,15 +43,26 @@ _SIGNATURES = ((_abi.SYMBOL, _abi.BATCH_RESULT, _abi.BATCH_ARGS),
 def load_library(data: bytes, label: str = "agefast-kernels") -> Functions:
     """The functions of a shared library whose bytes were verified (by the cache or the shipped build's manifest).
 
-    The bytes are copied into an anonymous in-memory file (memfd), sealed so
-    that nothing, not even this process, can change them, and the loader
-    opens it as /proc/self/fd/N: what runs is what was hashed, whatever
-    happens to the file on disk meanwhile (rewritten, renamed, swapped). The
-    memfd stays open for the life of the process: the loader knows a library
-    by its name, and a later load whose memfd got the same number would
-    otherwise be handed this one. Raises OSError where the loader refuses
-    (a kernel whose vm.memfd_noexec forbids mapping memfds executable).
+    On Linux the bytes are copied into an anonymous in-memory file (memfd),
+    sealed so that nothing, not even this process, can change them, and the
+    loader opens it as /proc/self/fd/N: what runs is what was hashed,
+    whatever happens to the file on disk meanwhile (rewritten, renamed,
+    swapped). Elsewhere (macOS) they are written to a new file in a private
+    folder (_private_copy). Raises OSError where the loader refuses (a
+    kernel whose vm.memfd_noexec forbids mapping memfds executable).
     """
+    library = _sealed_copy(data, label) if portable.has_memfd() else _private_copy(data, label)
+    functions = []
+    for symbol, result, args in _SIGNATURES:
+        function = library[symbol]
+        function.restype = _C_TYPES[result]
+        function.argtypes = tuple(_C_TYPES[name] for name in args)
+        functions.append(function)
+    return Functions(*functions)
+
+
+def _sealed_copy(data: bytes, label: str) -> ctypes.CDLL:
+    fcntl: Any = portable.fcntl     # has_memfd(): there, with the seals
     fd = os.memfd_create(label, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         with open(fd, "wb", closefd=False) as f:
@@ -62,14 +73,29 @@ def load_library(data: bytes, label: str = "agefast-kernels") -> Functions:
     except BaseException:
         os.close(fd)
         raise
+    # Open for the life of the process: the loader knows a library by its
+    # name, and a later load whose memfd got the same number would otherwise
+    # be handed this one.
     _keep.append(fd)
-    functions = []
-    for symbol, result, args in _SIGNATURES:
-        function = library[symbol]
-        function.restype = _C_TYPES[result]
-        function.argtypes = tuple(_C_TYPES[name] for name in args)
-        functions.append(function)
-    return Functions(*functions)
+    return library
+
+
+def _private_copy(data: bytes, label: str) -> ctypes.CDLL:
+    """The library loaded from a new file in a new folder only this account can write to (mkdtemp: mode 0700).
+
+    No other account can change the file between the write and the load, so
+    what runs is what was hashed; the name is new, so the loader cannot hand
+    back an earlier library. Once loaded, the mapping no longer needs the
+    file (POSIX); where the system keeps it open (Windows), it stays behind.
+    """
+    import tempfile     # here: Linux, which has memfd, never needs it (~5 ms)
+
+    with tempfile.TemporaryDirectory(prefix="agefast-", ignore_cleanup_errors=True) as folder:
+        path = os.path.join(folder, label + ".so")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o700)
+        with open(fd, "wb") as f:
+            f.write(data)
+        return ctypes.CDLL(path, use_errno=True)
 
 
 def load_object(data: bytes) -> Functions:
@@ -217,9 +243,7 @@ class Mutex:
 
 def page_aligned(size: int) -> Lent:
     """`size` writable bytes at a page boundary (anonymous memory), held until release()."""
-    import mmap
-
-    return Lent(mmap.mmap(-1, size, mmap.MAP_PRIVATE), writable=True)
+    return Lent(portable.anonymous_memory(size), writable=True)
 
 
 def clear_errno() -> None:

@@ -3,10 +3,11 @@
 A small pool of our own: concurrent.futures costs a process ~5 ms to import.
 """
 
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..io import portable
 
 if TYPE_CHECKING:
     import queue
@@ -27,7 +28,7 @@ def _after_fork_in_child() -> None:
     _pool_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+portable.after_fork_in_child(_after_fork_in_child)
 
 
 def _work(tasks: "queue.SimpleQueue[_Task]") -> None:

@@ -34,6 +34,7 @@ import hashlib
 import os
 from typing import NamedTuple
 
+from ..io import portable
 from . import _cache, _native
 
 FORMAT = 2
@@ -51,7 +52,7 @@ class Build(NamedTuple):
 
 
 class CpuClass(NamedTuple):
-    """A target the kernels are built for: its machine (os.uname), Numba's CPU name and LLVM features."""
+    """A target the kernels are built for: its machine (os.uname's), Numba's CPU name and LLVM features."""
 
     name: str
     machine: str
@@ -176,7 +177,7 @@ def verified() -> tuple[CpuClass, bytes] | None:
             fields, builds = read_manifest(f.read())
         if fields["source"] != source_digest(_HERE):
             return None
-        cpu_class = choose(os.uname().machine, host_flags(), frozenset(builds))
+        cpu_class = choose(portable.machine(), host_flags(), frozenset(builds))
         if cpu_class is None:
             return None
         build = builds[cpu_class.name]

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .._typing import Buffer
+from ..io import portable
 from .rules import (CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, KERNEL_SPLIT_CHUNKS, LONE_CHUNK_NONCE,
                     SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce)
 
@@ -153,7 +154,7 @@ class _Tally:
 
 
 _tally = _Tally()
-os.register_at_fork(after_in_child=_tally.after_fork_in_child)
+portable.after_fork_in_child(_tally.after_fork_in_child)
 
 
 class Engine:

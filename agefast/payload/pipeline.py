@@ -29,12 +29,12 @@ offset are placed the same way (writing 256 MiB: 0.050 s placed, 0.065 s
 from a bytearray's data, which sits 16 bytes into its pages).
 """
 
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..io import cpus, malloc
+from ..io.portable import anonymous_memory, page_size
 from .engine import Engine
 from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE
 from ..errors import PayloadError
@@ -44,7 +44,7 @@ from .stream import open_batch
 if TYPE_CHECKING:
     import mmap
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
+PAGE = page_size()
 
 # Fills a buffer unless the input ends first; returns the count.
 ReadFull = Callable[[memoryview], int]
@@ -143,10 +143,9 @@ class _Workers:
             self._turn.notify_all()
 
     def work(self) -> None:
-        import mmap     # here, not for every small file: page-aligned memory for reads and writes
-
-        data = mmap.mmap(-1, self._in_size + 1 + PAGE, mmap.MAP_PRIVATE)
-        whole = mmap.mmap(-1, self._out_size + PAGE, mmap.MAP_PRIVATE)
+        # page-aligned memory for reads and writes
+        data = anonymous_memory(self._in_size + 1 + PAGE)
+        whole = anonymous_memory(self._out_size + PAGE)
         try:
             while (batch := self._read(data)) is not None:
                 index, view, final = batch

@@ -15,6 +15,7 @@ import os
 import threading
 from typing import Any
 
+from ..io.portable import pread_into
 from .engine import Engine
 from ..errors import PayloadError, TruncatedError, again
 from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
@@ -65,7 +66,7 @@ class SeekablePayload:
         if self._fd is not None:
             n = 0
             while n < len(buf):
-                got = os.preadv(self._fd, [buf[n:]], offset + n)
+                got = pread_into(self._fd, buf[n:], offset + n)
                 if got == 0:
                     break
                 n += got
