@@ -1,6 +1,7 @@
-"""agefast.tree and agefast-tree over S3 (moto's server on loopback): a prefix encrypted, re-keyed in place by
-server-side copy, and decrypted back; a failed upload leaves nothing."""
+"""agefast.tree and agefast-tree over fsspec stores: S3 (moto's server on loopback), a prefix encrypted, re-keyed
+in place by server-side copy and decrypted back, a failed upload leaving nothing; and any other store (memory://)."""
 
+import importlib
 import os
 import subprocess
 
@@ -8,7 +9,7 @@ import pytest
 
 import agefast
 from agefast import tree, x25519
-from agefast.tree import files, s3copy
+from agefast.tree import files, manifest, s3copy
 from s3_server import s3_server
 from test_tree import NAMES, _make_tree, _read, _tree_command
 
@@ -82,6 +83,13 @@ def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, 
     assert len(sealed) == sizes[BIG] and agefast.decrypt(sealed, [new]) == contents[BIG]
     with pytest.raises(agefast.errors.NoIdentityMatchError):
         agefast.decrypt(sealed, [old])
+    # Into another prefix of the same store: copied by the server too.
+    s3.requests.clear()
+    summary = tree.rekey(url, [new], [old.to_public()], "s3://bucket/copy", storage_options=s3.options)
+    assert (summary.done, summary.failed) == (len(contents), 0)
+    assert sum(r.body for r in s3.requests if r.path.endswith("big.age") and "partNumber" in r.query) == \
+        s3copy.PART_MIN
+    assert agefast.decrypt(fs.cat_file(f"bucket/copy/{os.fsdecode(BIG)}.age"), [old]) == contents[BIG]
     summary = tree.decrypt(url, tmp_path / "dec", [new], storage_options=s3.options)
     assert (summary.done, summary.failed) == (len(contents), 0)
     for name, plain in contents.items():
@@ -114,3 +122,30 @@ def test_a_failed_upload_leaves_nothing(tmp_path, make_plaintext, s3, monkeypatc
     fs.invalidate_cache()
     assert not fs.exists("bucket/out/a/b/two chunks")
     assert fs.call_s3("list_multipart_uploads", Bucket="bucket").get("Uploads", []) == []
+
+
+def test_any_fsspec_store_takes_a_tree_and_keeps_its_manifest(tmp_path, make_plaintext, monkeypatch):
+    # memory:// has no server-side copy: re-keying downloads and uploads.
+    # Its files live in this process, so one worker. The manifest object is
+    # rewritten as groups end (here every group, one file each) and at the end.
+    import fsspec.implementations.memory as memory
+
+    written = []
+    pipe_file = memory.MemoryFileSystem.pipe_file
+    monkeypatch.setattr(memory.MemoryFileSystem, "pipe_file",
+                        lambda fs, path, *args, **kwargs: (written.append(path), pipe_file(fs, path, *args, **kwargs)))
+    monkeypatch.setattr(manifest.Rewriter, "REWRITE_AFTER", 0.0)
+    monkeypatch.setattr(manifest.Rewriter, "WAIT_PER_UPLOAD", 0.0)
+    monkeypatch.setattr(importlib.import_module("agefast.tree.run"), "GROUP_FILES", 1)    # the module, not tree.run
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    url = f"memory://{tmp_path.name}/enc"
+    summary = tree.encrypt(tmp_path / "src", url, [old.to_public()], workers=1)
+    assert (summary.done, summary.failed) == (len(NAMES) - 1, 1)       # the name that is not UTF-8
+    assert sum(path.endswith("/.agefast-tree.jsonl") for path in written) == len(NAMES) + 1
+    assert tree.encrypt(tmp_path / "src", url, [old.to_public()], workers=1)[:3] == (0, 1, len(NAMES) - 1)
+    assert tree.rekey(url, [old], [new.to_public()], workers=1)[:2] == (len(NAMES) - 1, 0)
+    assert tree.decrypt(url, tmp_path / "dec", [new], workers=1)[:2] == (len(NAMES) - 1, 0)
+    for name, plain in contents.items():
+        if name != b"caf\xe9-latin1":
+            assert _read(tmp_path / "dec", name) == plain

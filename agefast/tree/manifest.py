@@ -84,11 +84,13 @@ class Rewriter:
     """The manifest as one object of an fsspec store, rewritten whole: what it held, then the lines given since.
 
     Rewritten when closed, and meanwhile once the last rewrite is REWRITE_AFTER
-    seconds old, or ten times as old as that rewrite took (so that a large
-    manifest costs at most a tenth of the job's time in uploads).
+    seconds old and WAIT_PER_UPLOAD times as old as it took (so that a large
+    manifest costs at most a tenth of the job's time in uploads). A kill loses
+    the lines since the last rewrite: about REWRITE_AFTER seconds of work.
     """
 
     REWRITE_AFTER = 10.0
+    WAIT_PER_UPLOAD = 10.0
 
     def __init__(self, fs: Any, key: str, previous: bytes) -> None:
         self._fs, self._key = fs, key
@@ -97,7 +99,7 @@ class Rewriter:
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         self._lines += [line(r) for r in records]
-        if time.monotonic() - self._last >= max(self.REWRITE_AFTER, 10 * self._took):
+        if time.monotonic() - self._last >= max(self.REWRITE_AFTER, self.WAIT_PER_UPLOAD * self._took):
             self._rewrite()
 
     def _rewrite(self) -> None:

@@ -16,6 +16,7 @@ first part of one version onto the rest of another. The calls go through s3fs's 
 credentials, endpoint and retries.
 """
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +69,10 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
         fs.call_s3("complete_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload,
                    MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]})
     except BaseException:
-        fs.call_s3("abort_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload)
+        # The error told is the first one; an abort that fails too leaves an
+        # upload that S3's lifecycle rule for incomplete uploads removes.
+        with contextlib.suppress(OSError):
+            fs.call_s3("abort_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload)
         raise
     fs.invalidate_cache(target)
     return True

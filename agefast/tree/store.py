@@ -14,6 +14,7 @@ nanoseconds on a local disk, its ETag (or, where a store has none, its
 modification time as the store gives it) on an fsspec store.
 """
 
+import datetime
 import errno
 import os
 from collections.abc import Callable, Iterator
@@ -132,6 +133,10 @@ class Remote:
     def is_folder(self) -> bool:
         return bool(self.fs.isdir(self.root))
 
+    def same_store(self, other: "Store") -> bool:
+        """Whether `other` is a folder of the same filesystem (protocol and options): one S3 endpoint and account."""
+        return isinstance(other, Remote) and (other.protocol, other.options) == (self.protocol, self.options)
+
     def holds(self, other: "Store") -> bool:
         return (isinstance(other, Remote) and other.protocol == self.protocol
                 and (other.root == self.root or other.root.startswith(self.root + "/")))
@@ -217,10 +222,12 @@ def _made(fs: Any, key: str, put: Callable[[], Any]) -> Any:
 
 
 def stamp(info: dict[str, Any]) -> str | None:
-    """What changes when an object is written again, from an fsspec info: its ETag, else its modification time."""
-    for key in ("ETag", "etag", "LastModified", "mtime", "last_modified", "updated"):
-        if info.get(key) is not None:
-            return str(info[key])
+    """What changes when an object is written again, from an fsspec info: its ETag, else its modification time
+    (as seconds: a store may give a datetime in info() and a number in find(), as memory:// does)."""
+    for key in ("ETag", "etag", "LastModified", "mtime", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if value is not None:
+            return repr(value.timestamp()) if isinstance(value, datetime.datetime) else str(value)
     return None
 
 
