@@ -134,7 +134,7 @@ def _by_copy(job: Job, found: Found, name: bytes, record: dict[str, Any]) -> boo
     large enough to gain; whether it was."""
     source, target = job.source, output_root(job)
     if not (job.operation == REKEY and found.size >= s3copy.COPY_FROM and isinstance(source, Remote)
-            and source.same_store(target) and s3copy.is_s3(source.fs)):
+            and isinstance(target, Remote) and source.same_store(target) and s3copy.is_s3(source.fs)):
         return False
     if not s3copy.rekey(source.fs, source.key(found.path), target.key(name), found.size, found.stamp,
                         _header_for(job)):
