@@ -104,20 +104,31 @@ def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, 
 
 def test_a_failed_upload_leaves_nothing(tmp_path, make_plaintext, s3, monkeypatch):
     # Every file streamed (the path of files over 32 MiB): the output's
-    # upload is committed at the end, and discarded when the file fails.
+    # upload is committed at the end, and
+    # discarded when the file fails.
     monkeypatch.setattr(files, "IN_MEMORY", 0)
     identity = x25519.Identity.generate()
     contents = _make_tree(tmp_path / "src", make_plaintext, [b"plain.txt", b"a/b/two chunks"])
+    contents[BIG] = make_plaintext(6 * MiB, 7)
+    (tmp_path / "src" / os.fsdecode(BIG)).write_bytes(contents[BIG])
     url = "s3://bucket/streamed"
     summary = tree.encrypt(tmp_path / "src", url, [identity.to_public()], workers=1, storage_options=s3.options)
-    assert (summary.done, summary.failed) == (2, 0)
+    assert (summary.done, summary.failed) == (3, 0)
     fs = _fs(s3)
+    # A server-side copy that S3 refuses (parts under 5 MiB) is aborted, the object left as it was.
+    monkeypatch.setattr(s3copy, "COPY_PART", MiB)
+    before = fs.cat_file("bucket/streamed/a/big.age")
+    summary = tree.rekey(url, [identity], [identity.to_public()], workers=1, storage_options=s3.options)
+    assert [r["source"] for r in summary.records if r["status"] == "failed"] == ["a/big.age"]
+    assert fs.cat_file("bucket/streamed/a/big.age") == before
+    assert fs.call_s3("list_multipart_uploads", Bucket="bucket").get("Uploads", []) == []
     damaged = bytearray(fs.cat_file("bucket/streamed/a/b/two chunks.age"))
     damaged[-50] ^= 1
     fs.pipe_file("bucket/streamed/a/b/two chunks.age", bytes(damaged))
     summary = tree.decrypt(url, "s3://bucket/out", [identity], workers=1, storage_options=s3.options)
     assert [(r["source"], r.get("chunk")) for r in summary.records if r["status"] == "failed"] == \
         [("a/b/two chunks.age", 1)]
+    assert fs.cat_file("bucket/out/a/big") == contents[BIG]
     assert fs.cat_file("bucket/out/plain.txt") == contents[b"plain.txt"]
     fs.invalidate_cache()
     assert not fs.exists("bucket/out/a/b/two chunks")
