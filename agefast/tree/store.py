@@ -18,9 +18,9 @@ import datetime
 import errno
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from .. import _arguments
 from ..io.replace import replacing
 from ..io.writes import write_all
 from . import manifest
@@ -32,12 +32,15 @@ Stat = tuple[int, Any]
 Content = bytes | Callable[[Any], None]
 
 
-@dataclass(frozen=True)
-class Local:
+class Local(NamedTuple):
     """A folder on this machine's file system, by its absolute path."""
 
     root: bytes
-    stamp_key = "mtime_ns"
+
+    @property
+    def stamp_key(self) -> str:
+        """The manifest's name for a file's stamp here: its modification time in nanoseconds."""
+        return "mtime_ns"
 
     def __str__(self) -> str:
         return os.fsdecode(self.root)
@@ -97,8 +100,7 @@ class Local:
         return manifest.Appender(os.path.join(self.root, MANIFEST_NAME))
 
 
-@dataclass(frozen=True)
-class Remote:
+class Remote(NamedTuple):
     """A folder of an fsspec filesystem: its path there (no protocol), the protocol and the storage options.
 
     The filesystem itself is not kept: each process (a forked worker, a
@@ -109,8 +111,12 @@ class Remote:
 
     root: str
     protocol: str
-    options: dict[str, Any] = field(default_factory=dict, hash=False)
-    stamp_key = "stamp"
+    options: dict[str, Any]
+
+    @property
+    def stamp_key(self) -> str:
+        """The manifest's name for a file's stamp here: its ETag, or the store's modification time."""
+        return "stamp"
 
     def __str__(self) -> str:
         return f"{self.protocol}://{self.root}"
@@ -232,10 +238,8 @@ def stamp(info: dict[str, Any]) -> str | None:
 
 
 def store_at(name: str, value: Any, storage_options: dict[str, Any] | None) -> Store:
-    """The store at a path or URL: a URL with a protocol other than "file" (s3://, gs://, a::b://) is an fsspec
-    store, with `storage_options` (or, for S3, what s3fs reads from the environment); the rest is a local folder."""
-    from .. import _arguments
-
+    """The store at a path or URL: a URL with a protocol other than "file" (s3://, gs://) is an fsspec store, with
+    `storage_options` (or, for S3, what s3fs reads from the environment); the rest is a local folder."""
     path = _arguments.path(name, value)
     text = os.fsdecode(path)
     if "://" in text or "::" in text:
