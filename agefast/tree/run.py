@@ -3,7 +3,8 @@
 Small files go in groups to worker processes forked from this one, which
 hold the parsed keys already (a passphrase was asked once, a plugin started
 once); each worker does a group's files one by one and appends their
-manifest lines itself. Large files then go through the engine's file to
+manifest lines itself (into an fsspec store's manifest, which cannot be
+appended to, this process writes them, from the records). Large files then go through the engine's file to
 file path in this process, which runs on every core. Where processes cannot
 be forked (not POSIX, or one worker asked for), everything runs here, one
 file at a time. A worker ends with the job's process, even a killed one:
