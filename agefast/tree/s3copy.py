@@ -12,8 +12,10 @@ aborted, and the object is as it was.
 
 Every copy asks for the ETag the walk saw (x-amz-copy-source-if-match), so
 an object written again since fails the file rather than splicing the
-first part of one version onto the rest of another. The calls go through s3fs's own client (call_s3): its
-credentials, endpoint and retries.
+first part of one version onto the rest of another (moto's server ignores
+the condition: that is AWS's documented behaviour, untested here). The
+calls go through s3fs's own client (call_s3): its credentials, endpoint and
+retries.
 """
 
 import contextlib
@@ -25,7 +27,7 @@ PART_MIN = 5 * 1024 * 1024              # S3's smallest part but the last
 # largest) within 10,000 parts with room to spare, and a failed part cheap.
 COPY_PART = 1024 * 1024 * 1024
 # The ranged GET that holds the header: the first part's payload, and room
-# for any header short of a very long recipient list (a second GET then).
+# for the header (a longer one, from a long recipient list, costs a second GET).
 HEADER_ROOM = 64 * 1024
 # Files from this size go by copy; smaller ones are a first part and little else.
 COPY_FROM = PART_MIN + HEADER_ROOM
