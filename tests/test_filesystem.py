@@ -23,7 +23,7 @@ from agefast.payload.rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, plaintext_size,
 from agefast.errors import HeaderError, IdentityError, NoIdentityMatchError, PayloadError
 from agefast.filesystem import AgeFileSystem
 from range_server import serving
-from required import need_module
+from s3_server import s3_server
 
 needs_age = pytest.mark.requires_tool("age")
 
@@ -407,17 +407,8 @@ def test_the_entry_point_is_found_without_importing_agefast(tmp_path, key, make_
 
 
 def test_s3_through_a_local_moto_server(key):
-    need_module("s3fs")
-    boto3 = need_module("boto3")
-    moto_server = need_module("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                     region_name="us-east-1").create_bucket(Bucket="bucket")
-        s3 = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
+    with s3_server() as server:
+        s3 = server.options
         df = frame(20_000)
         url = "age::s3://bucket/frame.parquet.age"
         df.to_parquet(url, row_group_size=5_000, storage_options={"age": {"recipients": [key.recipient]}, "s3": s3})
@@ -428,5 +419,3 @@ def test_s3_through_a_local_moto_server(key):
         pd.testing.assert_frame_equal(group, df.iloc[10_000:15_000].reset_index(drop=True))
         pd.testing.assert_frame_equal(pd.read_parquet(url, storage_options={
             "age": {"identity_file": str(key.path)}, "s3": s3}), df)
-    finally:
-        server.stop()

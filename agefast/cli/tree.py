@@ -41,6 +41,11 @@ SRC. Each output appears whole or not at all, and a manifest at the root of
 the output (.agefast-tree.jsonl) records what was done: run the same
 command again after an interruption and it does only what is left.
 
+SRC and DST may be fsspec URLs (s3://bucket/prefix, gs://...), with the
+settings their library reads from the environment (for S3: AWS_PROFILE,
+AWS_ENDPOINT_URL, ...). On S3, rekey copies each payload on the server:
+only the header and the first 5 MiB of a file are sent.
+
 A file that fails fails alone: the others are done, each failure is told on
 stderr (with the first chunk that did not authenticate, where one did not),
 and the exit status is 1. A summary line ends every run."""

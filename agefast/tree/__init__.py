@@ -12,11 +12,11 @@ key, shares and nonce. Outputs appear whole or not at all; a file that
 fails fails alone, and the summary counts it. A manifest at the root of the
 output tree (.agefast-tree.jsonl) records what was done, so a run that was
 stopped, killed or failed in part can be run again and does only what is
-left (force=True does everything again). docs/tree.md has the details.
+left (force=True does everything again). Either tree may be an fsspec URL
+(s3://bucket/prefix). docs/tree.md has the details.
 """
 
 import json
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,13 +24,15 @@ from .. import _arguments
 from .._typing import Identity, Recipient, StrPath
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
 from .run import Summary, run
+from .store import Store, store_at
 
 __all__ = ["Summary", "decrypt", "encrypt", "rekey", "verify"]
 
 
-def _root(name: str, value: StrPath) -> bytes:
-    # Absolute: worker processes (a Dask cluster's) may start elsewhere.
-    return os.path.abspath(os.fsencode(_arguments.path(name, value)))
+def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] | None) -> tuple[Store, Store | None]:
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options must be a dict or None, not {type(storage_options).__name__}")
+    return store_at("src", src, storage_options), None if dst is None else store_at("dst", dst, storage_options)
 
 
 def _unlocked(identities: Iterable[Identity]) -> list[Identity]:
@@ -57,9 +59,12 @@ def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, pro
 
 def encrypt(src: StrPath, dst: StrPath, recipients: Iterable[Recipient], *, armored: bool = False,
             force: bool = False, workers: int | None = None, report: StrPath | None = None,
-            progress: bool = False, client: Any = None) -> Summary:
+            progress: bool = False, client: Any = None, storage_options: dict[str, Any] | None = None) -> Summary:
     """Encrypt every regular file F under `src` to `dst`/F.age, for `recipients`.
 
+    `src` and `dst` are local folders or fsspec URLs (s3://bucket/prefix,
+    gs://..., with `storage_options` for their filesystem; s3fs also reads
+    AWS_ENDPOINT_URL and the rest from the environment).
     `workers` processes (default: one per core) take the small files;
     `report` names a file for one JSON line per file met; `progress` shows
     a bar when stderr is a terminal; `client`, a dask.distributed.Client,
@@ -67,33 +72,35 @@ def encrypt(src: StrPath, dst: StrPath, recipients: Iterable[Recipient], *, armo
     operation).
     """
     _arguments.flag("armored", armored)
-    job = Job(ENCRYPT, _root("src", src), _root("dst", dst), _arguments.recipients(recipients), [], armored)
+    job = Job(ENCRYPT, *_stores(src, dst, storage_options), _arguments.recipients(recipients), [], armored)
     return _run(job, force, workers, report, progress, client)
 
 
 def decrypt(src: StrPath, dst: StrPath, identities: Iterable[Identity], *, force: bool = False,
             workers: int | None = None, report: StrPath | None = None, progress: bool = False,
-            client: Any = None) -> Summary:
+            client: Any = None, storage_options: dict[str, Any] | None = None) -> Summary:
     """Decrypt every age file F.age under `src` to `dst`/F; other files are reported and left."""
-    job = Job(DECRYPT, _root("src", src), _root("dst", dst), [], _unlocked(identities))
+    job = Job(DECRYPT, *_stores(src, dst, storage_options), [], _unlocked(identities))
     return _run(job, force, workers, report, progress, client)
 
 
 def rekey(src: StrPath, identities: Iterable[Identity], recipients: Iterable[Recipient], dst: StrPath | None = None,
           *, force: bool = False, workers: int | None = None, report: StrPath | None = None,
-          progress: bool = False, client: Any = None) -> Summary:
+          progress: bool = False, client: Any = None, storage_options: dict[str, Any] | None = None) -> Summary:
     """Re-key every age file under `src` for exactly `recipients`, in place or into `dst`.
 
     As agefast.rekey: the payload is copied, not encrypted again, so the
-    file keys stay the same (whoever kept one still reads its file).
+    file keys stay the same (whoever kept one still reads its file). On S3
+    it is copied by the server: only each header and first part (5 MiB)
+    are sent.
     """
-    job = Job(REKEY, _root("src", src), None if dst is None else _root("dst", dst),
-              _arguments.recipients(recipients), _unlocked(identities))
+    job = Job(REKEY, *_stores(src, dst, storage_options), _arguments.recipients(recipients), _unlocked(identities))
     return _run(job, force, workers, report, progress, client)
 
 
 def verify(src: StrPath, identities: Iterable[Identity], *, workers: int | None = None,
-           report: StrPath | None = None, progress: bool = False, client: Any = None) -> Summary:
+           report: StrPath | None = None, progress: bool = False, client: Any = None,
+           storage_options: dict[str, Any] | None = None) -> Summary:
     """Decrypt and authenticate every age file under `src`, writing nothing; a failure's record names its chunk."""
-    job = Job(VERIFY, _root("src", src), None, [], _unlocked(identities))
+    job = Job(VERIFY, _stores(src, None, storage_options)[0], None, [], _unlocked(identities))
     return _run(job, False, workers, report, progress, client)

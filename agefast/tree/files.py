@@ -4,14 +4,17 @@ Each file gets what a single `agefast` run would give it: its own file key,
 its own ephemeral share per X25519 stanza and its own payload nonce (the job
 shares the parsed keys, never randomness). An output appears whole or not
 at all (agefast.io.replace), and its manifest line is written before it
-takes its name (agefast.tree.manifest says why). A file that fails (a
+takes its name (agefast.tree.manifest says why); on an fsspec store, once
+it is there (agefast.tree.store). A file that fails (a
 damaged payload, a wrong key, an unreadable file) fails alone: its record
 says why, and the job goes on.
 
 Files up to IN_MEMORY are read whole and handled in memory, where the
 output's SHA-256 costs nothing to take; larger ones stream through the
 engine (file to file on every core), and their record has no SHA-256:
-hashing such an output would cost more than sealing it.
+hashing such an output would cost more than sealing it. Re-keying on S3
+copies the payload of files from s3copy.COPY_FROM on the server instead
+(agefast.tree.s3copy).
 """
 
 import hashlib
@@ -23,10 +26,10 @@ from typing import Any, NamedTuple
 from .. import api, rekeying
 from .._typing import Identity, Recipient
 from ..errors import AgeError, PayloadError
-from ..io.replace import replacing
-from ..io.writes import write_all
 from ..payload.rules import CHUNK_SIZE
-from .manifest import Appender
+from . import s3copy
+from .manifest import Appender, Rewriter
+from .store import Content, Remote, Stat, Store
 from .walk import Found
 
 ENCRYPT, DECRYPT, REKEY, VERIFY = "encrypt", "decrypt", "rekey", "verify"
@@ -35,13 +38,15 @@ SUFFIX = b".age"
 # path runs, on every core (the size from which the command uses them too).
 IN_MEMORY = 32 * 1024 * 1024
 
+Manifest = Appender | Rewriter
+
 
 class Job(NamedTuple):
     """What every file of one run shares: the operation, the two roots and the parsed keys."""
 
     operation: str
-    source: bytes
-    destination: bytes | None   # None: verify (nothing written), or rekey in place
+    source: Store
+    destination: Store | None   # None: verify (nothing written), or rekey in place
     recipients: list[Recipient]
     identities: list[Identity]
     armored: bool = False
@@ -63,7 +68,7 @@ def output_name(job: Job, path: bytes) -> bytes | None:
     return path
 
 
-def output_root(job: Job) -> bytes:
+def output_root(job: Job) -> Store:
     """The folder the outputs go under: DST, or the source tree itself (re-keying in place)."""
     return job.source if job.destination is None else job.destination
 
@@ -115,48 +120,73 @@ def _streamed(job: Job, threads: int | None) -> Callable[[Any, Any], None]:
     return rekey
 
 
-def process(job: Job, found: Found, manifest: Appender | None, threads: int | None = 1) -> dict[str, Any]:
-    """Do the job's operation on one file; its record, appended to `manifest` (if any) before the output is named."""
+def _header_for(job: Job) -> s3copy.NewHeader:
+    def new_header(head: bytes) -> tuple[int, bytes] | None:
+        opened = rekeying.open_file(io.BytesIO(head), job.identities)
+        if opened.armored:      # its payload is re-encoded with the header: no copying it as it is
+            return None
+        return opened.source.consumed, rekeying.new_header(opened, job.recipients)
+    return new_header
+
+
+def _by_copy(job: Job, found: Found, name: bytes, record: dict[str, Any]) -> bool:
+    """Re-key `found` into `name` by S3's server-side copy where the two are on one S3 store and the file is
+    large enough to gain; whether it was."""
+    source, target = job.source, output_root(job)
+    if not (job.operation == REKEY and found.size >= s3copy.COPY_FROM and isinstance(source, Remote)
+            and isinstance(target, Remote) and source.same_store(target) and s3copy.is_s3(source.fs)):
+        return False
+    if not s3copy.rekey(source.fs, source.key(found.path), target.key(name), found.size, found.stamp,
+                        _header_for(job)):
+        return False
+    size, stamp = target.written(name)
+    record.update(status="done", output_size=size, sha256=None, **{"output_" + target.stamp_key: stamp})
+    return True
+
+
+def process(job: Job, found: Found, manifest: Manifest | None, threads: int | None = 1) -> dict[str, Any]:
+    """Do the job's operation on one file; its record, added to `manifest` (if any) before the output is named."""
+    store = job.source
     record: dict[str, Any] = {"operation": job.operation, "source": os.fsdecode(found.path), "size": found.size,
-                              "mtime_ns": found.mtime_ns}
-    source = os.path.join(job.source, found.path)
+                              store.stamp_key: found.stamp}
     name = output_name(job, found.path)
     try:
-        with open(source, "rb") as src:
-            data = src.read() if found.size <= IN_MEMORY else None
-            if name is None:      # verify: the plaintext is checked and dropped
-                if data is None:
-                    _streamed(job, threads)(src, _Counter())
+        if name is None:      # verify: the plaintext is checked and dropped
+            _verify(job, found, threads)
+            record["status"] = "done"
+        else:
+            record["output"] = os.fsdecode(name)
+            if not _by_copy(job, found, name, record):
+                if found.size <= IN_MEMORY:
+                    _write(job, name, _in_memory(job, store.read(found.path)), record, manifest)
                 else:
-                    _in_memory(job, data)
-                record["status"] = "done"
-            else:
-                record["output"] = os.fsdecode(name)
-                _write(job, src, data, os.path.join(output_root(job), name), record, manifest, threads)
-                return record
+                    with store.open(found.path) as src:
+                        _write(job, name, lambda dst: _streamed(job, threads)(src, dst), record, manifest)
+                return record     # its line added by _write, before the output took its name
     except (AgeError, OSError) as e:
         record.update(status="failed", error=str(e) or type(e).__name__)
         if isinstance(e, PayloadError) and job.operation != ENCRYPT:
-            with open(source, "rb") as again:
+            with store.open(found.path) as again:
                 record["chunk"] = first_bad_chunk(again, job.identities)
     if manifest is not None:
         manifest.append([record])
     return record
 
 
-def _write(job: Job, src: Any, data: bytes | None, target: bytes, record: dict[str, Any],
-           manifest: Appender | None, threads: int | None) -> None:
-    os.makedirs(os.path.dirname(target) or b".", exist_ok=True)
-    result = None if data is None else _in_memory(job, data)
-    with replacing(target) as dst:
-        if result is None:
-            _streamed(job, threads)(src, dst)
-        else:
-            write_all(dst, result)
-        getattr(dst, "flush")()
-        st = os.fstat(getattr(dst, "fileno")())
-        record.update(status="done", output_size=st.st_size,
-                      output_mtime_ns=st.st_mtime_ns,
-                      sha256=None if result is None else hashlib.sha256(result).hexdigest())
+def _verify(job: Job, found: Found, threads: int | None) -> None:
+    if found.size <= IN_MEMORY:
+        _in_memory(job, job.source.read(found.path))
+    else:
+        with job.source.open(found.path) as src:
+            _streamed(job, threads)(src, _Counter())
+
+
+def _write(job: Job, name: bytes, content: Content, record: dict[str, Any], manifest: Manifest | None) -> None:
+    target = output_root(job)
+
+    def named(output: Stat) -> None:
+        record.update(status="done", output_size=output[0], **{"output_" + target.stamp_key: output[1]},
+                      sha256=hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else None)
         if manifest is not None:
             manifest.append([record])
+    target.put(name, content, named)

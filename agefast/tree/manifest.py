@@ -10,58 +10,56 @@ line says). Paths are the files' bytes decoded as the file system does
 (surrogate escapes for bytes that are not UTF-8), which JSON carries as
 escapes.
 
-Lines are appended with one write() each to a descriptor opened O_APPEND, so
-the workers of one job can share the file.
+On a local disk, lines are appended with one write() each to a descriptor
+opened O_APPEND, so the workers of one job can share the file. An object
+store (S3) cannot append: there the manifest is one object, rewritten whole
+by the job's process (Rewriter), and a kill loses the lines written since
+its last rewrite (those files are done again).
+
+On a local disk a file's stamp is its modification time (the fields
+mtime_ns, output_mtime_ns); on an fsspec store it is its ETag or the
+store's modification time (stamp, output_stamp).
 """
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from .walk import Found
 
 
-def load(path: bytes) -> dict[bytes, dict[str, Any]]:
-    """The last line for each source path in the manifest at `path`; empty if there is none.
+def load(data: bytes) -> dict[bytes, dict[str, Any]]:
+    """The last line for each source path in the manifest `data`.
 
     A line cut short by a kill (the last one) or not of this format is
     ignored: its file is done again.
     """
     done: dict[bytes, dict[str, Any]] = {}
-    try:
-        with open(path, "rb") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                    source = os.fsencode(record["source"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-                done[source] = record
-    except FileNotFoundError:
-        pass
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+            source = os.fsencode(record["source"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        done[source] = record
     return done
 
 
-def _matches(path: bytes, size: Any, mtime_ns: Any) -> bool:
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    return bool(st.st_size == size and st.st_mtime_ns == mtime_ns)
-
-
-def is_done(record: dict[str, Any] | None, found: Found, output: bytes, in_place: bool) -> bool:
-    """Whether `record` says the file `found` was done into `output`, and both are as it says.
+def is_done(record: dict[str, Any] | None, found: Found, output: tuple[int, Any] | None, in_place: bool,
+            stamp_keys: tuple[str, str]) -> bool:
+    """Whether `record` says the file `found` was done into an output now of size and stamp `output`, and both
+    the file and the output are as it says; `stamp_keys` name the stamps of the source's store and the output's.
 
     In place (re-keying a tree where it is), the output is the source
     itself, as the job left it.
     """
-    if record is None or record.get("status") != "done":
+    if record is None or record.get("status") != "done" or output is None or output[1] is None:
         return False
-    if not in_place and (record.get("size"), record.get("mtime_ns")) != (found.size, found.mtime_ns):
+    if not in_place and (record.get("size"), record.get(stamp_keys[0])) != (found.size, found.stamp):
         return False
-    return _matches(output, record.get("output_size"), record.get("output_mtime_ns"))
+    return (record.get("output_size"), record.get("output_" + stamp_keys[1])) == output
 
 
 def line(record: dict[str, Any]) -> bytes:
@@ -80,3 +78,35 @@ class Appender:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+class Rewriter:
+    """The manifest as one object of an fsspec store, rewritten whole: what it held, then the lines given since.
+
+    Rewritten when closed, and meanwhile once the last rewrite is REWRITE_AFTER
+    seconds old and WAIT_PER_UPLOAD times as old as it took (so that a large
+    manifest costs at most a tenth of the job's time in uploads). A kill loses
+    the lines since the last rewrite: about REWRITE_AFTER seconds of work.
+    """
+
+    REWRITE_AFTER = 10.0
+    WAIT_PER_UPLOAD = 10.0
+
+    def __init__(self, fs: Any, key: str, previous: bytes) -> None:
+        self._fs, self._key = fs, key
+        self._lines = [previous] if previous.endswith(b"\n") or not previous else [previous, b"\n"]
+        self._last, self._took = time.monotonic(), 0.0
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        self._lines += [line(r) for r in records]
+        if time.monotonic() - self._last >= max(self.REWRITE_AFTER, self.WAIT_PER_UPLOAD * self._took):
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        started = time.monotonic()
+        self._fs.pipe_file(self._key, b"".join(self._lines))
+        self._last = time.monotonic()
+        self._took = self._last - started
+
+    def close(self) -> None:
+        self._rewrite()

@@ -3,7 +3,8 @@
 Small files go in groups to worker processes forked from this one, which
 hold the parsed keys already (a passphrase was asked once, a plugin started
 once); each worker does a group's files one by one and appends their
-manifest lines itself. Large files then go through the engine's file to
+manifest lines itself (into an fsspec store's manifest, which cannot be
+appended to, this process writes them, from the records). Large files then go through the engine's file to
 file path in this process, which runs on every core. Where processes cannot
 be forked (not POSIX, or one worker asked for), everything runs here, one
 file at a time. A worker ends with the job's process, even a killed one:
@@ -11,6 +12,7 @@ the files it was doing then are done again by the next run.
 """
 
 import os
+import itertools
 import signal
 import sys
 import time
@@ -19,7 +21,7 @@ from typing import Any, NamedTuple
 
 from . import files, manifest
 from .files import Job
-from .walk import MANIFEST_NAME, Found, Passed, inside, walk
+from .walk import Found, Passed
 
 # A group of small files sent to a worker at once: enough files that the
 # cost of sending the group and its results back (~0.1 ms) is a few per cent.
@@ -40,7 +42,7 @@ class Summary(NamedTuple):
 
 
 # The job and manifest a forked worker inherits (set before the fork).
-_inherited: tuple[Job, manifest.Appender | None] | None = None
+_inherited: tuple[Job, files.Manifest | None] | None = None
 
 
 def _die_with_parent(parent: int) -> None:
@@ -74,7 +76,7 @@ def _groups(found: list[Found]) -> Iterator[list[Found]]:
         yield group
 
 
-def _in_workers(job: Job, appender: manifest.Appender | None, groups: list[list[Found]],
+def _in_workers(job: Job, appender: files.Manifest | None, groups: list[list[Found]],
                 workers: int) -> Iterator[list[dict[str, Any]]]:
     """The records of each group, as worker processes forked from this one finish it."""
     # Imported here: a run that forks nothing (one worker, a small tree) saves their ~20 ms.
@@ -105,11 +107,11 @@ def _cores() -> int:
 
 def check_roots(job: Job) -> None:
     """ValueError for roots a job can't use: a source that is not a folder, an output root inside the source."""
-    if not os.path.isdir(job.source):
-        raise NotADirectoryError(f"source {os.fsdecode(job.source)!r} is not a folder")
-    if job.destination is not None and inside(job.destination, job.source):
-        raise ValueError(f"destination {os.fsdecode(job.destination)!r} is inside the source "
-                         f"{os.fsdecode(job.source)!r}: its outputs would be inputs")
+    if not job.source.is_folder():
+        raise NotADirectoryError(f"source {str(job.source)!r} is not a folder")
+    if job.destination is not None and job.source.holds(job.destination):
+        raise ValueError(f"destination {str(job.destination)!r} is inside the source "
+                         f"{str(job.source)!r}: its outputs would be inputs")
 
 
 class _Bar:
@@ -141,28 +143,30 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     check_roots(job)
     writes = job.operation != files.VERIFY
     root = files.output_root(job)
-    manifest_path = os.path.join(root, MANIFEST_NAME)
-    previous = manifest.load(manifest_path) if writes and not force else {}
+    previous = manifest.load(root.load_manifest()) if writes and not force else {}
+    outputs = root.stats() if previous else None
     records: list[dict[str, Any]] = []
     small: list[Found] = []
     large: list[Found] = []
     skipped = passed = 0
-    for item in walk(job.source):
+    for item in job.source.walk():
         if isinstance(item, Passed) or not files.takes(job, item.path):
             reason = item.reason if isinstance(item, Passed) else "not an age file (F.age)"
             records.append({"operation": job.operation, "source": os.fsdecode(item.path), "status": "passed",
                             "reason": reason})
             passed += 1
             continue
-        name = files.output_name(job, item.path)
-        if name is not None and manifest.is_done(previous.get(item.path), item, os.path.join(root, name),
-                                                 job.destination is None):
+        name, record = files.output_name(job, item.path), previous.get(item.path)
+        if name is not None and record is not None and outputs is not None and manifest.is_done(
+                record, item, outputs(name), job.destination is None, (job.source.stamp_key, root.stamp_key)):
             skipped += 1
             continue
         (small if item.size <= files.IN_MEMORY else large).append(item)
     if writes:
-        os.makedirs(root, exist_ok=True)
-    appender = manifest.Appender(manifest_path) if writes else None
+        root.make()
+    appender = root.manifest() if writes else None
+    # Workers append to a local manifest themselves; a store's is rewritten by this process alone.
+    shared = appender if isinstance(appender, manifest.Appender) else None
     cores = workers or _cores()
     bar = _Bar(len(small) + len(large), sum(f.size for f in small + large), progress)
     try:
@@ -170,18 +174,19 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
         if client is not None:
             from .cluster import on_cluster
 
-            results = on_cluster(client, job, manifest_path if writes else None, groups, large)
+            results = on_cluster(client, job, shared is not None, groups, large)
             large = []
         elif cores > 1 and len(groups) > 1 and _can_fork():
-            results = _in_workers(job, appender, groups, min(cores, len(groups)))
+            results = _in_workers(job, shared, groups, min(cores, len(groups)))
         else:
-            results = ([files.process(job, found, appender) for found in group] for group in groups)
+            results = ([files.process(job, found, shared) for found in group] for group in groups)
+        results = itertools.chain(results, ([files.process(job, found, shared, threads=workers)]
+                                            for found in large))
         for done in results:
             records += done
             bar.update(done)
-        for found in large:
-            records.append(files.process(job, found, appender, threads=workers))
-            bar.update(records[-1:])
+            if appender is not None and shared is None:
+                appender.append(done)
     finally:
         bar.close()
         if appender is not None:

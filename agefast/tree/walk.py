@@ -9,18 +9,18 @@ it. They and special files (FIFOs, sockets, devices) are reported, not read.
 import os
 import stat
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # The manifest of a run into (or in) a tree lives at its root (agefast.tree.manifest).
 MANIFEST_NAME = b".agefast-tree.jsonl"
 
 
 class Found(NamedTuple):
-    """A regular file: its path under the tree's root, its size and its modification time."""
+    """A regular file: its path under the tree's root, its size and its stamp (agefast.tree.store)."""
 
     path: bytes
     size: int
-    mtime_ns: int
+    stamp: Any      # modification time in ns on a local disk; ETag (or time) on an fsspec store
 
 
 class Passed(NamedTuple):

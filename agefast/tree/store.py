@@ -1,0 +1,254 @@
+"""Where a tree's files are: a local folder, or a folder of an fsspec filesystem (s3://, gs://, ...).
+
+A tree job reads, writes and lists files only through these two, so the
+rest of it is the same for both. The local folder is what agefast-tree has
+always done: outputs renamed into place whole (agefast.io.replace), a
+manifest the workers append to. An fsspec store writes small outputs with
+one put (an object appears only when whole) and streams large ones through
+an upload that is committed only at the end and discarded on failure; an
+object store cannot append, so its manifest is one object the job's own
+process rewrites (agefast.tree.manifest.Rewriter).
+
+A file's stamp is what says it changed: its modification time in
+nanoseconds on a local disk, its ETag (or, where a store has none, its
+modification time as the store gives it) on an fsspec store.
+"""
+
+import datetime
+import errno
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from .. import _arguments
+from ..io.replace import replacing
+from ..io.writes import write_all
+from . import manifest
+from .walk import MANIFEST_NAME, Found, Passed, inside, walk
+
+# An output's size and stamp, as the manifest records them.
+Stat = tuple[int, Any]
+# What makes an output: its bytes, or a function that writes them onto a writer.
+Content = bytes | Callable[[Any], None]
+
+
+class Local(NamedTuple):
+    """A folder on this machine's file system, by its absolute path."""
+
+    root: bytes
+
+    @property
+    def stamp_key(self) -> str:
+        """The manifest's name for a file's stamp here: its modification time in nanoseconds."""
+        return "mtime_ns"
+
+    def __str__(self) -> str:
+        return os.fsdecode(self.root)
+
+    def is_folder(self) -> bool:
+        return os.path.isdir(self.root)
+
+    def holds(self, other: "Store") -> bool:
+        """Whether `other` is this folder or lies inside it."""
+        return isinstance(other, Local) and inside(other.root, self.root)
+
+    def walk(self) -> Iterator[Found | Passed]:
+        return walk(self.root)
+
+    def stats(self) -> Callable[[bytes], Stat | None]:
+        """The size and stamp of the file at a path under the root, None if there is none."""
+        def stat(path: bytes) -> Stat | None:
+            try:
+                st = os.stat(os.path.join(self.root, path), follow_symlinks=False)
+            except OSError:
+                return None
+            return st.st_size, st.st_mtime_ns
+        return stat
+
+    def read(self, path: bytes) -> bytes:
+        with open(os.path.join(self.root, path), "rb") as f:
+            return f.read()
+
+    def open(self, path: bytes) -> Any:
+        return open(os.path.join(self.root, path), "rb")
+
+    def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
+        """Write the output at `path`; `named` gets its size and stamp once it is whole, before it takes its name."""
+        target = os.path.join(self.root, path)
+        os.makedirs(os.path.dirname(target) or b".", exist_ok=True)
+        with replacing(target) as dst:
+            if isinstance(content, bytes):
+                write_all(dst, content)
+            else:
+                content(dst)
+            getattr(dst, "flush")()
+            st = os.fstat(getattr(dst, "fileno")())
+            # The rename keeps both, so the manifest line is true of the named output.
+            named((st.st_size, st.st_mtime_ns))
+
+    def make(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+
+    def load_manifest(self) -> bytes:
+        try:
+            with open(os.path.join(self.root, MANIFEST_NAME), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def manifest(self) -> "manifest.Appender":
+        return manifest.Appender(os.path.join(self.root, MANIFEST_NAME))
+
+
+class Remote(NamedTuple):
+    """A folder of an fsspec filesystem: its path there (no protocol), the protocol and the storage options.
+
+    The filesystem itself is not kept: each process (a forked worker, a
+    Dask worker) makes its own from the protocol and options, as fsspec
+    caches them per process; an async filesystem's event loop does not
+    survive a fork.
+    """
+
+    root: str
+    protocol: str
+    options: dict[str, Any]
+
+    @property
+    def stamp_key(self) -> str:
+        """The manifest's name for a file's stamp here: its ETag, or the store's modification time."""
+        return "stamp"
+
+    def __str__(self) -> str:
+        return f"{self.protocol}://{self.root}"
+
+    @property
+    def fs(self) -> Any:
+        import fsspec
+
+        return fsspec.filesystem(self.protocol, **self.options)
+
+    def key(self, path: bytes) -> str:
+        name = os.fsdecode(path)
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            # S3's and GCS's keys are UTF-8: such a file fails alone.
+            raise OSError(errno.EILSEQ, "the name is not UTF-8, as an fsspec store's names must be", name) from None
+        return f"{self.root}/{name}"
+
+    def is_folder(self) -> bool:
+        return bool(self.fs.isdir(self.root))
+
+    def same_store(self, other: "Store") -> bool:
+        """Whether `other` is a folder of the same filesystem (protocol and options): one S3 endpoint and account."""
+        return isinstance(other, Remote) and (other.protocol, other.options) == (self.protocol, self.options)
+
+    def holds(self, other: "Store") -> bool:
+        return (isinstance(other, Remote) and other.protocol == self.protocol
+                and (other.root == self.root or other.root.startswith(self.root + "/")))
+
+    def _listing(self) -> Iterator[tuple[bytes, dict[str, Any]]]:
+        """Every file under the root, by its path under it, with the store's description of it; name order."""
+        found = self.fs.find(self.root, detail=True, withdirs=False)
+        start = len(self.root) + 1
+        for name in sorted(found):
+            info = found[name]
+            if info.get("type", "file") == "file" and name.startswith(self.root + "/"):
+                yield os.fsencode(name[start:]), info
+
+    def walk(self) -> Iterator[Found | Passed]:
+        # An object store has no links and no special files: everything listed is a file.
+        for path, info in self._listing():
+            if path != MANIFEST_NAME:
+                yield Found(path, int(info["size"]), stamp(info))
+
+    def stats(self) -> Callable[[bytes], Stat | None]:
+        # One listing for the whole tree, not a request per file.
+        known = {path: (int(info["size"]), stamp(info)) for path, info in self._listing()}
+        return known.get
+
+    def read(self, path: bytes) -> bytes:
+        return bytes(self.fs.cat_file(self.key(path)))
+
+    def open(self, path: bytes) -> Any:
+        return self.fs.open(self.key(path), "rb")
+
+    def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
+        fs, key = self.fs, self.key(path)
+        if isinstance(content, bytes):
+            _made(fs, key, lambda: fs.pipe_file(key, content))
+            named(self.written(path))
+            return
+        # Written to the store only on commit(); until then an upload (S3's
+        # multipart) or a temporary file, which discard() throws away.
+        f = _made(fs, key, lambda: fs.open(key, "wb", autocommit=False))
+        try:
+            content(f)
+            f.close()
+            f.commit()
+        except BaseException:
+            try:
+                f.close()       # before discard(): a close after it would start the upload again
+            finally:
+                f.discard()
+            raise
+        named(self.written(path))
+
+    def written(self, path: bytes) -> Stat:
+        """The size and stamp of an output just written (the store asked, not its cache)."""
+        key = self.key(path)
+        self.fs.invalidate_cache(key)
+        info = self.fs.info(key)
+        return int(info["size"]), stamp(info)
+
+    def make(self) -> None:
+        self.fs.makedirs(self.root, exist_ok=True)
+
+    def load_manifest(self) -> bytes:
+        try:
+            return bytes(self.fs.cat_file(self.key(MANIFEST_NAME)))
+        except FileNotFoundError:
+            return b""
+
+    def manifest(self) -> "manifest.Rewriter":
+        return manifest.Rewriter(self.fs, self.key(MANIFEST_NAME), self.load_manifest())
+
+
+Store = Local | Remote
+
+
+def _made(fs: Any, key: str, put: Callable[[], Any]) -> Any:
+    """put(), in a folder made first if it was missing: asked only then, as on S3 (no folders) asking costs a
+    request per file, while a store with folders (SFTP, a mounted disk) needs them."""
+    try:
+        return put()
+    except FileNotFoundError:
+        fs.makedirs(key.rsplit("/", 1)[0], exist_ok=True)
+        return put()
+
+
+def stamp(info: dict[str, Any]) -> str | None:
+    """What changes when an object is written again, from an fsspec info: its ETag, else its modification time
+    (as seconds: a store may give a datetime in info() and a number in find(), as memory:// does)."""
+    for key in ("ETag", "etag", "LastModified", "mtime", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if value is not None:
+            return repr(value.timestamp()) if isinstance(value, datetime.datetime) else str(value)
+    return None
+
+
+def store_at(name: str, value: Any, storage_options: dict[str, Any] | None) -> Store:
+    """The store at a path or URL: a URL with a protocol other than "file" (s3://, gs://) is an fsspec store, with
+    `storage_options` (or, for S3, what s3fs reads from the environment); the rest is a local folder."""
+    path = _arguments.path(name, value)
+    text = os.fsdecode(path)
+    if "://" in text or "::" in text:
+        from fsspec.core import url_to_fs
+
+        fs, root = url_to_fs(text, **(storage_options or {}))
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        if protocol not in ("file", "local"):
+            return Remote(root.rstrip("/"), protocol, dict(fs.storage_options))
+        path = root
+    # Absolute: worker processes (a Dask cluster's) may start elsewhere.
+    return Local(os.path.abspath(os.fsencode(path)))

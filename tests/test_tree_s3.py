@@ -1,0 +1,162 @@
+"""agefast.tree and agefast-tree over fsspec stores: S3 (moto's server on loopback), a prefix encrypted, re-keyed
+in place by server-side copy and decrypted back, a failed upload leaving nothing; and any other store (memory://)."""
+
+import importlib
+import os
+import subprocess
+
+import pytest
+
+import agefast
+from agefast import tree, x25519
+from agefast.tree import files, manifest, s3copy
+from s3_server import s3_server
+from test_tree import NAMES, _make_tree, _read, _tree_command
+
+MiB = 1024 * 1024
+BIG = b"a/big"              # over s3copy.COPY_FROM once sealed: re-keyed by copy
+MEDIUM = b"medium"          # over 5 MiB, under COPY_FROM once sealed: re-keyed through this machine
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server() as server:
+        yield server
+
+
+def _fs(s3):
+    import fsspec
+
+    return fsspec.filesystem("s3", **s3.options)
+
+
+def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, make_plaintext, s3, monkeypatch,
+                                                                      require_tool):
+    # Copied parts of 5 MiB, so that the 12 MiB file's payload goes as two
+    # copied ranges after its first part (the arithmetic of the ranges is
+    # checked by decrypting it, here and by Go age).
+    monkeypatch.setattr(s3copy, "COPY_PART", 5 * MiB)
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    # moto's server refuses a key with a newline (S3 takes it): that name is left out.
+    contents = _make_tree(tmp_path / "src", make_plaintext, [n for n in NAMES if b"\n" not in n])
+    for i, (name, size) in enumerate([(BIG, 12 * MiB + 100), (MEDIUM, 5 * MiB)]):
+        contents[name] = make_plaintext(size, 100 + i)
+        (tmp_path / "src" / os.fsdecode(name)).write_bytes(contents[name])
+    url = "s3://bucket/tree"
+    # The command takes the URL, with s3fs's settings from the environment.
+    encrypted = _tree_command("encrypt", "-r", old.to_public(), tmp_path / "src", url,
+                              env={**os.environ, **s3.environment})
+    # A name that is not UTF-8 can't be an S3 key: that file fails alone.
+    assert encrypted.returncode == 1
+    assert encrypted.stderr.startswith(b"agefast-tree: caf\\udce9-latin1: [Errno 84] the name is not UTF-8")
+    del contents[b"caf\xe9-latin1"]
+    assert tree.encrypt(tmp_path / "src", url, [old.to_public()], storage_options=s3.options)[:3] == (0, 1, len(contents))
+    with pytest.raises(ValueError, match="inside the source"):
+        tree.decrypt(url, url + "/out", [old], storage_options=s3.options)
+
+    fs = _fs(s3)
+    sizes = {name: fs.size(f"bucket/tree/{os.fsdecode(name)}.age") for name in contents}
+    s3.requests.clear()
+    summary = tree.rekey(url, [old], [new.to_public()], storage_options=s3.options)
+    assert (summary.done, summary.failed) == (len(contents), 0)
+    sent = {}
+    for request in s3.requests:
+        sent.setdefault(request.path, []).append(request)
+    # The large file: a first part of exactly 5 MiB (the new header and the
+    # payload's first bytes), then two parts copied by the server (no body),
+    # then the completion's few hundred bytes of XML.
+    big = [r for r in sent.pop(f"/bucket/tree/{os.fsdecode(BIG)}.age") if r.body]
+    assert [r.body for r in big[:-1]] == [s3copy.PART_MIN]
+    assert "partNumber=1" in big[0].query and "uploadId=" in big[-1].query and big[-1].body < 1000
+    assert [r.query.count("partNumber") for r in s3.requests if r.path.endswith("big.age") and r.method == "PUT"] \
+        == [1, 1, 1]
+    # Every other file went up whole, once; and nothing else but the manifest.
+    manifest = sent.pop("/bucket/tree/.agefast-tree.jsonl")
+    assert [r.body for r in manifest if r.method == "PUT"] == [fs.size("bucket/tree/.agefast-tree.jsonl")]
+    assert {path: sum(r.body for r in requests) for path, requests in sent.items() if path.endswith(".age")} == \
+        {f"/bucket/tree/{os.fsdecode(name)}.age": sizes[name] for name in contents if name != BIG}
+    assert sum(r.body for requests in sent.values() for r in requests) == sum(sizes.values()) - sizes[BIG]
+    records = {r["source"]: r for r in summary.records}
+    assert records["a/big.age"]["output_stamp"].endswith('-3"')      # three parts
+
+    sealed = fs.cat_file(f"bucket/tree/{os.fsdecode(BIG)}.age")
+    assert len(sealed) == sizes[BIG] and agefast.decrypt(sealed, [new]) == contents[BIG]
+    with pytest.raises(agefast.errors.NoIdentityMatchError):
+        agefast.decrypt(sealed, [old])
+    # Into another prefix of the same store: copied by the server too.
+    s3.requests.clear()
+    summary = tree.rekey(url, [new], [old.to_public()], "s3://bucket/copy", storage_options=s3.options)
+    assert (summary.done, summary.failed) == (len(contents), 0)
+    assert sum(r.body for r in s3.requests if r.path.endswith("big.age") and "partNumber" in r.query) == \
+        s3copy.PART_MIN
+    assert agefast.decrypt(fs.cat_file(f"bucket/copy/{os.fsdecode(BIG)}.age"), [old]) == contents[BIG]
+    summary = tree.decrypt(url, tmp_path / "dec", [new], storage_options=s3.options)
+    assert (summary.done, summary.failed) == (len(contents), 0)
+    for name, plain in contents.items():
+        assert _read(tmp_path / "dec", name) == plain
+
+    (tmp_path / "big.age").write_bytes(sealed)
+    (tmp_path / "key.txt").write_text(str(new) + "\n")
+    require_tool("age")     # last: what comes before needs no tool
+    opened = subprocess.run(["age", "-d", "-i", tmp_path / "key.txt", tmp_path / "big.age"], capture_output=True)
+    assert opened.returncode == 0 and opened.stdout == contents[BIG], opened.stderr
+
+
+def test_a_failed_upload_leaves_nothing(tmp_path, make_plaintext, s3, monkeypatch):
+    # Every file streamed (the path of files over 32 MiB): the output's
+    # upload is committed at the end, and
+    # discarded when the file fails.
+    monkeypatch.setattr(files, "IN_MEMORY", 0)
+    identity = x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext, [b"plain.txt", b"a/b/two chunks"])
+    contents[BIG] = make_plaintext(6 * MiB, 7)
+    (tmp_path / "src" / os.fsdecode(BIG)).write_bytes(contents[BIG])
+    url = "s3://bucket/streamed"
+    summary = tree.encrypt(tmp_path / "src", url, [identity.to_public()], workers=1, storage_options=s3.options)
+    assert (summary.done, summary.failed) == (3, 0)
+    fs = _fs(s3)
+    # A server-side copy that S3 refuses (parts under 5 MiB) is aborted, the object left as it was.
+    monkeypatch.setattr(s3copy, "COPY_PART", MiB)
+    before = fs.cat_file("bucket/streamed/a/big.age")
+    summary = tree.rekey(url, [identity], [identity.to_public()], workers=1, storage_options=s3.options)
+    assert [r["source"] for r in summary.records if r["status"] == "failed"] == ["a/big.age"]
+    assert fs.cat_file("bucket/streamed/a/big.age") == before
+    assert fs.call_s3("list_multipart_uploads", Bucket="bucket").get("Uploads", []) == []
+    damaged = bytearray(fs.cat_file("bucket/streamed/a/b/two chunks.age"))
+    damaged[-50] ^= 1
+    fs.pipe_file("bucket/streamed/a/b/two chunks.age", bytes(damaged))
+    summary = tree.decrypt(url, "s3://bucket/out", [identity], workers=1, storage_options=s3.options)
+    assert [(r["source"], r.get("chunk")) for r in summary.records if r["status"] == "failed"] == \
+        [("a/b/two chunks.age", 1)]
+    assert fs.cat_file("bucket/out/a/big") == contents[BIG]
+    assert fs.cat_file("bucket/out/plain.txt") == contents[b"plain.txt"]
+    fs.invalidate_cache()
+    assert not fs.exists("bucket/out/a/b/two chunks")
+    assert fs.call_s3("list_multipart_uploads", Bucket="bucket").get("Uploads", []) == []
+
+
+def test_any_fsspec_store_takes_a_tree_and_keeps_its_manifest(tmp_path, make_plaintext, monkeypatch):
+    # memory:// has no server-side copy: re-keying downloads and uploads.
+    # Its files live in this process, so one worker. The manifest object is
+    # rewritten as groups end (here every group, one file each) and at the end.
+    import fsspec.implementations.memory as memory
+
+    written = []
+    pipe_file = memory.MemoryFileSystem.pipe_file
+    monkeypatch.setattr(memory.MemoryFileSystem, "pipe_file",
+                        lambda fs, path, *args, **kwargs: (written.append(path), pipe_file(fs, path, *args, **kwargs)))
+    monkeypatch.setattr(manifest.Rewriter, "REWRITE_AFTER", 0.0)
+    monkeypatch.setattr(manifest.Rewriter, "WAIT_PER_UPLOAD", 0.0)
+    monkeypatch.setattr(importlib.import_module("agefast.tree.run"), "GROUP_FILES", 1)    # the module, not tree.run
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    url = f"memory://{tmp_path.name}/enc"
+    summary = tree.encrypt(tmp_path / "src", url, [old.to_public()], workers=1)
+    assert (summary.done, summary.failed) == (len(NAMES) - 1, 1)       # the name that is not UTF-8
+    assert sum(path.endswith("/.agefast-tree.jsonl") for path in written) == len(NAMES) + 1
+    assert tree.encrypt(tmp_path / "src", url, [old.to_public()], workers=1)[:3] == (0, 1, len(NAMES) - 1)
+    assert tree.rekey(url, [old], [new.to_public()], workers=1)[:2] == (len(NAMES) - 1, 0)
+    assert tree.decrypt(url, tmp_path / "dec", [new], workers=1)[:2] == (len(NAMES) - 1, 0)
+    for name, plain in contents.items():
+        if name != b"caf\xe9-latin1":
+            assert _read(tmp_path / "dec", name) == plain
