@@ -29,6 +29,7 @@ FOLDER = pathlib.Path(os.environ.get("AGEFAST_WYCHEPROOF")
                       or pathlib.Path(__file__).resolve().parents[3] / "shared" / "vectors" / "wycheproof")
 FILE = FOLDER / "chacha20_poly1305_test.json"
 FILL = 0xA5
+SPARE = bytes([FILL]) * 16     # after each output: a write past its end shows
 
 
 def require() -> None:
@@ -76,9 +77,10 @@ def _expected_lead(v: Vector, plain: bytes, lead: int) -> bytes:
     return out
 
 
-def _at(data: bytes, offset: int) -> memoryview:
-    """`data` in a buffer `offset` bytes into its allocation (any alignment)."""
-    return memoryview(bytearray(offset) + bytearray(data))[offset:]
+def _at(data: bytes, offset: int) -> tuple[bytearray, memoryview]:
+    """A buffer holding `data` `offset` bytes into it (any alignment), then SPARE; and `data`'s part of it."""
+    buf = bytearray(offset) + bytearray(data) + SPARE
+    return buf, memoryview(buf)[offset:offset + len(data)]
 
 
 def check_vector(v: Vector, stitched: bool, lead: int, plain: bytes, threads: int = 1) -> None:
@@ -97,14 +99,15 @@ def check_vector(v: Vector, stitched: bool, lead: int, plain: bytes, threads: in
     n = len(v.msg)
     where = f"tcId {v.tc}, {lead} chunks before it"
     if n or not lead:
-        sealed = _at(bytes(len(before) + n + TAG_SIZE), v.tc % 8)
+        buf, sealed = _at(bytes(len(before) + n + TAG_SIZE), v.tc % 8)
         assert _rfc8439.seal_batch(v.key, v.nonce, v.aad, head + v.msg, sealed, threads) == len(sealed), where
         assert sealed[:len(before)] == before, where
         assert sealed[len(before):len(before) + n] == v.ct, where
         assert (sealed[len(before) + n:] == v.tag) == v.valid, where
-    back = _at(bytes([FILL]) * (len(head) + n), (v.tc + 3) % 8)
+        assert buf.endswith(SPARE), where
+    buf, back = _at(bytes([FILL]) * (len(head) + n), (v.tc + 3) % 8)
     opened = _rfc8439.open_batch(v.key, v.nonce, v.aad, before + v.ct + v.tag, back, threads)
-    assert opened == lead + v.valid, where
+    assert opened == lead + v.valid and buf.endswith(SPARE), where
     assert back[:len(head)] == head, where
     left = v.msg if v.valid else bytes(n) if stitched else bytes([FILL]) * n
     assert back[len(head):] == left, where
