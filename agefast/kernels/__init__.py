@@ -16,7 +16,8 @@ kernel (random access).
 The package is laid out by job: _loader (the shipped build its CPU runs
 (_shipped), else the cached one (_cache), else a compile once per machine,
 and the background compile), _batches (seal_chunks, open_chunks) over a
-thread pool (_pool), _file_job (seal_file, open_file); the compiled kernels,
+thread pool (_pool), _file_job (seal_file, open_file), _rfc8439 (a batch
+under any RFC 8439 nonce and associated data, for the tests); the compiled kernels,
 by what they compute: _chacha20, _poly1305, _aead (a batch of chunks) and
 _file_io (whole batches of a file), with what they share in _common. _build
 compiles them, _native calls them through ctypes, _abi is the C interface

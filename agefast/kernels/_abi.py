@@ -4,6 +4,8 @@ No numba here: a process that loads the kernels from the cache reads this
 module and never imports numba.
 """
 
+import struct
+
 from ..io.pieces import FILE_WRITE_SIZE
 
 CHUNK = 65536          # age STREAM chunk plaintext
@@ -19,6 +21,15 @@ BATCH_ARGS = ("voidptr",)
 BATCH_RESULT = "int64"
 BATCH_CALL = "<32sQQqQqqq"
 BATCH_CALL_AT = 0
+# After them (BATCH_AEAD, at BATCH_AEAD_AT): a 12-byte mask XORed into every
+# chunk's nonce, and the address and size of associated data (RFC 8439's
+# AAD) that every chunk authenticates. age's calls leave both zero (the
+# scratch is zeroed): age's own nonces, no associated data. With them the
+# batch seals and opens under any RFC 8439 nonce and AAD in the same loops
+# as age's chunks (agefast.kernels._rfc8439, the Wycheproof tests): a chunk
+# whose age nonce is N gets nonce N XOR mask.
+BATCH_AEAD = "<12s4xQq"
+BATCH_AEAD_AT = BATCH_CALL_AT + struct.calcsize(BATCH_CALL)     # 88: both within the 128 bytes below
 
 SEAL, OPEN = 0, 1
 

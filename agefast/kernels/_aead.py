@@ -122,27 +122,29 @@ def _open_one(scr, aad, src, dst):
 
 
 @_inner
-def _seal_chunk(st, counter, i, n, final):
+def _seal_chunk(st, mask, counter, i, n, final):
     """Chunk i of a batch of n plaintext bytes to seal: its bounds in the plaintext and whether it is the
-    batch's last; sets its nonce in st (flag 1 on the last chunk of a final batch)."""
+    batch's last; sets its nonce in st (flag 1 on the last chunk of a final batch; XOR mask)."""
     pos = i * CHUNK
     end = min(pos + CHUNK, n)
     last = end == n
-    _set_age_nonce(st, np.uint64(counter) + np.uint64(i), 1 if (last and final) else 0)
+    _set_age_nonce(st, np.uint64(counter) + np.uint64(i), 1 if (last and final) else 0, mask)
     return pos, end, last
 
 
 @_inner
-def _seal_batch(key, counter, src, dst, final, scr):
-    """Seal src as consecutive chunks into dst (agefast.payload.engine.Engine.seal semantics); returns bytes written."""
+def _seal_batch(key, mask, aad, counter, src, dst, final, scr):
+    """Seal src as consecutive chunks into dst (agefast.payload.engine.Engine.seal semantics); returns bytes written.
+
+    Each chunk's nonce is age's XOR mask, and each authenticates aad (_abi.BATCH_AEAD).
+    """
     _set_key(scr[0], key)
-    aad = scr[5][:0]
     if STITCHED:
-        return _stitched.seal_batch(scr, aad, counter, src, dst, final)
+        return _stitched.seal_batch(scr, mask, aad, counter, src, dst, final)
     n = src.size
     i = 0
     while True:
-        pos, end, last = _seal_chunk(scr[0], counter, i, n, final)
+        pos, end, last = _seal_chunk(scr[0], mask, counter, i, n, final)
         out = pos + TAG * i
         _seal_one(scr, aad, src[pos:end], dst[out:out + end - pos + TAG])
         i += 1
@@ -151,13 +153,13 @@ def _seal_batch(key, counter, src, dst, final, scr):
 
 
 @_inner
-def _open_batch(key, counter, src, dst, final, scr):
+def _open_batch(key, mask, aad, counter, src, dst, final, scr):
     """Open consecutive sealed chunks; returns how many verified (index of the first failure).
 
     Per chunk: MAC, compare, then decrypt; stops at the first failure.
+    Nonces and aad as for _seal_batch.
     """
     _set_key(scr[0], key)
-    aad = scr[5][:0]
     n = src.size
     pos = 0
     out = 0
@@ -166,7 +168,7 @@ def _open_batch(key, counter, src, dst, final, scr):
         end = min(pos + CHUNK + TAG, n)
         if end - pos < TAG:
             return done
-        _set_age_nonce(scr[0], np.uint64(counter) + np.uint64(done), 1 if (end == n and final) else 0)
+        _set_age_nonce(scr[0], np.uint64(counter) + np.uint64(done), 1 if (end == n and final) else 0, mask)
         size = end - pos - TAG
         if STITCHED:
             ok = _stitched.open_one(scr, aad, src[pos:end], dst[out:out + size])
@@ -181,13 +183,23 @@ def _open_batch(key, counter, src, dst, final, scr):
 
 
 @_inner
-def _batch(key, counter, src, dst, final, mode, scr):
+def _batch(key, mask, aad, counter, src, dst, final, mode, scr):
     """Seal (mode SEAL: returns bytes written) or open (OPEN: verify then
     decrypt each chunk, stop at the first failure; returns the number of
-    chunks verified) a batch, with the caller's scratch `scr` (_scratch())."""
+    chunks verified) a batch, with the caller's scratch `scr` (_scratch()).
+    Each chunk's nonce is age's XOR mask (12 bytes), and each authenticates
+    aad: zeros and none for age (_age_nonces)."""
     if mode == SEAL:
-        return _seal_batch(key, counter, src, dst, final, scr)
-    return _open_batch(key, counter, src, dst, final, scr)
+        return _seal_batch(key, mask, aad, counter, src, dst, final, scr)
+    return _open_batch(key, mask, aad, counter, src, dst, final, scr)
+
+
+@_inner
+def _age_nonces(scr):
+    """(mask, aad) of age's own chunks, for _batch: 12 zero bytes, the
+    scratch's first (they stay zero: every chunk's Poly1305 key block is
+    ChaCha20 of them), and no associated data."""
+    return scr[5][:12], scr[5][:0]
 
 
 @intrinsic
@@ -229,14 +241,18 @@ def batch_c(call):
     call: the scratch of this call, _abi.SCRATCH_SIZE bytes, 8-byte aligned,
     zeroed but for the arguments at _abi.BATCH_CALL_AT (_native.batch_call):
     the key (32 bytes), the counter, src (n bytes), dst (m bytes), final and
-    mode. Every buffer comes from the caller, so the compiled code allocates
-    nothing and needs nothing of Numba's runtime.
+    mode; after them the nonce mask and the associated data (_abi.BATCH_AEAD,
+    zeros for age). Every buffer comes from the caller, so the compiled code
+    allocates nothing and needs nothing of Numba's runtime.
     """
     key = carray(_at(call, _abi.BATCH_CALL_AT), 32, np.uint8)
     args = carray(_at(call, _abi.BATCH_CALL_AT + 32), 7, np.uint64)   # counter, src, n, dst, m, final, mode
     src = carray(_pointer(args[1]), np.int64(args[2]), np.uint8)
     dst = carray(_pointer(args[3]), np.int64(args[4]), np.uint8)
-    return _batch(key, args[0], src, dst, args[5] != 0, np.int64(args[6]), _carve(call))
+    mask = carray(_at(call, _abi.BATCH_AEAD_AT), 12, np.uint8)
+    aead = carray(_at(call, _abi.BATCH_AEAD_AT + 16), 2, np.uint64)     # aad, its size
+    aad = carray(_pointer(aead[0]), np.int64(aead[1]), np.uint8)
+    return _batch(key, mask, aad, args[0], src, dst, args[5] != 0, np.int64(args[6]), _carve(call))
 
 
 # Last: _stitched builds on the helpers above, and the batch loop (_seal_batch,

@@ -3,7 +3,7 @@
 The arguments are checked here; the compiled kernel never raises on them.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..io import cpus
 from . import _abi, _loader, _native
@@ -81,6 +81,15 @@ def _lend_destination(dst: object, size: int) -> _native.Lent:
     return lent
 
 
+class Nonces(NamedTuple):
+    """RFC 8439's nonce and associated data in a batch's calls (_abi.BATCH_AEAD, agefast.kernels._rfc8439):
+    each chunk's nonce is age's XOR `mask`, and each authenticates the `aad_size` bytes at address `aad`."""
+
+    mask: bytes
+    aad: int
+    aad_size: int
+
+
 def _checked(result: int) -> int:
     """A batch call's result; a negative one is the compiled wrapper's report of a failed call (_build)."""
     if result < 0:
@@ -88,21 +97,29 @@ def _checked(result: int) -> int:
     return result
 
 
-def _run(mode: int, k: bytes, counter: int, s: _native.Lent, d: _native.Lent,
-         final: bool, threads: int | None, chunks: int, step_in: int, step_out: int) -> int:
+def _run(mode: int, k: bytes, counter: int, s: _native.Lent, d: _native.Lent, final: bool, threads: int | None,
+         chunks: int, step_in: int, step_out: int, nonces: Nonces | None = None) -> int:
     """Run the batch over `chunks` chunks of s into d, split into per-thread
-    ranges; bytes written (SEAL) or leading chunks verified (OPEN)."""
+    ranges, under age's nonces or `nonces`; bytes written (SEAL) or leading
+    chunks verified (OPEN)."""
     parts = threads_for(threads, chunks)
     batch = _loader.functions().batch
     if parts == 1:      # no spans: the call itself, ~20 us for a 64 KiB chunk on AVX-512, is the cost
-        return _checked(batch(_native.batch_call(k, counter, s.address, s.size, d.address, d.size, final, mode)))
+        if nonces is None:
+            return _checked(batch(_native.batch_call(k, counter, s.address, s.size, d.address, d.size, final, mode)))
+        call = _native.batch_call(k, counter, s.address, s.size, d.address, d.size, final, mode)
+        _native.set_nonce_mask_and_aad(call, *nonces)
+        return _checked(batch(call))
 
     def run(span: tuple[int, int]) -> int:
         a, b = span
         src_at, dst_at = a * step_in, a * step_out
         size = min(b * step_in, s.size) - src_at
-        return _checked(batch(_native.batch_call(k, (counter + a) & _U64, s.address + src_at, size,
-                                                 d.address + dst_at, d.size - dst_at, final and b == chunks, mode)))
+        call = _native.batch_call(k, (counter + a) & _U64, s.address + src_at, size, d.address + dst_at,
+                                  d.size - dst_at, final and b == chunks, mode)
+        if nonces is not None:
+            _native.set_nonce_mask_and_aad(call, *nonces)
+        return _checked(batch(call))
 
     spans = list(_ranges(chunks, parts))
     results = map_spans(run, spans)

@@ -146,12 +146,16 @@ def _set_key(st, key):
 
 
 @_inner
-def _set_age_nonce(st, counter, flag):
-    """Nonce = counter as 11 bytes big-endian || flag, as ChaCha20 state words 13..15."""
+def _set_age_nonce(st, counter, flag, mask):
+    """Nonce = (counter as 11 bytes big-endian || flag) XOR mask, as ChaCha20 state words 13..15.
+
+    mask (12 bytes) is zeros for age's chunks; any other gives any RFC 8439
+    nonce (_abi.BATCH_AEAD).
+    """
     c = np.uint64(counter)
-    st[13] = _bswap32(c >> np.uint64(56))
-    st[14] = _bswap32(c >> np.uint64(24))
-    st[15] = _bswap32(((c & np.uint64(0xFFFFFF)) << np.uint64(8)) | np.uint64(flag))
+    st[13] = _bswap32(c >> np.uint64(56)) ^ _le32(mask, 0)
+    st[14] = _bswap32(c >> np.uint64(24)) ^ _le32(mask, 4)
+    st[15] = _bswap32(((c & np.uint64(0xFFFFFF)) << np.uint64(8)) | np.uint64(flag)) ^ _le32(mask, 8)
 
 
 @_inner

@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 from . import _abi
 from ._abi import OPEN, SEAL
 from ._common import _data_ptr, _I32, _I64, _inner, CHUNK, TAG
-from ._aead import _batch, _carve
+from ._aead import _age_nonces, _batch, _carve
 
 
 def _libc_io(name):
@@ -122,6 +122,7 @@ def _file_batches(key, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batc
     sealed = _abi.FILE_BATCH * (CHUNK + TAG)
     size_in = plain if mode == SEAL else sealed
     size_out = sealed if mode == SEAL else plain
+    mask, aad = _age_nonces(scr)
     b = first
     while b < batches:
         if stop[0] != 0:
@@ -138,7 +139,7 @@ def _file_batches(key, mode, src_fd, src_at, dst_fd, dst_at, first, stride, batc
             got += n
         out_at = dst_at + b * size_out
         out_place = out_at % _abi.PAGE
-        done = _batch(key, np.uint64(b * _abi.FILE_BATCH), src[place:place + size_in],
+        done = _batch(key, mask, aad, np.uint64(b * _abi.FILE_BATCH), src[place:place + size_in],
                       dst[out_place:out_place + size_out], False, mode, scr)
         if mode == OPEN and done != _abi.FILE_BATCH:
             return _ended(b, _abi.NOT_VERIFIED)

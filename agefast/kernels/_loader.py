@@ -76,10 +76,11 @@ def _reference() -> tuple[_native.Functions, str]:
     # The kernel modules are exempt from type checking (pyproject.toml): their kernels are Numba's.
     def batch(call: Any) -> int:
         key, counter, src, n, dst, m, final, mode = _native.batch_arguments(call)
+        mask, aad, aad_size = _native.nonce_mask_and_aad(call)
         k = np.frombuffer(bytearray(key), np.uint8)
         result: int = _aead._batch(  # type: ignore[no-untyped-call]
-            k, np.uint64(counter), array(src, n), array(dst, m), final != 0, mode,
-            _aead._scratch())  # type: ignore[no-untyped-call]
+            k, np.frombuffer(bytearray(mask), np.uint8), array(aad, aad_size), np.uint64(counter), array(src, n),
+            array(dst, m), final != 0, mode, _aead._scratch())  # type: ignore[no-untyped-call]
         return result
 
     def file_batches(key: Any, mode: int, src_fd: int, src_at: int, dst_fd: int, dst_at: int, first: int,

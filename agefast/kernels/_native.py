@@ -278,6 +278,20 @@ def batch_arguments(call: ctypes.Array[ctypes.c_char]) -> tuple[bytes, int, int,
     return _BATCH_CALL.unpack_from(call, _abi.BATCH_CALL_AT)
 
 
+_BATCH_AEAD = struct.Struct(_abi.BATCH_AEAD)
+
+
+def set_nonce_mask_and_aad(call: ctypes.Array[ctypes.c_char], mask: bytes, aad: int, aad_size: int) -> None:
+    """Write a batch call's nonce mask (12 bytes) and associated data (an address and size) into `call`
+    (_abi.BATCH_AEAD); a call made by batch_call alone has age's nonces and none."""
+    _BATCH_AEAD.pack_into(call, _abi.BATCH_AEAD_AT, mask, aad, aad_size)
+
+
+def nonce_mask_and_aad(call: ctypes.Array[ctypes.c_char]) -> tuple[bytes, int, int]:
+    """(mask, aad, aad_size) of a batch call (_abi.BATCH_AEAD)."""
+    return _BATCH_AEAD.unpack_from(call, _abi.BATCH_AEAD_AT)
+
+
 def key_buffer(key: bytes) -> ctypes.Array[ctypes.c_char]:
     return ctypes.create_string_buffer(key, len(key))
 

@@ -222,7 +222,7 @@ def _key(scr, aad, lanes):
 
 
 @_inner
-def seal_batch(scr, aad, counter, src, dst, final):
+def seal_batch(scr, mask, aad, counter, src, dst, final):
     """As _aead._seal_batch (returns bytes written), stitched, with one iteration bridging each pair of chunks.
 
     A chunk's first STEP bytes are encrypted before its loop, whose iterations
@@ -235,11 +235,11 @@ def seal_batch(scr, aad, counter, src, dst, final):
     its own (_seal_split).
     """
     if SPLIT:
-        return _seal_split(scr, aad, counter, src, dst, final)
+        return _seal_split(scr, mask, aad, counter, src, dst, final)
     st, ctx, buf = scr[0], scr[1], scr[5]
     n = src.size
     chunks = max(1, (n + CHUNK - 1) // CHUNK)
-    pos, end, last = _seal_chunk(st, counter, 0, n, final)
+    pos, end, last = _seal_chunk(st, mask, counter, 0, n, final)
     head = 0        # bytes of this chunk encrypted before its loop
     for i in range(chunks):
         size = end - pos
@@ -257,7 +257,7 @@ def seal_batch(scr, aad, counter, src, dst, final):
         head = 0
         if not last:
             # a chunk before the last is whole: a STEP left to hash
-            pos, end, last = _seal_chunk(st, counter, i + 1, n, final)
+            pos, end, last = _seal_chunk(st, mask, counter, i + 1, n, final)
             if end - pos >= STEP:
                 st[12] = 1
                 _stitched_steps(st, ctx, src, pos, dst, pos + TAG * (i + 1), dst, out + hashed, 1)
@@ -268,7 +268,7 @@ def seal_batch(scr, aad, counter, src, dst, final):
 
 
 @_inner
-def _seal_split(scr, aad, counter, src, dst, final):
+def _seal_split(scr, mask, aad, counter, src, dst, final):
     """seal_batch in the split form: per chunk, the first STEP encrypted alone
     (nothing written yet to hash), then the stitched loop, each iteration
     hashing half a STEP of what is written, then the lanes the rest."""
@@ -276,7 +276,7 @@ def _seal_split(scr, aad, counter, src, dst, final):
     n = src.size
     i = 0
     while True:
-        pos, end, last = _seal_chunk(st, counter, i, n, final)
+        pos, end, last = _seal_chunk(st, mask, counter, i, n, final)
         size = end - pos
         out = pos + TAG * i
         steps = size // STEP

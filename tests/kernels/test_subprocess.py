@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from agefast.kernels import _shipped
+from agefast.kernels._common import FORMS
 from tests.kernels import builds
+
+from . import wycheproof
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,6 +72,21 @@ def test_batches_without_jit(tmp_path):
     assert out == "reference ok agefast.kernels._loader\n"
 
 
+def test_wycheproof_without_jit():
+    # The Wycheproof vectors, each as one chunk, through the reference route (NUMBA_DISABLE_JIT=1:
+    # the kernels' Python, the mask and the associated data read from the call as the build reads
+    # them); behind whole chunks they would take minutes there.
+    wycheproof.require()
+    out = run(["-c", textwrap.dedent("""
+        from agefast.kernels import _common
+        from tests.kernels import wycheproof
+        print(wycheproof.check(wycheproof.load(), _common.STITCHED, "reference/" + _common._form(), leads=(0,)))
+    """)], NUMBA_DISABLE_JIT="1")
+    line = out.splitlines()[-1]
+    print("\n" + line)
+    assert line.startswith("wycheproof reference/") and f": {len(wycheproof.load())} vectors" in line, out
+
+
 def test_a_forked_child_keeps_using_the_engine():
     # The pool's threads do not survive a fork; before, the child's first
     # multi-threaded call waited for them forever.
@@ -119,8 +138,36 @@ def _build_checks(stitched: bool) -> str:
     """)
 
 
+@pytest.fixture(scope="module")
+def build_cache(tmp_path_factory):
+    """A kernel cache for each build the host runs, shared by this module's tests: a build compiles once,
+    cold, in the first test that runs it, and later ones load it."""
+    caches = {}
+
+    def cache(cpu_class, form):
+        if (cpu_class.name, form) not in caches:
+            caches[cpu_class.name, form] = tmp_path_factory.mktemp(f"{cpu_class.name}-{form or 'shipped'}")
+        return caches[cpu_class.name, form]
+
+    return cache
+
+
+def _native_build(cpu_class, form, cache) -> tuple[str, dict]:
+    """The head of a script that checks it runs the build of `cpu_class` in `form` ("": the form it ships
+    in), and the environment that gives it that build, from `cache`."""
+    built = form or builds.SHIPPED_FORMS[cpu_class.name]
+    isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
+    head = textwrap.dedent(f"""
+        from agefast import kernels
+        from agefast.kernels import _common
+        assert kernels.isa() == {isa!r} and _common.STITCHED == {built != "two-pass"}, kernels.isa()
+        assert _common.SPLIT == {built == "split"}
+    """)
+    return head, {"NUMBA_CACHE_DIR": str(cache), "AGEFAST_KERNEL_FORM": form, **builds.target_env(cpu_class)}
+
+
 @pytest.mark.parametrize(("cpu_class", "form"), builds.BUILDS, ids=builds.IDS)
-def test_each_class_build(tmp_path, cpu_class, form):
+def test_each_class_build(tmp_path, build_cache, cpu_class, form):
     # Each class's build (its Numba target, as the package ships it), one
     # cold compile, every check of it. A tampered chunk leaves zeros where the
     # build is stitched or split, and the two-pass builds leave it untouched.
@@ -131,16 +178,8 @@ def test_each_class_build(tmp_path, cpu_class, form):
     built = form or builds.SHIPPED_FORMS[cpu_class.name]
     stitched = built != "two-pass"
     lanes = built != "stitched"     # Poly1305 on vector lanes for some of each chunk
-    env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form}
     if builds.runs_natively(cpu_class):
-        isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
-        head = textwrap.dedent(f"""
-            from agefast import kernels
-            from agefast.kernels import _common
-            assert kernels.isa() == {isa!r} and _common.STITCHED == {stitched}, kernels.isa()
-            assert _common.SPLIT == {built == "split"}
-        """)
-        env.update(builds.target_env(cpu_class))
+        head, env = _native_build(cpu_class, form, build_cache(cpu_class, form))
     elif builds.runs_lowered(cpu_class):
         # The IFMA build's lanes go through the vpmadd52 stand-ins, the others' not.
         madd52 = f" and (seen['madd52'] > 0) == {cpu_class.name == 'avx512ifma'}" if lanes else ""
@@ -151,11 +190,37 @@ def test_each_class_build(tmp_path, cpu_class, form):
             assert _common.STITCHED == {stitched} and _common.SPLIT == {built == "split"}
             assert seen["widths"] == {{16}}{madd52}, seen
         """)
-        env.update(builds.target_env(builds.AVX2))
+        # a cache of its own: the lowered build is cached under the AVX2 target (lowered.py)
+        env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form, **builds.target_env(builds.AVX2)}
     else:
         pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
     out = run(["-c", head + _build_checks(stitched)], **env)
     assert "build ok" in out
+
+
+# Every form of each x86 class (the one it ships in as ""), and the Arm class as it ships.
+_FORMS = [(c, f) for c in _shipped.CLASSES if c.machine == "x86_64"
+          for f in ("",) + tuple(f for f in FORMS if f != builds.SHIPPED_FORMS[c.name])]
+_FORMS += [(c, "") for c in _shipped.CLASSES if c.machine != "x86_64"]
+
+
+@pytest.mark.parametrize(("cpu_class", "form"), _FORMS,
+                         ids=[f"{c.name}-{f or builds.SHIPPED_FORMS[c.name]}" for c, f in _FORMS])
+def test_wycheproof_each_class_and_form(build_cache, cpu_class, form):
+    # The Wycheproof vectors (wycheproof.py) on each class's build in each form the host runs: the
+    # classes' real code, not lowered (that is test_each_class_build's).
+    wycheproof.require()
+    if not builds.runs_natively(cpu_class):
+        pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
+    built = form or builds.SHIPPED_FORMS[cpu_class.name]
+    head, env = _native_build(cpu_class, form, build_cache(cpu_class, form))
+    out = run(["-c", head + textwrap.dedent(f"""
+        from tests.kernels import wycheproof
+        print(wycheproof.check(wycheproof.load(), {built != "two-pass"}, "{cpu_class.name}/{built}"))
+    """)], **env)
+    line = out.splitlines()[-1]
+    print("\n" + line)
+    assert line.startswith(f"wycheproof {cpu_class.name}/{built}: {len(wycheproof.load())} vectors"), out
 
 
 def test_the_kernel_caches_live_outside_the_package(tmp_path):
