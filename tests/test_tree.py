@@ -97,6 +97,25 @@ def test_a_rerun_does_only_what_is_left(tmp_path, make_plaintext):
     assert agefast.decrypt(_read(tmp_path / "enc", b"a/empty.age"), [identity]) == b"changed"
     summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1, force=True)
     assert summary.done == len(NAMES)
+    # other recipients, or armor: every output is made again, for them
+    other = x25519.Identity.generate()
+    assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [other.to_public()], workers=1).done == len(NAMES)
+    assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [other.to_public()], workers=1).done == 0
+    assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [other.to_public()], workers=1,
+                        armored=True).done == len(NAMES)
+    assert _read(tmp_path / "enc", b"plain.txt.age").startswith(b"-----BEGIN AGE ENCRYPTED FILE-----")
+    assert agefast.decrypt(_read(tmp_path / "enc", b"plain.txt.age"), [other]) == _read(tmp_path / "src", b"plain.txt")
+
+
+def test_a_second_rekey_for_other_recipients_is_done_not_skipped(tmp_path, make_plaintext):
+    first, second, third = (x25519.Identity.generate() for _ in range(3))
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [first.to_public()])
+    assert tree.rekey(tmp_path / "enc", [first], [second.to_public()]).done == len(NAMES)
+    assert tree.rekey(tmp_path / "enc", [second], [second.to_public()]).skipped == len(NAMES)
+    assert tree.rekey(tmp_path / "enc", [second], [third.to_public()]).done == len(NAMES)
+    for name, plain in contents.items():
+        assert agefast.decrypt(_read(tmp_path / "enc", name + b".age"), [third]) == plain
 
 
 def test_a_damaged_file_fails_alone_and_is_named_with_its_chunk(tmp_path, make_plaintext):

@@ -52,6 +52,16 @@ class Job(NamedTuple):
     armored: bool = False
 
 
+def sealed_for(job: Job) -> str | None:
+    """What the outputs of an encrypting job (encrypt, rekey) are sealed for, as its records keep it: a SHA-256
+    of the recipients' texts (age1..., ssh-ed25519 ...) and of armor, so that a run for other recipients does
+    every file again instead of skipping it. None for decrypt and verify."""
+    if not job.recipients:
+        return None
+    texts = sorted(str(r) for r in job.recipients) + (["armored"] if job.armored else [])
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
+
+
 def takes(job: Job, path: bytes) -> bool:
     """Whether the operation applies to the file at `path`: every file is encrypted; age files (F.age) the rest."""
     return job.operation == ENCRYPT or path.endswith(SUFFIX)
@@ -148,7 +158,7 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
     """Do the job's operation on one file; its record, added to `manifest` (if any) before the output is named."""
     store = job.source
     record: dict[str, Any] = {"operation": job.operation, "source": os.fsdecode(found.path), "size": found.size,
-                              store.stamp_key: found.stamp}
+                              store.stamp_key: found.stamp, "sealed_for": sealed_for(job)}
     name = output_name(job, found.path)
     try:
         if name is None:      # verify: the plaintext is checked and dropped

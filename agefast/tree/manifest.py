@@ -48,14 +48,17 @@ def load(data: bytes) -> dict[bytes, dict[str, Any]]:
 
 
 def is_done(record: dict[str, Any] | None, found: Found, output: tuple[int, Any] | None, in_place: bool,
-            stamp_keys: tuple[str, str]) -> bool:
+            stamp_keys: tuple[str, str], sealed_for: str | None) -> bool:
     """Whether `record` says the file `found` was done into an output now of size and stamp `output`, and both
-    the file and the output are as it says; `stamp_keys` name the stamps of the source's store and the output's.
+    the file and the output are as it says; `stamp_keys` name the stamps of the source's store and the output's;
+    `sealed_for`, what this run's outputs are sealed for (agefast.tree.files.sealed_for), must be the record's.
 
     In place (re-keying a tree where it is), the output is the source
     itself, as the job left it.
     """
     if record is None or record.get("status") != "done" or output is None or output[1] is None:
+        return False
+    if record.get("sealed_for") != sealed_for:
         return False
     if not in_place and (record.get("size"), record.get(stamp_keys[0])) != (found.size, found.stamp):
         return False

@@ -144,6 +144,7 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     writes = job.operation != files.VERIFY
     root = files.output_root(job)
     previous = manifest.load(root.load_manifest()) if writes and not force else {}
+    sealed_for = files.sealed_for(job)
     outputs = root.stats() if previous else None
     records: list[dict[str, Any]] = []
     small: list[Found] = []
@@ -158,7 +159,8 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
             continue
         name, record = files.output_name(job, item.path), previous.get(item.path)
         if name is not None and record is not None and outputs is not None and manifest.is_done(
-                record, item, outputs(name), job.destination is None, (job.source.stamp_key, root.stamp_key)):
+                record, item, outputs(name), job.destination is None, (job.source.stamp_key, root.stamp_key),
+                sealed_for):
             skipped += 1
             continue
         (small if item.size <= files.IN_MEMORY else large).append(item)
