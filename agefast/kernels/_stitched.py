@@ -25,10 +25,11 @@ iteration hashes half a STEP, and after the loop the vector lanes (radix
 chunk's first STEP alone (nothing is written yet to hash) and does not
 bridge chunks.
 
-_aead imports this module at its end and hands it the batch (seal_batch) or
-each chunk (open_one) where the build is stitched (_common.STITCHED: every
+_aead hands this module the batch (seal_batch) or each chunk (open_one)
+where the build is stitched (_common.STITCHED: every
 x86 class by default, split where the lanes are IFMA's, each the form that
-measured fastest on its class; AGEFAST_KERNEL_FORM asks for another).
+measured fastest on its class; AGEFAST_KERNEL_FORM asks for another). What
+a chunk's seal and open share with the two-pass loop is _chunk's.
 """
 
 import numpy as np
@@ -37,7 +38,7 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._aead import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
+from ._chunk import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
 from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, SPLIT, TAG

@@ -1,0 +1,82 @@
+"""What sealing and opening a chunk share between the two-pass loop (_aead) and the stitched loops (_stitched).
+
+A chunk's bounds and nonce in its batch, its Poly1305 key and the MAC's
+start, the MAC's end on vector lanes or on the scalar accumulator, and the
+constant-time check of its tag. Kernels here take typed arrays and never
+raise on user input.
+"""
+
+import numpy as np
+
+from ._common import _inner, _put_le64, _verdict, CHUNK, GROUP, LANE_MIN, LANES, TAG
+from ._chacha20 import _chacha_xor_1k, _set_age_nonce
+from ._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag, _poly_zero_padded, _put_limbs
+
+
+@_inner
+def _lane_groups(n):
+    """The 16-lane groups Poly1305 hashes of n ciphertext bytes on vector lanes (none below LANE_MIN)."""
+    return n // GROUP if n >= LANE_MIN else 0
+
+
+@_inner
+def _mac_begin(scr, aad, n):
+    """Derive the Poly1305 key (block 0), absorb aad; returns the number of 16-lane groups for n ct bytes.
+
+    Leaves the ChaCha20 counter at 1.
+    """
+    st, ctx, hl, pw16, pwfin, buf = scr
+    st[12] = 0
+    _chacha_xor_1k(st, buf, 0, buf, 1024)
+    st[12] = 1
+    groups = _lane_groups(n)
+    _poly_begin(ctx, hl, pw16, pwfin, buf, 1024, groups > 0)
+    _poly_zero_padded(ctx, aad, buf[2064:2080])
+    return groups
+
+
+@_inner
+def _mac_end(scr, ct, groups, aadlen, ctlen, out, ooff):
+    """MAC ct, the last bytes of ctlen, from the accumulator in ctx: `groups`
+    16-lane groups of it on the lanes (their powers made by _poly_begin),
+    then the rest; tag to out[ooff:ooff+16]."""
+    st, ctx, hl, pw16, pwfin, buf = scr
+    if groups:
+        # the running sum so far joins the first block of lane 0
+        _put_limbs(hl, LANES, 0, ctx[4], ctx[5], ctx[6])
+        if groups > 1:
+            _poly_lanes(hl, pw16, ct, 0, groups - 1)
+        _poly_lanes(hl, pwfin, ct, GROUP * (groups - 1), 1)
+        _poly_fold(ctx, hl)
+    _mac_finish(scr, ct[GROUP * groups:], aadlen, ctlen, out, ooff)
+
+
+@_inner
+def _mac_finish(scr, rest, aadlen, ctlen, out, ooff):
+    """Absorb the last ciphertext bytes `rest` (zero-padded) and the lengths; tag to out[ooff:ooff+16]."""
+    ctx, blk = scr[1], scr[5][2064:2080]
+    _poly_zero_padded(ctx, rest, blk)
+    _put_le64(blk, 0, np.uint64(aadlen))
+    _put_le64(blk, 8, np.uint64(ctlen))
+    _poly_blocks(ctx, blk, 0, 1, 1)
+    _poly_tag(ctx, out, ooff)
+
+
+@_inner
+def _tag_matches(tag, at, sealed, n):
+    """Whether tag[at:at+16] equals sealed[n:n+16], compared in constant time (an OR of XORs, _verdict)."""
+    diff = np.uint8(0)
+    for i in range(TAG):
+        diff |= tag[at + i] ^ sealed[n + i]
+    return _verdict(diff)
+
+
+@_inner
+def _seal_chunk(st, mask, counter, i, n, final):
+    """Chunk i of a batch of n plaintext bytes to seal: its bounds in the plaintext and whether it is the
+    batch's last; sets its nonce in st (flag 1 on the last chunk of a final batch; XOR mask)."""
+    pos = i * CHUNK
+    end = min(pos + CHUNK, n)
+    last = end == n
+    _set_age_nonce(st, np.uint64(counter) + np.uint64(i), 1 if (last and final) else 0, mask)
+    return pos, end, last
