@@ -3,12 +3,14 @@ commands without termios and fcntl."""
 
 import errno
 import os
+import platform
 import subprocess
 import sys
 
 import pytest
 
 from agefast.io import cpus, portable
+from agefast.kernels import _shipped
 
 DATA = bytes(range(256)) * 40
 
@@ -93,3 +95,12 @@ def test_after_fork_in_child_runs_in_each_child_and_needs_no_fork(monkeypatch):
     assert os.waitpid(pid, 0)[1] == 0 and seen == []
     monkeypatch.delattr(os, "register_at_fork")
     portable.after_fork_in_child(lambda: None)     # Windows: nothing to register with
+
+
+def test_the_machine_is_uname_s_and_platform_s_where_there_is_no_uname(monkeypatch):
+    assert portable.machine() == os.uname().machine
+    monkeypatch.delattr(os, "uname")     # Windows
+    assert portable.machine() == platform.machine()
+    # and no shipped class is chosen by a name no class has
+    assert _shipped.choose("AMD64", frozenset(["avx2", "avx512f", "avx512ifma"]),
+                           frozenset(c.name for c in _shipped.CLASSES)) is None

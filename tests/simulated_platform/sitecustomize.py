@@ -12,9 +12,11 @@ before agefast is imported:
 - the kernels: numba and llvmlite cannot be imported (and the run gives
   NUMBA_CACHE_DIR an empty folder), as on a machine with no shipped class
   for its CPU and no JIT installed: every job runs on cryptography.
-- os.register_at_fork and os.uname, which Windows lacks.
+- os.register_at_fork, which Windows lacks.
 Not taken away: termios and SIGHUP, which the test harness uses
-(tests/test_portable.py runs the commands without termios).
+(tests/test_portable.py runs the commands without termios), and os.uname,
+which numpy's import calls on Linux (tests/test_portable.py takes
+agefast's way without it).
 The test harness's own pty driver still needs fcntl: it finds the module as
 HARNESS_FCNTL here.
 """
@@ -30,7 +32,7 @@ if os.environ.get("AGEFAST_SIMULATE_PLATFORM") == "portable":
     import fcntl as HARNESS_FCNTL  # noqa: N812
 
     for _name in ("memfd_create", "preadv", "pwritev", "copy_file_range", "sched_getaffinity", "O_DIRECT", "O_TMPFILE",
-                  "pread", "pwrite", "register_at_fork", "uname"):
+                  "pread", "pwrite", "register_at_fork"):
         if hasattr(os, _name):
             delattr(os, _name)
     if "tempfile" in sys.modules:   # imported by a site hook before this ran: it found O_TMPFILE then
