@@ -45,18 +45,23 @@ def pread_into(fd: int, buf: "memoryview | mmap.mmap", offset: int) -> int:
     if _PREADV is not None:
         n: int = _PREADV(fd, [buf], offset)
         return n
-    if _PREAD is not None:
-        data: bytes = _PREAD(fd, len(buf), offset)
-    else:
-        with _seek_lock:
-            position = os.lseek(fd, 0, os.SEEK_CUR)
-            try:
-                os.lseek(fd, offset, os.SEEK_SET)
-                data = os.read(fd, len(buf))
-            finally:
-                os.lseek(fd, position, os.SEEK_SET)
+    data = pread(fd, len(buf), offset)
     buf[:len(data)] = data
     return len(data)
+
+
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to `size` bytes of `fd` at `offset` (one read), as new bytes; as pread_into where there is no pread."""
+    if _PREAD is not None:
+        data: bytes = _PREAD(fd, size, offset)
+        return data
+    with _seek_lock:
+        position = os.lseek(fd, 0, os.SEEK_CUR)
+        try:
+            os.lseek(fd, offset, os.SEEK_SET)
+            return os.read(fd, size)
+        finally:
+            os.lseek(fd, position, os.SEEK_SET)
 
 
 def copy_file_range(src_fd: int, dst_fd: int, count: int, src_at: int, dst_at: int) -> int:

@@ -95,6 +95,11 @@ def _reference() -> tuple[_native.Functions, str]:
     return _native.Functions(batch, file_batches), _isa_of(",".join("+" + f for f in _common.FEATURES))
 
 
+def _without_jit(e: ImportError) -> Unavailable:
+    return Unavailable(f"no kernel build shipped with agefast runs on this CPU, and numba and llvmlite, which would "
+                       f"compile one, cannot be imported ({e}; pip install 'agefast[jit]' adds them)")
+
+
 def _compile(key: str) -> tuple[_native.Functions, str]:
     """Numba's cold compile (seconds); stores the result in the cache where it can."""
     import tempfile
@@ -102,9 +107,7 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
     try:
         from . import _build
     except ImportError as e:
-        raise Unavailable(f"no kernel build shipped with agefast runs on this CPU, and numba and llvmlite, "
-                          f"which would compile one, cannot be imported ({e}; pip install 'agefast[jit]' "
-                          "adds them)") from None
+        raise _without_jit(e) from None
 
     obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as the kernel modules
     meta = {"cpu": cpu, "features": features}
@@ -134,7 +137,10 @@ def _load() -> tuple[_native.Functions, str]:
     if shipped is not None:
         functions, features = shipped
         return functions, _isa_of(features)
-    key = _cache.key()
+    try:
+        key = _cache.key()
+    except ImportError as e:    # no /proc/cpuinfo, and no llvmlite to name the CPU by
+        raise _without_jit(e) from None
     entry = _cache.lookup(key)
     if entry is None:
         return _compile(key)

@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any
 
-from ..io.portable import pread_into
+from ..io.portable import pread, pread_into
 from .engine import Engine
 from ..errors import PayloadError, TruncatedError, again
 from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
@@ -106,9 +106,9 @@ class SeekablePayload:
         size = self.size - index * CHUNK_SIZE + TAG_SIZE if final else SEALED_CHUNK_SIZE
         offset = self._start + index * SEALED_CHUNK_SIZE
         if self._fd is not None:
-            sealed = os.pread(self._fd, size, offset)
+            sealed = pread(self._fd, size, offset)
             while 0 < len(sealed) < size:
-                more = os.pread(self._fd, size - len(sealed), offset + len(sealed))
+                more = pread(self._fd, size - len(sealed), offset + len(sealed))
                 if not more:
                     break
                 sealed += more

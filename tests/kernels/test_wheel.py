@@ -88,8 +88,10 @@ def install(wheel: Path, venv: Path) -> Path:
                 target.symlink_to(file.locate())
     # pip checks the wheel's requirements against the venv alone (no index):
     # each is there, as in an install from PyPI, and nothing else is.
+    # Without PYTHONPATH: a checkout on it (its agefast.egg-info) would count as agefast installed already.
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
-                           "--no-cache-dir", str(wheel)], env=_ENV, capture_output=True, text=True, timeout=300)
+                           "--no-cache-dir", str(wheel)], env={k: v for k, v in _ENV.items() if k != "PYTHONPATH"},
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return python
 
