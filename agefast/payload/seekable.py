@@ -11,7 +11,6 @@ at a chunk boundary).
 """
 
 import io
-import os
 import threading
 from typing import Any
 
