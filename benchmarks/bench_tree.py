@@ -9,7 +9,10 @@ Cases run in interleaved rounds, each into a fresh output folder; the
 ratios are medians of per-round ratios. Checked outside the timing, once:
 Go age decrypts every output of agefast-tree encrypt and the round trip is
 byte-identical; no two outputs share a payload nonce or an X25519 share;
-after a rekey, Go age opens every file with the new identity. `verify` of
+after a rekey, Go age opens every file with the new identity. The floor,
+in the same rounds: `cp -r` of each case's input tree, the file system's own
+cost of creating as many files (on a VM whose file creation is slow, it
+bounds every tool's ratio). `verify` of
 the large files is compared with `agefast -d` of one file of the same total
 size to /dev/null.
 
@@ -144,6 +147,10 @@ def main() -> None:
             results.setdefault(name, []).append(t_theirs / t_ours)
             results.setdefault(name + " seconds", []).append(t_ours)
             results.setdefault(name + " per-file seconds", []).append(t_theirs)
+            # the floor: the same files made by cp (the file system's cost of creating them)
+            fresh(out, back)
+            tree_in = trees[name.split()[1]] if name.startswith("encrypt") else encrypted[name.split()[1]]
+            results.setdefault(name + " cp floor seconds", []).append(timed(["cp", "-r", str(tree_in), str(out)]))
         # rekey in place: agefast-tree against agefast-rekey per file, on copies of the encrypted tree
         fresh(rekeyed)
         shutil.copytree(encrypted["all"], rekeyed)
