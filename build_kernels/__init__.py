@@ -22,6 +22,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from agefast.io import cpus
 from agefast.kernels import _cache, _shipped
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,7 +84,7 @@ def ship(directory: str) -> None:
         return
     os.makedirs(directory)
     paths = {c.name: os.path.join(directory, c.name + ".so") for c in classes}
-    cores = len(os.sched_getaffinity(0))
+    cores = cpus.count()
     with ThreadPoolExecutor(max_workers=min(cores, len(classes))) as pool:
         outcomes = list(pool.map(lambda c: _compile(c, paths[c.name]), classes))
     builds = {}

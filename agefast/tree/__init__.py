@@ -16,12 +16,12 @@ left (force=True does everything again). Either tree may be an fsspec URL
 (s3://bucket/prefix). docs/tree.md has the details.
 """
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from .. import _arguments
 from .._typing import Identity, Recipient, StrPath
+from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
 from .run import Summary, run
 from .store import Store, store_at
@@ -52,8 +52,8 @@ def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, pro
         raise ValueError(f"workers must be a positive int or None, not {workers!r}")
     summary = run(job, force=force, workers=workers, progress=progress, client=client)
     if report is not None:
-        with open(_arguments.path("report", report), "w", encoding="ascii") as f:
-            f.writelines(json.dumps(r) + "\n" for r in summary.records)
+        with open(_arguments.path("report", report), "wb") as f:
+            f.writelines(manifest.line(r) for r in summary.records)
     return summary
 
 

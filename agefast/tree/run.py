@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from ..io import cpus
 from . import files, manifest
 from .files import Job
 from .walk import Found, Passed
@@ -99,13 +100,6 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(os, "register_at_fork")
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def check_roots(job: Job) -> None:
     """ValueError for roots a job can't use: a source that is not a folder, an output root inside the source."""
     if not job.source.is_folder():
@@ -170,7 +164,7 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     appender = root.manifest() if writes else None
     # Workers append to a local manifest themselves; a store's is rewritten by this process alone.
     shared = appender if isinstance(appender, manifest.Appender) else None
-    cores = workers or _cores()
+    cores = workers or cpus.count()
     bar = _Bar(len(small) + len(large), sum(f.size for f in small + large), progress)
     try:
         groups = list(_groups(small))
