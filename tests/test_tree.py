@@ -1,5 +1,6 @@
 """agefast.tree and agefast-tree: whole trees encrypted, decrypted, re-keyed and verified, resumably."""
 
+import contextlib
 import json
 import os
 import signal
@@ -223,14 +224,23 @@ def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintex
     assert [n for _, _, fs in os.walk(tmp_path / "enc") for n in fs if n.endswith(".partial")] == []
 
 
+@contextlib.contextmanager
+def dask_cluster():
+    """A Dask LocalCluster of 2 worker processes (spawned: they inherit nothing of this process but its
+    environment), one thread each, and a Client of it."""
+    distributed = need_module("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield cluster, client
+
+
 def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
     # Worker processes get the job (the keys pickled) once; every operation
     # runs as tasks and gives what the local run gives.
     distributed = need_module("distributed")
     identity, new = x25519.Identity.generate(), x25519.Identity.generate()
     contents = _make_tree(tmp_path / "src", make_plaintext)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client, distributed.get_task_stream(client) as tasks:
+    with dask_cluster() as (cluster, client), distributed.get_task_stream(client) as tasks:
         assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], client=client).done == len(NAMES)
         assert tree.rekey(tmp_path / "enc", [identity], [new.to_public()], client=client).done == len(NAMES)
         assert tree.verify(tmp_path / "enc", [new], client=client).done == len(NAMES)

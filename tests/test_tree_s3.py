@@ -1,17 +1,22 @@
 """agefast.tree and agefast-tree over fsspec stores: S3 (moto's server on loopback), a prefix encrypted, re-keyed
-in place by server-side copy and decrypted back, a failed upload leaving nothing; and any other store (memory://)."""
+in place by server-side copy and decrypted back, here and on a Dask cluster, a failed upload leaving nothing; and
+any other store (memory://)."""
 
 import importlib
+import io
+import json
 import os
 import subprocess
 
 import pytest
 
 import agefast
-from agefast import tree, x25519
+from agefast import rekeying, tree, x25519
+from agefast.payload.rules import CHUNK_SIZE
 from agefast.tree import files, manifest, s3copy
+from required import need_module
 from s3_server import s3_server
-from test_tree import NAMES, _make_tree, _read, _tree_command
+from test_tree import NAMES, _make_tree, _nonce_and_shares, _read, _tree_command, dask_cluster
 
 MiB = 1024 * 1024
 BIG = b"a/big"              # over s3copy.COPY_FROM once sealed: re-keyed by copy
@@ -28,6 +33,18 @@ def _fs(s3):
     import fsspec
 
     return fsspec.filesystem("s3", **s3.options)
+
+
+def _copied(requests, key):
+    """The number of parts of the upload that re-keyed object `key` (bucket/...) by server-side copy, having
+    checked that of its bytes only its first part (PART_MIN: the new header and the payload's first bytes) and
+    the completion's few hundred bytes of XML were sent."""
+    sent = [r for r in requests if r.path == f"/{key}" and r.body]
+    assert [r.body for r in sent[:-1]] == [s3copy.PART_MIN]
+    assert "partNumber=1" in sent[0].query and "uploadId=" in sent[-1].query and sent[-1].body < 1000
+    parts = [r.query.count("partNumber") for r in requests if r.path == f"/{key}" and r.method == "PUT"]
+    assert set(parts) == {1}
+    return len(parts)
 
 
 def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, make_plaintext, s3, monkeypatch,
@@ -65,11 +82,8 @@ def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, 
     # The large file: a first part of exactly 5 MiB (the new header and the
     # payload's first bytes), then two parts copied by the server (no body),
     # then the completion's few hundred bytes of XML.
-    big = [r for r in sent.pop(f"/bucket/tree/{os.fsdecode(BIG)}.age") if r.body]
-    assert [r.body for r in big[:-1]] == [s3copy.PART_MIN]
-    assert "partNumber=1" in big[0].query and "uploadId=" in big[-1].query and big[-1].body < 1000
-    assert [r.query.count("partNumber") for r in s3.requests if r.path.endswith("big.age") and r.method == "PUT"] \
-        == [1, 1, 1]
+    assert _copied(s3.requests, f"bucket/tree/{os.fsdecode(BIG)}.age") == 3
+    del sent[f"/bucket/tree/{os.fsdecode(BIG)}.age"]
     # Every other file went up whole, once; and nothing else but the manifest.
     manifest = sent.pop("/bucket/tree/.agefast-tree.jsonl")
     assert [r.body for r in manifest if r.method == "PUT"] == [fs.size("bucket/tree/.agefast-tree.jsonl")]
@@ -100,6 +114,80 @@ def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, 
     require_tool("age")     # last: what comes before needs no tool
     opened = subprocess.run(["age", "-d", "-i", tmp_path / "key.txt", tmp_path / "big.age"], capture_output=True)
     assert opened.returncode == 0 and opened.stdout == contents[BIG], opened.stderr
+
+
+def _shape(lines):
+    """JSON lines as their shape: each record's fields and values, the values a run makes anew (stamps, SHA-256s)
+    as their type; in order of operation and source."""
+    anew = {"stamp", "output_stamp", "sha256"}
+    records = [{k: type(v).__name__ if k in anew else v for k, v in json.loads(line).items()} for line in lines]
+    return sorted(records, key=lambda r: (r["operation"], r["source"]))
+
+
+def test_a_dask_cluster_does_the_same_on_s3(make_plaintext, s3, monkeypatch, tmp_path, require_tool):
+    # All on S3, as docs/tree.md shows a cluster: a prefix encrypted into
+    # another, re-keyed in place, decrypted into a third. The workers are
+    # processes with no S3 setting in their environment: the endpoint and
+    # credentials reach them only as the storage options, sent with the job,
+    # as a user's would. The same operations run here (forked workers) give
+    # the manifests and reports to match.
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    # A task per file (the groups are made here, by the client): both workers have some.
+    monkeypatch.setattr(importlib.import_module("agefast.tree.run"), "GROUP_FILES", 1)
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    contents = {"plain.txt": make_plaintext(1000), "with space.bin": make_plaintext(1001), "a/empty": b"",
+                "a/b/two chunks": make_plaintext(CHUNK_SIZE + 100),
+                os.fsdecode(BIG): make_plaintext(s3copy.COPY_FROM)}    # re-keyed by copy: a first part, a copied one
+    fs = _fs(s3)
+    fs.pipe({f"bucket/plain/{name}": plain for name, plain in contents.items()})
+
+    def run(prefix, client):
+        """Encrypt s3://bucket/plain into s3://bucket/PREFIX/enc, re-key that in place, decrypt it into .../dec:
+        of each, the counts (done, failed), the report as its shape and the requests the store received; and
+        the two manifests as their shapes."""
+        url, report = f"s3://bucket/{prefix}", tmp_path / f"{prefix}.jsonl"
+        given = {"report": report, "client": client, "storage_options": s3.options}
+        runs = []
+        for operation, args in ((tree.encrypt, ("s3://bucket/plain", url + "/enc", [old.to_public()])),
+                                (tree.rekey, (url + "/enc", [old], [new.to_public()])),
+                                (tree.decrypt, (url + "/enc", url + "/dec", [new]))):
+            s3.requests.clear()
+            counts = operation(*args, **given)[:2]
+            runs.append((counts, _shape(report.read_text().splitlines()), list(s3.requests)))
+        manifests = [_shape(fs.cat_file(f"bucket/{prefix}/{out}/.agefast-tree.jsonl").splitlines())
+                     for out in ("enc", "dec")]
+        return runs, manifests
+
+    local_runs, local_manifests = run("local", None)
+    distributed = need_module("distributed")
+    with dask_cluster() as (cluster, client), distributed.get_task_stream(client) as tasks:
+        runs, manifests = run("dask", client)
+        workers = set(cluster.scheduler.workers)
+    assert {t["worker"] for t in tasks.data} == workers and len(workers) == 2
+    assert [counts for counts, _, _ in runs] == [(len(contents), 0)] * 3
+    assert [r[:2] for r in runs] == [r[:2] for r in local_runs] and manifests == local_manifests
+    assert _copied(runs[1][2], f"bucket/dask/enc/{os.fsdecode(BIG)}.age") == 2
+    file_keys, nonces, shares = set(), set(), set()
+    for name, plain in contents.items():
+        assert fs.cat_file(f"bucket/dask/dec/{name}") == plain
+        sealed = fs.cat_file(f"bucket/dask/enc/{name}.age")
+        file_keys.add(rekeying.open_file(io.BytesIO(sealed), [new]).file_key)
+        nonce, [share] = _nonce_and_shares(sealed)
+        nonces.add(nonce)
+        shares.add(share)
+    # Every file its own file key (re-keying kept them), payload nonce and share.
+    assert len(file_keys) == len(nonces) == len(shares) == len(contents)
+
+    require_tool("age")     # last: what comes before needs no tool
+    (tmp_path / "old.txt").write_text(f"{old}\n")
+    (tmp_path / "new.txt").write_text(f"{new}\n")
+    for name, plain in contents.items():
+        sealed = fs.cat_file(f"bucket/dask/enc/{name}.age")
+        by_old, by_new = (subprocess.run(["age", "-d", "-i", tmp_path / key], input=sealed, capture_output=True)
+                          for key in ("old.txt", "new.txt"))
+        assert by_old.returncode == 1 and b"no identity matched" in by_old.stderr
+        assert by_new.returncode == 0 and by_new.stdout == plain, by_new.stderr
 
 
 def test_a_failed_upload_leaves_nothing(tmp_path, make_plaintext, s3, monkeypatch):
