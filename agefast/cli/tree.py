@@ -43,8 +43,9 @@ command again after an interruption and it does only what is left.
 
 SRC and DST may be fsspec URLs (s3://bucket/prefix, gs://...), with the
 settings their library reads from the environment (for S3: AWS_PROFILE,
-AWS_ENDPOINT_URL, ...). On S3, rekey copies each payload on the server:
-only the header and the first 5 MiB of a file are sent.
+AWS_ENDPOINT_URL, ...); with --dask, each worker reads them from its own.
+On S3, rekey copies each payload on the server: only the header and the
+first 5 MiB of a file are sent.
 
 A file that fails fails alone: the others are done, each failure is told on
 stderr (with the first chunk that did not authenticate, where one did not),
