@@ -130,3 +130,80 @@ def test_a_new_file_takes_its_name_directly(tmp_path, monkeypatch, unnamed_files
         f.write(b"new")
     assert made == [str(tmp_path / "out")]
     assert (tmp_path / "out").read_bytes() == b"new"
+
+
+def _folder_ways(monkeypatch, tmp_path, way):
+    if way == "unnamed":
+        require_unnamed_files(tmp_path)
+    else:
+        FALLBACKS[way](monkeypatch, tmp_path)
+
+
+FOLDER_WAYS = ["unnamed", *FALLBACKS]
+
+
+@pytest.mark.parametrize("way", FOLDER_WAYS)
+def test_a_folder_writes_each_output_whole_or_not_at_all(way, tmp_path, monkeypatch):
+    _folder_ways(monkeypatch, tmp_path, way)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "old").write_bytes(b"old")
+    (work / "old").chmod(0o640)
+    with replace.Folder(work) as folder:
+        with folder.replacing(b"new") as f:
+            f.write(b"new file")
+        with folder.replacing("old") as f:
+            f.write(b"replaced")
+        with pytest.raises(ValueError), folder.replacing("old") as f:
+            f.write(b"not whole")
+            raise ValueError
+        with pytest.raises(ValueError), folder.replacing("never") as f:
+            f.write(b"not whole")
+            raise ValueError
+    assert _names(work) == ["new", "old"]
+    assert (work / "new").read_bytes() == b"new file"
+    assert (work / "old").read_bytes() == b"replaced"
+    assert (work / "old").stat().st_mode & 0o777 == 0o640
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (work / "new").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_folder_replaces_a_symlink_instead_of_writing_through_it(tmp_path, unnamed_files):
+    # A tree's output is an entry of its folder: a link there must not send it elsewhere.
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"outside")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "out").symlink_to(outside)
+    with replace.Folder(work) as folder, folder.replacing("out") as f:
+        f.write(b"new")
+    assert not (work / "out").is_symlink()
+    assert (work / "out").read_bytes() == b"new"
+    assert outside.read_bytes() == b"outside"
+
+
+def test_a_folder_names_the_output_in_its_errors(tmp_path, unnamed_files):
+    work = tmp_path / "work"
+    (work / "out").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as raised, replace.Folder(work) as folder, folder.replacing("out") as f:
+        f.write(b"new")
+    assert raised.value.filename == str(work / "out")
+    assert _names(work) == ["out"]
+
+
+def test_where_no_call_takes_a_folder_descriptor_a_folder_names_outputs_by_path(tmp_path, monkeypatch):
+    # As on Windows: no O_TMPFILE, and os.supports_dir_fd is empty.
+    _no_o_tmpfile(monkeypatch, tmp_path)
+    monkeypatch.setattr(replace.os, "supports_dir_fd", set())
+    with pytest.raises(FileNotFoundError):
+        replace.Folder(tmp_path / "missing")
+    (tmp_path / "old").write_bytes(b"old")
+    with replace.Folder(tmp_path) as folder:
+        with folder.replacing("old") as f:
+            f.write(b"replaced")
+        with pytest.raises(ValueError), folder.replacing("never") as f:
+            f.write(b"not whole")
+            raise ValueError
+    assert _names(tmp_path) == ["old"]
+    assert (tmp_path / "old").read_bytes() == b"replaced"

@@ -16,7 +16,10 @@ def require_unnamed_files(directory) -> None:
     under AGEFAST_REQUIRE_TOOLS=1 it fails instead: CI's host must run these tests."""
     if not hasattr(os, "O_TMPFILE"):
         pytest.skip("O_TMPFILE is Linux's")
-    unnamed = replace._Unnamed.create(str(directory))
+    proc = replace._proc_folder()
+    unnamed = replace._Unnamed.create(str(directory), proc)
+    if proc is not None:
+        os.close(proc)
     if unnamed is not None:
         os.close(unnamed.fd)
         unnamed.close()

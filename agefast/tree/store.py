@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from .. import _arguments
-from ..io.replace import replacing
+from ..io.replace import Folder
 from ..io.writes import write_all
 from . import manifest
 from .walk import MANIFEST_NAME, Found, Passed, inside, walk
@@ -74,15 +74,18 @@ class Local(NamedTuple):
 
     def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
         """Write the output at `path`; `named` gets its size and stamp once it is whole, before it takes its name."""
-        target = os.path.join(self.root, path)
-        os.makedirs(os.path.dirname(target) or b".", exist_ok=True)
-        with replacing(target) as dst:
+        folder, name = os.path.split(os.path.join(self.root, path))
+        try:
+            into = Folder(folder)
+        except FileNotFoundError:    # the first output of its folder
+            os.makedirs(folder, exist_ok=True)
+            into = Folder(folder)
+        with into, into.replacing(name) as dst:
             if isinstance(content, bytes):
                 write_all(dst, content)
             else:
                 content(dst)
-            getattr(dst, "flush")()
-            st = os.fstat(getattr(dst, "fileno")())
+            st = os.fstat(dst.fileno())
             # The rename keeps both, so the manifest line is true of the named output.
             named((st.st_size, st.st_mtime_ns))
 
