@@ -95,15 +95,16 @@ class _Partial:
 class _Unnamed:
     """The result in a file without a name, linked in as the target when whole."""
 
-    def __init__(self, fd: int, proc: int) -> None:
-        self._kept, self._proc = fd, proc
+    def __init__(self, fd: int, proc: int, dir_fd: int | None = None) -> None:
+        self._kept, self._proc, self._dir_fd = fd, proc, dir_fd
         # The writer closes its descriptor when it has written everything;
         # this one keeps the file until it has a name.
         self.fd = os.dup(fd)
 
     @classmethod
-    def create(cls, directory: str) -> "_Unnamed | None":
-        """A new file without a name in `directory`, or None where this system or its file system cannot make one."""
+    def create(cls, directory: str, dir_fd: int | None = None) -> "_Unnamed | None":
+        """A new file without a name in `directory` (relative to the folder `dir_fd`, if given), or None where
+        this system or its file system cannot make one."""
         # Looked up here, not at import: a platform without it may be simulated.
         flag = getattr(os, "O_TMPFILE", None)
         if flag is None:
@@ -114,8 +115,8 @@ class _Unnamed:
             return None
         fd = None
         try:
-            fd = os.open(directory, flag | os.O_WRONLY, 0o600)
-            return cls(fd, proc)
+            fd = os.open(directory, flag | os.O_WRONLY, 0o600, dir_fd=dir_fd)
+            return cls(fd, proc, dir_fd)
         except BaseException as e:
             os.close(proc)
             if fd is not None:
@@ -124,12 +125,13 @@ class _Unnamed:
                 return None
             raise
 
-    def _link(self, path: str) -> None:
+    def link(self, path: str) -> None:
+        """Give the file the name `path` (relative to the folder it was made in by descriptor, if so); FileExistsError where the name is taken."""
         # Given a folder descriptor, os.link calls linkat(2) with
         # AT_SYMLINK_FOLLOW, which follows /proc/self/fd/N to the file;
         # without one it calls link(2), which would link the symlink itself
         # (EXDEV: it is on /proc).
-        os.link(str(self._kept), path, src_dir_fd=self._proc)
+        os.link(str(self._kept), path, src_dir_fd=self._proc, dst_dir_fd=self._dir_fd)
 
     def place(self, target: str, mode: int) -> None:
         os.fchmod(self._kept, mode)
@@ -142,12 +144,12 @@ class _Unnamed:
         # microseconds between the two calls leaves that name beside the old
         # file, which is intact; the file under it is whole, not partial.
         try:
-            self._link(target)
+            self.link(target)
             return
         except FileExistsError:
             pass
         directory, name = os.path.split(target)
-        _, tmp = _new_name(directory, name, self._link)
+        _, tmp = _new_name(directory, name, self.link)
         try:
             os.replace(tmp, target)
         except BaseException:
@@ -159,6 +161,12 @@ class _Unnamed:
         # Not placed, the file goes with its last descriptor.
         os.close(self._kept)
         os.close(self._proc)
+
+
+def create_unnamed(dir_fd: int) -> _Unnamed | None:
+    """A new file without a name in the folder `dir_fd`: write it through its `fd` (yours to close), give it a
+    name with `link`, and `close` it; None where this system or the folder's file system cannot make one."""
+    return _Unnamed.create(".", dir_fd)
 
 
 @contextlib.contextmanager
