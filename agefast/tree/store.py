@@ -14,6 +14,7 @@ nanoseconds on a local disk, its ETag (or, where a store has none, its
 modification time as the store gives it) on an fsspec store.
 """
 
+import contextlib
 import datetime
 import errno
 import os
@@ -75,8 +76,14 @@ class Local(NamedTuple):
     def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
         """Write the output at `path`; `named` gets its size and stamp once it is whole, before it takes its name."""
         target = os.path.join(self.root, path)
-        os.makedirs(os.path.dirname(target) or b".", exist_ok=True)
-        with replacing(target) as dst:
+        with contextlib.ExitStack() as stack:
+            try:
+                dst = stack.enter_context(replacing(target))
+            except FileNotFoundError:
+                # Its folder is missing: made then, as Remote's are (_made), not
+                # asked for every file (a failing mkdir and two stats a file).
+                os.makedirs(os.path.dirname(target) or b".", exist_ok=True)
+                dst = stack.enter_context(replacing(target))
             if isinstance(content, bytes):
                 write_all(dst, content)
             else:
