@@ -254,3 +254,40 @@ def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
         assert _read(tmp_path / "dec", name) == plain
     manifest = [json.loads(line) for line in (tmp_path / "enc" / ".agefast-tree.jsonl").read_text().splitlines()]
     assert sorted(r["operation"] for r in manifest) == ["encrypt"] * len(NAMES) + ["rekey"] * len(NAMES)
+
+
+def test_a_local_output_folder_is_made_once_when_missing_and_a_missing_input_is_not_retried(tmp_path, monkeypatch):
+    from agefast.tree import store
+
+    made = []
+
+    class Os:
+        """The os module as the store sees it, counting the folders it asks for (os.makedirs's own recursion not)."""
+
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def makedirs(self, path, *args, **kwargs):
+            made.append(path)
+            os.makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(store, "os", Os())
+    local = store.Local(os.fsencode(tmp_path / "dst"))
+    for name in (b"a/b/one", b"a/b/two", b"a/three"):
+        local.put(name, name, lambda stat: None)
+    assert made == [os.fsencode(tmp_path / "dst/a/b")]
+    assert (tmp_path / "dst/a/b/two").read_bytes() == b"a/b/two"
+
+    calls = []
+
+    def vanished(dst):
+        # A source gone while its output is written: that file's error, not a folder to make.
+        calls.append(dst)
+        raise FileNotFoundError(2, "gone", "src/x")
+
+    with pytest.raises(FileNotFoundError):
+        local.put(b"c/x", vanished, lambda stat: None)
+    with pytest.raises(FileNotFoundError):
+        local.put(b"a/x", vanished, lambda stat: None)
+    assert len(calls) == 2 and made[1:] == [os.fsencode(tmp_path / "dst/c")]
+    assert sorted(os.listdir(tmp_path / "dst/a")) == ["b", "three"]

@@ -134,7 +134,9 @@ class _Unnamed:
                 return None
             raise
 
-    def _link(self, path: str) -> None:
+    def link(self, path: str) -> None:
+        """Give the file the name `path` (relative to its folder's descriptor,
+        if it was made by one); FileExistsError where the name is taken."""
         # Given a folder descriptor, os.link calls linkat(2) with
         # AT_SYMLINK_FOLLOW, which follows /proc/self/fd/N to the file;
         # without one it calls link(2), which would link the symlink itself
@@ -152,12 +154,12 @@ class _Unnamed:
         # microseconds between the two calls leaves that name beside the old
         # file, which is intact; the file under it is whole, not partial.
         try:
-            self._link(target)
+            self.link(target)
             return
         except FileExistsError:
             pass
         directory, name = os.path.split(target)
-        _, tmp = _new_name(directory, name, self._link, self._folder)
+        _, tmp = _new_name(directory, name, self.link, self._folder)
         try:
             os.replace(tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         except BaseException:
@@ -168,6 +170,27 @@ class _Unnamed:
     def close(self) -> None:
         # Not placed, the file goes with its last descriptor.
         os.close(self._kept)
+
+
+@contextlib.contextmanager
+def unnamed_file(dir_fd: int) -> Iterator[_Unnamed | None]:
+    """A new file without a name in the folder `dir_fd`, gone at the end of
+    the block unless given a name with its `link`; write it through its `fd`
+    (yours to close). None where this system or the folder's file system
+    cannot make one."""
+    proc = _proc_folder()
+    try:
+        unnamed = _Unnamed.create(".", proc, dir_fd)
+        if unnamed is None:
+            yield None
+            return
+        try:
+            yield unnamed
+        finally:
+            unnamed.close()
+    finally:
+        if proc is not None:
+            os.close(proc)
 
 
 @contextlib.contextmanager

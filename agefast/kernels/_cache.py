@@ -4,9 +4,11 @@ An entry is two files in the cache directory: `<key>.entry`, naming the
 compiled file by its SHA-256 and recording what it was compiled for, and the
 compiled file itself, `<sha256>.so` (a shared library) or `<sha256>.o` (an
 object file, where no C compiler driver could link one). Both are written
-under a temporary name and renamed into place, so two processes filling the
-cache at once each leave a whole entry; the compiled file's name is its
-checksum, so any pairing of the two files that a reader can meet is
+into a file without a name (O_TMPFILE) and linked in when whole, so two
+processes filling the cache at once each leave a whole entry and a kill
+leaves nothing (where the system cannot make such a file, under a temporary
+name renamed into place, which a kill leaves behind); the compiled file's
+name is its checksum, so any pairing of the two files that a reader can meet is
 consistent. A reader loads nothing whose bytes do not hash to the name: a
 corrupt or truncated entry is a miss, compiled again and replaced.
 
@@ -38,6 +40,7 @@ import os
 import stat
 import sys
 import warnings
+from collections.abc import Callable
 
 # SHA-256 from hashlib, not from cryptography: the command starts sealing a
 # large file before it imports cryptography (agefast.cli.early_payload), and
@@ -269,11 +272,17 @@ def lookup(entry_key: str) -> tuple[str, bytes, dict[str, str]] | None:
 
 
 def _write_atomically(folder: int, name: str, data: bytes) -> None:
-    # As outputs are written (a signal just after the temporary file is
-    # created does not leave it behind), and without importing tempfile. The
-    # rename replaces the name: an entry that is a symbolic link is replaced, not followed.
-    from agefast.io.replace import create_partial
+    # As outputs are written (agefast.io.replace): into a file without a name
+    # (O_TMPFILE) linked in when whole, so even SIGKILL leaves nothing behind;
+    # else under a temporary name renamed into place, which a kill leaves.
+    from agefast.io.replace import create_partial, unnamed_file
 
+    with unnamed_file(folder) as unnamed:
+        if unnamed is not None:
+            with os.fdopen(unnamed.fd, "wb") as f:
+                f.write(data)
+            _link_over(folder, name, unnamed.link)
+            return
     fd, temporary = create_partial("", name, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -282,6 +291,28 @@ def _write_atomically(folder: int, name: str, data: bytes) -> None:
     except BaseException:
         os.unlink(temporary, dir_fd=folder)
         raise
+
+
+def _link_over(folder: int, name: str, link: Callable[[str], None]) -> None:
+    """link(name), an old file of that name removed first: never written through (a symbolic link goes, not its target)."""
+    # WHY not a second name renamed over the old one, as outputs do: a kill
+    # between the link and the rename would leave that name behind. A cache
+    # may lack an entry for a moment (a reader compiles again), never hold a
+    # partial one. A writer that takes the name between our unlink and link
+    # placed a whole file of the same checksum or key, and keeps it.
+    try:
+        link(name)
+        return
+    except FileExistsError:
+        pass
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass
+    try:
+        link(name)
+    except FileExistsError:
+        pass
 
 
 def store(entry_key: str, kind: str, data: bytes, meta: dict[str, str]) -> None:

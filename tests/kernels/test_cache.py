@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agefast.kernels import _cache, _loader
+from unnamed_files import require_unnamed_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
@@ -225,16 +226,88 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     assert fresh_key() == keys[0]
 
 
-def test_a_store_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypatch):
+class HalfWritten:
+    """A file the cache writes to that takes half of the data, flushed, then calls `then` (which raises or waits)."""
+
+    def __init__(self, f, then):
+        self.f, self.then = f, then
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+    def write(self, data):
+        self.f.write(data[:len(data) // 2])
+        self.f.flush()
+        self.then()
+
+
+def interrupted():
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["a file without a name", "a temporary name"])
+def test_a_store_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypatch, unnamed):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_cache.os, "replace", interrupted)
+    if unnamed:
+        require_unnamed_files(tmp_path)
+    else:
+        monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(_cache.os, "fdopen", lambda fd, mode: HalfWritten(real_fdopen(fd, mode), interrupted))
     with pytest.raises(KeyboardInterrupt):
         _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
     assert os.listdir(tmp_path / "agefast-kernels") == []
+    monkeypatch.undo()
+    _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})     # and a store afterwards is whole
+    assert _cache.lookup("k")[1] == b"compiled"
+
+
+KILLED_WRITING = """
+import os, time
+from agefast.kernels import _cache
+from tests.kernels.test_cache import HalfWritten
+
+def stalled():
+    print("half written", flush=True)
+    time.sleep(60)
+
+real_fdopen = os.fdopen
+os.fdopen = lambda fd, mode: HalfWritten(real_fdopen(fd, mode), stalled)
+_cache.store("k", "so", b"compiled" * 1000, {"cpu": "x", "features": "y"})
+"""
+
+
+def test_a_store_killed_half_way_leaves_nothing_in_the_cache(tmp_path):
+    require_unnamed_files(tmp_path)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "xdg"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITING], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=60)
+    assert line == "half written\n", err
+    assert os.listdir(tmp_path / "agefast-kernels") == []
+
+
+def test_a_store_replaces_an_old_file_of_its_name_and_never_writes_through_a_symbolic_link(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "agefast-kernels"
+    folder.mkdir(mode=0o700)
+    digest = hashlib.sha256(b"compiled").hexdigest()
+    (folder / f"{digest}.so").write_bytes(b"compiled, then corrupted")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"not the cache's")
+    (folder / "k.entry").symlink_to(elsewhere)
+    _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
+    assert _cache.lookup("k")[1] == b"compiled"
+    assert elsewhere.read_bytes() == b"not the cache's" and not (folder / "k.entry").is_symlink()
+    assert sorted(os.listdir(folder)) == sorted([f"{digest}.so", "k.entry"])
 
 
 # ---------------------------------------------------------------- trust: nothing another account can write is loaded

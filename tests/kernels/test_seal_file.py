@@ -2,6 +2,8 @@
 checked against agefast.payload.engine's cryptography path; its failures and its stop."""
 
 import contextlib
+import ctypes
+import mmap
 import os
 import random
 from collections.abc import Iterator
@@ -10,6 +12,7 @@ import pytest
 
 from agefast.payload.engine import choose
 from agefast import kernels
+from agefast.kernels import _native
 
 BATCH = kernels.FILE_BATCH * kernels.CHUNK_SIZE
 SEALED_BATCH = kernels.FILE_BATCH * kernels.SEALED_CHUNK_SIZE
@@ -106,7 +109,18 @@ def test_stop_ends_the_workers_before_it_returns(tmp_path):
     assert size < batches * SEALED_BATCH
 
 
-def test_written_counts_the_leading_batches_written_whole(tmp_path):
+class StopInTheOutput:
+    """A job's stop flag kept in the output file's own bytes (through a shared mapping of it): the job
+    stops itself once the batch whose ciphertext lands there is written, at no moment a thread picks."""
+
+    def __init__(self, address: int) -> None:
+        self.address = address
+
+    def set(self) -> None:
+        raise AssertionError("the output stops this job, not stop()")
+
+
+def test_written_counts_the_leading_batches_written_whole(tmp_path, monkeypatch):
     # Done, every batch; stopped part way, a prefix of them, each whole; a
     # failed write, none; a short input, the batches before the end.
     plain = random.Random(5).randbytes(24 * BATCH)
@@ -115,9 +129,26 @@ def test_written_counts_the_leading_batches_written_whole(tmp_path):
         job.wait()
         assert job.written() == 6
         os.ftruncate(dst, 0)
-        job = kernels.seal_file(KEY, src, 0, dst, 0, 24, 2)
-        job.stop()
-        done = job.written()
+        # Stopped by batch 4's ciphertext: worker 0 (batches 0, 2, 4) ends at 6;
+        # worker 1 (1, 3, ...) ends wherever it was, at batch 1 at the soonest.
+        # So 1 to 6 leading batches of 24 are written, every run.
+        os.ftruncate(dst, 24 * SEALED_BATCH)
+        at = 4 * SEALED_BATCH + 64
+        assert reference(plain[:5 * BATCH])[at:at + 8] != bytes(8)
+        output = mmap.mmap(dst, 24 * SEALED_BATCH)
+        try:
+            anchor = ctypes.c_char.from_buffer(output)
+            start = ctypes.addressof(anchor)
+            del anchor      # no export left, so the mapping closes
+            monkeypatch.setattr(_native, "Flag", lambda: StopInTheOutput(start + at))
+            job = kernels.seal_file(KEY, src, 0, dst, 0, 24, 2)
+            with pytest.raises(RuntimeError, match="stopped"):
+                job.wait()
+            monkeypatch.undo()
+            done = job.written()
+        finally:
+            output.close()
+        assert 1 <= done <= 6
         assert os.pread(dst, done * SEALED_BATCH, 0) == reference(plain[:done * BATCH])
     with files(tmp_path, plain[:4 * BATCH], write=False) as (src, dst):
         job = kernels.seal_file(KEY, src, 0, dst, 0, 4, 2)
