@@ -1,11 +1,13 @@
 """agefast.tree and agefast-tree over fsspec stores: S3 (moto's server on loopback), a prefix encrypted, re-keyed
-in place by server-side copy and decrypted back, here and on a Dask cluster, a failed upload leaving nothing; and
-any other store (memory://)."""
+in place by server-side copy and decrypted back, here and on a Dask cluster, a failed upload leaving nothing; any
+other store (memory://); and a store whose library fails (no credentials, no connection): the job ended with one
+line, or the file failed alone."""
 
 import importlib
 import io
 import json
 import os
+import socket
 import subprocess
 
 import pytest
@@ -248,3 +250,96 @@ def test_any_fsspec_store_takes_a_tree_and_keeps_its_manifest(tmp_path, make_pla
     for name, plain in contents.items():
         if name != b"caf\xe9-latin1":
             assert _read(tmp_path / "dec", name) == plain
+
+
+def _without_credentials(tmp_path, **settings):
+    """This environment without any AWS setting, botocore's files and instance metadata out of reach, and
+    `settings`: no credentials unless they are given, and each request tried once."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**env, "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+            "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1", **settings}
+
+
+def _closed_port():
+    """A port of the loopback that nothing listens on: a connection to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("failure", ["no credentials", "refused"])
+def test_a_store_that_fails_ends_the_command_with_one_line(tmp_path, make_plaintext, failure):
+    # Botocore's own errors, which s3fs passes through untranslated: no
+    # credentials (reading the source), no connection (writing the destination).
+    need_module("s3fs")
+    _make_tree(tmp_path / "src", make_plaintext, [b"f"])
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    if failure == "no credentials":
+        env = _without_credentials(tmp_path, AWS_ENDPOINT_URL=endpoint)
+        src, dst, said = "s3://bucket/x", tmp_path / "out", "NoCredentialsError: Unable to locate credentials"
+    else:
+        env = _without_credentials(tmp_path, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="a",
+                                   AWS_SECRET_ACCESS_KEY="b")
+        src, dst, said = tmp_path / "src", "s3://bucket/x", f'EndpointConnectionError: Could not connect to the ' \
+            f'endpoint URL: "{endpoint}/bucket/x/.agefast-tree.jsonl"'
+    ended = _tree_command("encrypt", "-r", x25519.Identity.generate().to_public(), src, dst, env=env)
+    assert ended.returncode == 1
+    assert ended.stderr.decode() == f"agefast-tree: error: s3://bucket/x: {said}\n"
+    assert not (tmp_path / "out").exists()
+
+
+class Refused(Exception):
+    """An error of a store's library's own, not an OSError."""
+
+
+def test_a_store_failing_on_a_file_fails_that_file_alone(tmp_path, make_plaintext, monkeypatch):
+    # Read whole (cat_file), and streamed (the file object's reads, inside
+    # the payload engine): each file fails alone, its record saying why.
+    import fsspec
+    import fsspec.implementations.memory as memory
+
+    monkeypatch.setattr(files, "IN_MEMORY", 1000)
+    names = {"read whole": 1000, "streamed": 3 * CHUNK_SIZE, "fine": 1000, "a/fine too": 2 * CHUNK_SIZE}
+    contents = {name: make_plaintext(size, i) for i, (name, size) in enumerate(names.items())}
+    fsspec.filesystem("memory").pipe({f"{tmp_path.name}/src/{name}": plain for name, plain in contents.items()})
+    cat_file, readinto = memory.MemoryFileSystem.cat_file, memory.MemoryFile.readinto
+
+    def failing_cat_file(fs, path, *args, **kwargs):
+        if path.endswith("/read whole"):
+            raise Refused("the store refused")
+        return cat_file(fs, path, *args, **kwargs)
+
+    def failing_readinto(f, b):
+        if f.path.endswith("/streamed") and f.tell() > 0:      # its first read done
+            raise Refused("the store went away")
+        return readinto(f, b)
+    monkeypatch.setattr(memory.MemoryFileSystem, "cat_file", failing_cat_file)
+    monkeypatch.setattr(memory.MemoryFile, "readinto", failing_readinto)
+    identity = x25519.Identity.generate()
+    summary = tree.encrypt(f"memory://{tmp_path.name}/src", tmp_path / "enc", [identity.to_public()], workers=1)
+    store = f"memory:///{tmp_path.name}/src"
+    assert {r["source"]: r.get("error") for r in summary.records if r["status"] == "failed"} == {
+        "read whole": f"{store}: Refused: the store refused", "streamed": f"{store}: Refused: the store went away"}
+    assert (summary.done, summary.failed) == (2, 2)
+    for name in ("fine", "a/fine too"):
+        assert agefast.decrypt(_read(tmp_path / "enc", os.fsencode(name) + b".age"), [identity]) == contents[name]
+    assert sorted(os.listdir(tmp_path / "enc")) == [".agefast-tree.jsonl", "a", "fine.age"]
+
+
+def test_on_a_dask_cluster_a_store_failing_on_the_workers_fails_each_file(tmp_path, make_plaintext, s3,
+                                                                          monkeypatch):
+    # The workers start with no credentials in their environment; this
+    # process, which lists and makes the roots, has them (after the workers
+    # started). Each file fails alone, with the message a local run gives.
+    for name, value in _without_credentials(tmp_path, AWS_ENDPOINT_URL=s3.endpoint).items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    _make_tree(tmp_path / "src", make_plaintext, [b"f", b"a/g"])
+    with dask_cluster() as (cluster, client):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        summary = tree.encrypt(tmp_path / "src", "s3://bucket/refused", [x25519.Identity.generate().to_public()],
+                               client=client, storage_options={"client_kwargs": {"endpoint_url": s3.endpoint}})
+    assert {r["source"]: r["error"] for r in summary.records} == dict.fromkeys(
+        ["f", "a/g"], "s3://bucket/refused: NoCredentialsError: Unable to locate credentials")

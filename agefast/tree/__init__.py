@@ -24,9 +24,9 @@ from .._typing import Identity, Recipient, StrPath
 from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
 from .run import Summary, run
-from .store import Store, store_at
+from .store import Store, StoreError, store_at
 
-__all__ = ["Summary", "decrypt", "encrypt", "rekey", "verify"]
+__all__ = ["StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
 
 
 def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] | None) -> tuple[Store, Store | None]:

@@ -12,6 +12,12 @@ process rewrites (agefast.tree.manifest.Rewriter).
 A file's stamp is what says it changed: its modification time in
 nanoseconds on a local disk, its ETag (or, where a store has none, its
 modification time as the store gives it) on an fsspec store.
+
+A failure of an fsspec store that its library raises as an error of its own
+(botocore's: no credentials, no connection, a bad endpoint) is a StoreError,
+an OSError naming the store: like any OSError, it fails the file being done,
+or ends the job where it came from the roots (listing the source, making
+the destination, its manifest).
 """
 
 import datetime
@@ -103,6 +109,67 @@ class Local(NamedTuple):
         return manifest.Appender(os.path.join(self.root, MANIFEST_NAME))
 
 
+class StoreError(OSError):
+    """An fsspec store failed with an error of its library's own: the store's URL, the error's type and message."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """call(*args, **kwargs), a call into the fsspec store at `url`; an error of the store's library other than an
+    OSError becomes a StoreError.
+
+    fsspec's convention is OSError (FileNotFoundError, PermissionError,
+    ...), which s3fs follows for what S3 answers; but an error that is not
+    an answer passes through as its library's own: botocore's
+    NoCredentialsError and EndpointConnectionError, its ValueError for a
+    malformed endpoint, aiobotocore's TypeError for an unknown storage
+    option, and gcsfs, adlfs and the rest have theirs, with no common base.
+    So the one test that holds for every store is where the error came
+    from: a call into the store runs only the store's code, and whatever
+    it raises there is the store failing, or refusing its settings. OSError
+    is left as it is (its subclasses are what callers tell apart, as
+    FileNotFoundError here); what is not an Exception (KeyboardInterrupt, a
+    signal's) still unwinds the job. The price: a wrong call of agefast's
+    own would read as the store failing, its type and message kept (and
+    chained as the cause). StoreError keeps OSError's constructor, so it
+    pickles (a worker's error reaches the job's process).
+    """
+    try:
+        return call(*args, **kwargs)
+    except OSError:
+        raise
+    except Exception as e:
+        said = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise StoreError(errno.EIO, said, url) from e
+
+
+class _Guarded:
+    """An fsspec filesystem, or a file it opened, whose every method is called through _calling(): agefast calls
+    the store only through these. The files too: the payload engine reads and writes a large file through its
+    file object, where s3fs's ranged reads and part uploads raise botocore's errors as they are."""
+
+    def __init__(self, target: Any, url: str) -> None:
+        self._target, self._url = target, url
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            result = _calling(self._url, value, *args, **kwargs)
+            return _Guarded(result, self._url) if name == "open" else result
+        return guarded
+
+    def __enter__(self) -> "_Guarded":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _calling(self._url, self._target.__exit__, *exc)
+
+
 class Remote(NamedTuple):
     """A folder of an fsspec filesystem: its path there (no protocol), the protocol and the storage options.
 
@@ -126,9 +193,10 @@ class Remote(NamedTuple):
 
     @property
     def fs(self) -> Any:
+        """The filesystem, its failures StoreErrors (_calling)."""
         import fsspec
 
-        return fsspec.filesystem(self.protocol, **self.options)
+        return _Guarded(_calling(str(self), fsspec.filesystem, self.protocol, **self.options), str(self))
 
     def key(self, path: bytes) -> str:
         name = os.fsdecode(path)
@@ -248,7 +316,8 @@ def store_at(name: str, value: Any, storage_options: dict[str, Any] | None) -> S
     if "://" in text or "::" in text:
         from fsspec.core import url_to_fs
 
-        fs, root = url_to_fs(text, **(storage_options or {}))
+        # A protocol unknown or whose library is missing is a StoreError too.
+        fs, root = _calling(text, url_to_fs, text, **(storage_options or {}))
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         if protocol not in ("file", "local"):
             return Remote(root.rstrip("/"), protocol, dict(fs.storage_options))
