@@ -154,8 +154,15 @@ def test_links_and_special_files_are_left_and_told(tmp_path, make_plaintext):
 
 def test_a_destination_inside_the_source_is_refused(tmp_path, make_plaintext):
     _make_tree(tmp_path / "src", make_plaintext, [b"file"])
-    with pytest.raises(ValueError, match="inside the source"):
+    with pytest.raises(tree.RootsRefused, match="inside the source"):
         tree.encrypt(tmp_path / "src", tmp_path / "src" / "out", [x25519.Identity.generate().to_public()])
+    assert os.listdir(tmp_path / "src") == ["file"]
+    recipient = x25519.Identity.generate().to_public()
+    done = _tree_command("encrypt", "-r", recipient, tmp_path / "src", tmp_path / "src" / "out")
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f"agefast-tree: error: destination {str(tmp_path / 'src' / 'out')!r} is inside the source "
+        f"{str(tmp_path / 'src')!r}: its outputs would be inputs"]
     assert os.listdir(tmp_path / "src") == ["file"]
 
 

@@ -119,6 +119,8 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
         client = Client(args.dask)  # type: ignore[no-untyped-call]  # distributed's is unannotated
     try:
         summary = _operation(operation, args, positional, client)
+    except tree.RootsRefused as e:
+        raise UsageError(str(e)) from None
     finally:
         if client is not None:
             client.close()

@@ -23,10 +23,10 @@ from .. import _arguments
 from .._typing import Identity, Recipient, StrPath
 from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
-from .run import Summary, run
+from .run import RootsRefused, Summary, run
 from .store import Store, StoreError, store_at
 
-__all__ = ["StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
+__all__ = ["RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
 
 
 def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] | None) -> tuple[Store, Store | None]:

@@ -100,12 +100,16 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(os, "register_at_fork")
 
 
+class RootsRefused(ValueError):
+    """The output root lies inside the source: its outputs would be inputs."""
+
+
 def check_roots(job: Job) -> None:
-    """ValueError for roots a job can't use: a source that is not a folder, an output root inside the source."""
+    """NotADirectoryError for a source that is not a folder, RootsRefused for an output root inside the source."""
     if not job.source.is_folder():
         raise NotADirectoryError(f"source {str(job.source)!r} is not a folder")
     if job.destination is not None and job.source.holds(job.destination):
-        raise ValueError(f"destination {str(job.destination)!r} is inside the source "
+        raise RootsRefused(f"destination {str(job.destination)!r} is inside the source "
                          f"{str(job.source)!r}: its outputs would be inputs")
 
 
