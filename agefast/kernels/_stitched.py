@@ -18,18 +18,20 @@ so it writes plaintext before the tag is known: a chunk whose tag fails has
 its output overwritten with zeros before open_one returns. Each chunk's
 Poly1305 key comes from one iteration of the same body (_key).
 
-The split form (_common.SPLIT, the IFMA class's) is for AVX-512, where 16
-blocks in zmm leave the scalar Poly1305 the longer of the two chains: each
-iteration hashes half a STEP, and after the loop the vector lanes (radix
-2^44 on IFMA) hash the rest of the chunk from the accumulator the loop left. Its seal encrypts a
-chunk's first STEP alone (nothing is written yet to hash) and does not
-bridge chunks.
+The split form (_common.SPLIT, the AVX-512 classes') is for AVX-512, where
+16 blocks in zmm leave the scalar Poly1305 the longer of the two chains:
+each iteration hashes part of a STEP, and after the loop the vector lanes
+hash the rest of the chunk from the accumulator the loop left: half of it
+where the lanes are IFMA's (radix 2^44), a quarter where they are 26-bit
+limbs on vpmuludq, which take the vector units from ChaCha20 (_HASHED). Its
+seal encrypts a chunk's first STEP alone (nothing is written yet to hash)
+and does not bridge chunks.
 
 _aead hands this module the batch (seal_batch) or each chunk (open_one)
-where the build is stitched (_common.STITCHED: every
-x86 class by default, split where the lanes are IFMA's, each the form that
-measured fastest on its class; AGEFAST_KERNEL_FORM asks for another). What
-a chunk's seal and open share with the two-pass loop is _chunk's.
+where the build is stitched (_common.STITCHED: every x86 class by default,
+split on AVX-512, each the form that measured fastest on its class;
+AGEFAST_KERNEL_FORM asks for another). What a chunk's seal and open share
+with the two-pass loop is _chunk's.
 """
 
 import numpy as np
@@ -41,14 +43,17 @@ from numba.extending import intrinsic
 from ._chunk import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
-from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, SPLIT, TAG
+from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, IFMA, SPLIT, TAG
 from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
 STEP = 64 * _W          # bytes per iteration
 # Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
-# half of one (the lanes hash the rest of the chunk after the loop)
-_HASHED = STEP // 32 if SPLIT else STEP // 16
+# part of one (the lanes hash the rest of the chunk after the loop): half
+# with IFMA's lanes, three quarters with 26-bit ones, whose vpmuludq share
+# the vector units with ChaCha20 (the AVX-512F class on Zen 4: 6% faster
+# than stitched, 3-5% faster than with half; benchmarks/HISTORY.md)
+_HASHED = (STEP // 32 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
