@@ -48,7 +48,7 @@ def _form():
     """How the batch seals and opens its chunks: "stitched" (_stitched:
     ChaCha20 blocks in vector registers while the scalar multiplier hashes in
     radix 2^64), "two-pass" (ChaCha20, then Poly1305 on vector lanes), or
-    "split" (the stitched loop hashes half of each step, the lanes the rest of
+    "split" (the stitched loop hashes part of each step, the lanes the rest of
     the chunk after it).
 
     Each class gets the form that measured fastest on it (docs/engine.md,
@@ -72,7 +72,7 @@ def _form():
 def _choices():
     """(IFMA, STITCHED, SPLIT) for the target's features and AGEFAST_KERNEL_FORM:
     Poly1305 lanes in radix 2^44; the batch through _stitched (which writes
-    plaintext before the tag is known); half of each step left to the lanes."""
+    plaintext before the tag is known); part of each step left to the lanes."""
     form = _form()
     return _ifma_lanes(), form != "two-pass", form == "split"
 

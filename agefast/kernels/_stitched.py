@@ -21,9 +21,9 @@ Poly1305 key comes from one iteration of the same body (_key).
 The split form (_common.SPLIT, the AVX-512 classes') is for AVX-512, where
 16 blocks in zmm leave the scalar Poly1305 the longer of the two chains:
 each iteration hashes part of a STEP, and after the loop the vector lanes
-hash the rest of the chunk from the accumulator the loop left: half of it
-where the lanes are IFMA's (radix 2^44), a quarter where they are 26-bit
-limbs on vpmuludq, which take the vector units from ChaCha20 (_HASHED). Its
+hash the rest of the chunk from the accumulator the loop left: three
+eighths of it where the lanes are IFMA's (radix 2^44), a quarter where they
+are 26-bit limbs on vpmuludq (_HASHED). Its
 seal encrypts a chunk's first STEP alone (nothing is written yet to hash)
 and does not bridge chunks.
 
@@ -49,11 +49,13 @@ from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
 STEP = 64 * _W          # bytes per iteration
 # Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
-# part of one (the lanes hash the rest of the chunk after the loop): half
-# with IFMA's lanes, three quarters with 26-bit ones, whose vpmuludq share
-# the vector units with ChaCha20 (the AVX-512F class on Zen 4: 6% faster
-# than stitched, 3-5% faster than with half; benchmarks/HISTORY.md)
-_HASHED = (STEP // 32 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
+# part of one (the lanes hash the rest of the chunk after the loop, on the
+# vector units ChaCha20 is bound by): five eighths with IFMA's lanes, three
+# quarters with 26-bit ones, whose vpmuludq cost more. On Zen 4 (issue 46,
+# benchmarks/HISTORY.md) the IFMA class was 3-4% faster so than with half,
+# the AVX-512F class 6% faster than stitched and 3-5% than with half; more
+# on the scalar chain made it the longer one.
+_HASHED = (STEP * 5 // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
@@ -277,7 +279,7 @@ def seal_batch(scr, mask, aad, counter, src, dst, final):
 def _seal_split(scr, mask, aad, counter, src, dst, final):
     """seal_batch in the split form: per chunk, the first STEP encrypted alone
     (nothing written yet to hash), then the stitched loop, each iteration
-    hashing half a STEP of what is written, then the lanes the rest."""
+    hashing part of a STEP of what is written (_HASHED), then the lanes the rest."""
     st, buf = scr[0], scr[5]
     n = src.size
     i = 0
@@ -304,7 +306,7 @@ def _seal_split(scr, mask, aad, counter, src, dst, final):
 @_inner
 def open_one(scr, aad, src, dst):
     """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing
-    (split: half of each step, the rest on the lanes after the loop), so where
+    (split: part of each step, the rest on the lanes after the loop), so where
     the tag does not verify dst[:n] is overwritten with zeros before this returns."""
     st, buf = scr[0], scr[5]
     n = src.size - TAG
