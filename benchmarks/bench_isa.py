@@ -1,7 +1,8 @@
 """The kernels as built for a CPU class against cryptography restricted to the same instructions, in interleaved rounds.
 
     python benchmarks/bench_isa.py --rounds 9              (this process's class)
-    python benchmarks/bench_isa.py --classes --rounds 9    (issue 26's table: every class this CPU runs)
+    python benchmarks/bench_isa.py --classes --rounds 9    (issue 26's table: every class this CPU runs;
+                                                            saved in benchmarks/results/isa.json)
     python benchmarks/bench_isa.py --classes --forms       (each class in every form of the batch kernel)
     python benchmarks/bench_isa.py --classes --cpus alderlake,znver3   (each class tuned for other CPUs too)
 
@@ -9,10 +10,14 @@ Workloads, each sealed and opened with every tag verified: 128 MiB of 64 KiB
 age chunks (agefast.kernels in one call with threads=1, and with threads=2
 where the machine has two CPUs; cryptography's encrypt_into / decrypt_into
 chunk by chunk into a preallocated buffer, on one core), and one 64 KiB chunk
-per call. Each round times every case once, in a rotating order; the table
+per call. Beside them the limit: ChaCha20 alone (cryptography's
+algorithms.ChaCha20, one stream written by update_into in the same 64 KiB
+pieces, the same OpenSSL), which an AEAD whose MAC costs nothing would
+match. Each round times every case once, in a rotating order; the table
 gives each case's best round and the median over rounds of the per-round
-ratio. The build's instruction set is kernels.isa(), and which build it is
-is printed too (a class's shipped library, or the cache's compile, as in an
+ratio, to OpenSSL's AEAD and to the cipher alone (and of two threads to one).
+The build's instruction set is kernels.isa(), and which build it is is
+printed too (a class's shipped library, or the cache's compile, as in an
 editable install, with the CPU name it was emitted for); OPENSSL_ia32cap, if
 set, restricts cryptography's OpenSSL the same way (it is read when
 cryptography loads it).
@@ -44,8 +49,10 @@ import subprocess
 import sys
 import time
 
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
+import common
 from agefast import kernels
 from agefast.kernels import _abi, _common, _loader, _native
 
@@ -64,6 +71,18 @@ def crypto(seal, src, dst):
     for i in range(count):
         struct.pack_into(">QB", nonce, 3, i, 1 if i == count - 1 else 0)
         run(nonce, s[i * step:(i + 1) * step], None, d[i * out:(i + 1) * out])
+
+
+def cipher_alone(src, dst):
+    """ChaCha20 without the MAC, one stream over `src` in 64 KiB pieces: what the AEAD costs
+    if Poly1305 and the loop around it cost nothing, on the same instructions as OpenSSL's AEAD."""
+    stream = Cipher(algorithms.ChaCha20(KEY, bytes(16)), mode=None).encryptor()
+    s, d = memoryview(src), memoryview(dst)
+
+    def run():
+        for i in range(0, len(src), CHUNK):
+            stream.update_into(s[i:i + CHUNK], d[i:i + CHUNK])
+    return run
 
 
 def kernel_call(seal, src, dst):
@@ -100,7 +119,8 @@ def cases(size, two_threads):
     work = {"cryptography seal": lambda: crypto(True, plain, out_sealed),
             "agefast seal": agefast_seal(1),
             "cryptography open": lambda: crypto(False, sealed, out_plain),
-            "agefast open": agefast_open(1)}
+            "agefast open": agefast_open(1),
+            "cipher alone": cipher_alone(plain, bytearray(size))}
     if two_threads:
         work |= {"agefast 2 threads seal": agefast_seal(2), "agefast 2 threads open": agefast_open(2)}
     if size == CHUNK:
@@ -126,7 +146,8 @@ def rounds_of(work, rounds, repeat):
 
 
 def measure(rounds, mib):
-    """[{workload, op, agefast and cryptography GB/s, best and median ratio}] for this process's build."""
+    """[{workload, op, agefast, cryptography and cipher alone GB/s, best and median ratio to
+    cryptography, median ratio to the cipher alone}] for this process's build."""
     kernels.warm_up()
     rows = []
     two_threads = len(os.sched_getaffinity(0)) >= 2
@@ -137,19 +158,26 @@ def measure(rounds, mib):
             for op in ("seal", "open"):
                 if f"{who} {op}" not in times:
                     continue
-                ours, theirs = times[f"{who} {op}"], times[f"cryptography {op}"]
+                ours, theirs, limit = times[f"{who} {op}"], times[f"cryptography {op}"], times["cipher alone"]
                 rows.append({"workload": label + suffix, "op": op,
                              "agefast_gb_s": size * repeat / min(ours) / 1e9,
                              "cryptography_gb_s": size * repeat / min(theirs) / 1e9,
                              "best": min(theirs) / min(ours),
-                             "median": statistics.median(t / o for o, t in zip(ours, theirs))})
+                             "median": statistics.median(t / o for o, t in zip(ours, theirs)),
+                             "cipher_alone_gb_s": size * repeat / min(limit) / 1e9,
+                             "cipher_alone_median": statistics.median(c / o for o, c in zip(ours, limit))})
+                if who == "agefast 2 threads":      # issue 46: two threads against one, per round
+                    rows[-1]["one_thread_median"] = statistics.median(
+                        one / o for o, one in zip(ours, times[f"agefast {op}"]))
     return rows
 
 
 def print_rows(rows):
     for row in rows:
         print(f"{row['workload']:26} {row['op']}: agefast {row['agefast_gb_s']:.2f} GB/s  cryptography "
-              f"{row['cryptography_gb_s']:.2f} GB/s  best {row['best']:.2f}x  median of rounds {row['median']:.2f}x")
+              f"{row['cryptography_gb_s']:.2f} GB/s  best {row['best']:.2f}x  median of rounds {row['median']:.2f}x  "
+              f"cipher alone {row['cipher_alone_gb_s']:.2f} GB/s, median {row['cipher_alone_median']:.2f}x of it"
+              + (f"  {row['one_thread_median']:.2f}x one thread" if "one_thread_median" in row else ""))
 
 
 # What keeps cryptography's OpenSSL to a class's instructions: OPENSSL_ia32cap
@@ -212,12 +240,13 @@ def each_class(rounds, mib, forms, cpus):
                 print_rows(result["rows"])
                 table.append((cpu_class, cpu, form, mask, result, ""))
     print()
-    print("| class | build | form | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open |")
-    print("|---|---|---|---|---|---|---|")
+    print("| class | build | form | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open "
+          "| cipher alone GB/s | seal / open to the cipher alone, median |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for cpu_class, cpu, form, mask, result, why in table:
         head = f"| {cpu_class.name} | {cpu} | {form or 'its own'} | `{mask or '(none)'}` |"
         if result is None:
-            print(f"{head} not measured: {why} | | |")
+            print(f"{head} not measured: {why} | | | | |")
             continue
         by = {}
         for row in result["rows"]:
@@ -225,9 +254,14 @@ def each_class(rounds, mib, forms, cpus):
         for workload, ops in by.items():
             cells = [f"{r['agefast_gb_s']:.2f} / {r['cryptography_gb_s']:.2f}, **{r['best']:.2f}x**, {r['median']:.2f}x"
                      for r in (ops["seal"], ops["open"])]
-            print(f"{head} {workload} | {cells[0]} | {cells[1]} |")
+            limit = (f"{ops['seal']['cipher_alone_gb_s']:.2f} | {ops['seal']['cipher_alone_median']:.2f}x / "
+                     f"{ops['open']['cipher_alone_median']:.2f}x")
+            print(f"{head} {workload} | {cells[0]} | {cells[1]} | {limit} |")
     if len(forms) > 1 or cpus:
         print_fastest(table, mib, len(forms) > 1, bool(cpus))
+    return [{"class": cpu_class.name, "cpu": cpu, "form": form or None, "openssl_ia32cap": mask or None,
+             "not_measured": why or None, **(result or {})}
+            for cpu_class, cpu, form, mask, result, why in table]
 
 
 def print_fastest(table, mib, by_form, by_cpu):
@@ -271,9 +305,10 @@ def main():
     args = parser.parse_args()
     if args.classes:
         print(f"load {os.getloadavg()[0]:.2f}")
-        each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",),
-                   tuple(name for name in args.cpus.split(",") if name))
+        classes = each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",),
+                             tuple(name for name in args.cpus.split(",") if name))
         print(f"load at end {os.getloadavg()[0]:.2f}")
+        common.save("isa", {"rounds": args.rounds, "mib": args.mib, "classes": classes})
         return
     load = os.getloadavg()[0]
     rows = measure(args.rounds, args.mib)

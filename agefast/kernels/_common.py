@@ -48,20 +48,20 @@ def _form():
     """How the batch seals and opens its chunks: "stitched" (_stitched:
     ChaCha20 blocks in vector registers while the scalar multiplier hashes in
     radix 2^64), "two-pass" (ChaCha20, then Poly1305 on vector lanes), or
-    "split" (the stitched loop hashes half of each step, the lanes the rest of
+    "split" (the stitched loop hashes part of each step, the lanes the rest of
     the chunk after it).
 
     Each class gets the form that measured fastest on it (docs/engine.md,
-    benchmarks/bench_isa.py --classes --forms): split where the lanes are
-    IFMA's, stitched on the other x86 targets (AVX2, AVX-512F), two passes
-    elsewhere (Arm's NEON, where nothing was measured). AGEFAST_KERNEL_FORM
+    benchmarks/bench_isa.py --classes --forms): split on AVX-512 (with IFMA's
+    lanes or 26-bit ones), stitched on AVX2, two passes elsewhere (Arm's
+    NEON, where nothing was measured). AGEFAST_KERNEL_FORM
     asks for a form on any target, to measure the others on a class
     (benchmarks/bench_isa.py --forms): it is part of the cache's key, and no
     shipped build is used under it.
     """
     form = os.environ.get("AGEFAST_KERNEL_FORM", "")
     if not form:
-        if _ifma_lanes():
+        if "avx512f" in FEATURES:
             return "split"
         return "stitched" if "avx2" in FEATURES else "two-pass"
     if form not in FORMS:
@@ -72,7 +72,7 @@ def _form():
 def _choices():
     """(IFMA, STITCHED, SPLIT) for the target's features and AGEFAST_KERNEL_FORM:
     Poly1305 lanes in radix 2^44; the batch through _stitched (which writes
-    plaintext before the tag is known); half of each step left to the lanes."""
+    plaintext before the tag is known); part of each step left to the lanes."""
     form = _form()
     return _ifma_lanes(), form != "two-pass", form == "split"
 

@@ -18,18 +18,20 @@ so it writes plaintext before the tag is known: a chunk whose tag fails has
 its output overwritten with zeros before open_one returns. Each chunk's
 Poly1305 key comes from one iteration of the same body (_key).
 
-The split form (_common.SPLIT, the IFMA class's) is for AVX-512, where 16
-blocks in zmm leave the scalar Poly1305 the longer of the two chains: each
-iteration hashes half a STEP, and after the loop the vector lanes (radix
-2^44 on IFMA) hash the rest of the chunk from the accumulator the loop left. Its seal encrypts a
-chunk's first STEP alone (nothing is written yet to hash) and does not
-bridge chunks.
+The split form (_common.SPLIT, the AVX-512 classes') is for AVX-512, where
+16 blocks in zmm leave the scalar Poly1305 the longer of the two chains:
+each iteration hashes part of a STEP, and after the loop the vector lanes
+hash the rest of the chunk from the accumulator the loop left: three
+eighths of it where the lanes are IFMA's (radix 2^44), a quarter where they
+are 26-bit limbs on vpmuludq (_HASHED). Its
+seal encrypts a chunk's first STEP alone (nothing is written yet to hash)
+and does not bridge chunks.
 
 _aead hands this module the batch (seal_batch) or each chunk (open_one)
-where the build is stitched (_common.STITCHED: every
-x86 class by default, split where the lanes are IFMA's, each the form that
-measured fastest on its class; AGEFAST_KERNEL_FORM asks for another). What
-a chunk's seal and open share with the two-pass loop is _chunk's.
+where the build is stitched (_common.STITCHED: every x86 class by default,
+split on AVX-512, each the form that measured fastest on its class;
+AGEFAST_KERNEL_FORM asks for another). What a chunk's seal and open share
+with the two-pass loop is _chunk's.
 """
 
 import numpy as np
@@ -41,14 +43,19 @@ from numba.extending import intrinsic
 from ._chunk import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
-from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, SPLIT, TAG
+from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, IFMA, SPLIT, TAG
 from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
 STEP = 64 * _W          # bytes per iteration
 # Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
-# half of one (the lanes hash the rest of the chunk after the loop)
-_HASHED = STEP // 32 if SPLIT else STEP // 16
+# part of one (the lanes hash the rest of the chunk after the loop, on the
+# vector units ChaCha20 is bound by): five eighths with IFMA's lanes, three
+# quarters with 26-bit ones, whose vpmuludq cost more. On Zen 4 (issue 46,
+# benchmarks/HISTORY.md) the IFMA class was 3-4% faster so than with half,
+# the AVX-512F class 6% faster than stitched and 3-5% than with half; more
+# on the scalar chain made it the longer one.
+_HASHED = (STEP * 5 // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
@@ -272,7 +279,7 @@ def seal_batch(scr, mask, aad, counter, src, dst, final):
 def _seal_split(scr, mask, aad, counter, src, dst, final):
     """seal_batch in the split form: per chunk, the first STEP encrypted alone
     (nothing written yet to hash), then the stitched loop, each iteration
-    hashing half a STEP of what is written, then the lanes the rest."""
+    hashing part of a STEP of what is written (_HASHED), then the lanes the rest."""
     st, buf = scr[0], scr[5]
     n = src.size
     i = 0
@@ -299,7 +306,7 @@ def _seal_split(scr, mask, aad, counter, src, dst, final):
 @_inner
 def open_one(scr, aad, src, dst):
     """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing
-    (split: half of each step, the rest on the lanes after the loop), so where
+    (split: part of each step, the rest on the lanes after the loop), so where
     the tag does not verify dst[:n] is overwritten with zeros before this returns."""
     st, buf = scr[0], scr[5]
     n = src.size - TAG

@@ -47,7 +47,7 @@ _VECTOR = {
     **dict.fromkeys(("vpaddd", "vpaddq", "vpsubd", "vpsubq", "vpxor", "vpor", "vpand", "vpandn", "vpsrld", "vpslld",
                      "vpsrad", "vpsrlq", "vpsllq", "vpsraq", "vpunpckldq", "vpunpckhdq", "vpunpcklqdq", "vpunpckhqdq",
                      "vpshufd", "vpmuludq", "vpmulld", "vpcmpeqd", "vpcmpeqq", "vpminud", "vpmaxud", "vpextrd",
-                     "vpextrq", "vpinsrd", "vpinsrq"), "int"),
+                     "vpextrq", "vpinsrd", "vpinsrq", "vpmovzxdq"), "int"),
     **dict.fromkeys(("vpshufb", "vpaddb", "vpaddw", "vpsubb", "vpsubw", "vpsrlw", "vpsllw", "vpunpcklbw",
                      "vpunpckhbw", "vpunpcklwd", "vpunpckhwd", "vpalignr", "vpshuflw", "vpshufhw", "vpcmpeqb",
                      "vpbroadcastb", "vpbroadcastw", "vpmovzxbd", "vpmovzxwd"), "int-bw"),
