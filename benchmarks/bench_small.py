@@ -19,7 +19,9 @@ and only agefast and pyrage are timed.
 With --case pread the case is random access instead: `decryptor(file).pread` of
 one 64 KiB chunk of a 64 MiB file (whose size has the kernels loaded)
 against cryptography's ChaCha20Poly1305.decrypt of the same sealed chunk in
-memory, and against cryptography reading it (os.pread) and decrypting it.
+memory, and against cryptography reading it (os.pread) and decrypting it;
+the floor in the same rounds is the compiled open of the chunk alone (one
+ctypes call on buffers lent once) plus reading it.
 With --case lone, kernels.open_chunk of one chunk of each size (1, 4, 16, 32
 and 64 KiB unless --sizes) against the same decrypt: where a chunk opened on
 its own goes to loaded kernels (payload.engine.LONE_KERNEL_MIN).
@@ -175,10 +177,25 @@ def pread_cases(keys: Keys, directory) -> dict:
             or aead.decrypt(nonce, sealed, None) != data[index * CHUNK:(index + 1) * CHUNK]):
         raise SystemExit("pread: the chunk does not open")
     fd = src.fileno()
+    # The floor: what no Python around them can go below, the compiled open of
+    # the chunk on buffers lent once (one ctypes call) and the read of it.
+    from agefast.kernels import _abi, _loader, _native
+
+    batch = _loader.functions().batch
+    lent_sealed, lent_plain = _native.Lent(sealed, writable=False), _native.Lent(bytearray(CHUNK), writable=True)
+    payload_key = reader._seekable_payload()._key
+
+    def kernel_alone():
+        if batch(_native.batch_call(payload_key, index, lent_sealed.address, lent_sealed.size, lent_plain.address,
+                                    lent_plain.size, False, _abi.OPEN)) != 1:
+            raise SystemExit("pread: the kernel does not open the chunk")
+    kernel_alone()
     return {"pread": {"agefast": lambda: reader.pread(index * CHUNK, CHUNK),
                       "cryptography": lambda: ChaCha20Poly1305(age_file.key).decrypt(nonce, sealed, None),
                       "cryptography read": lambda: ChaCha20Poly1305(age_file.key).decrypt(
-                          nonce, os.pread(fd, CHUNK + 16, at), None)}}
+                          nonce, os.pread(fd, CHUNK + 16, at), None),
+                      "the kernel call alone": kernel_alone,
+                      "reading the chunk": lambda: os.pread(fd, CHUNK + 16, at)}}
 
 
 def lone_cases(size: int) -> dict:
@@ -245,6 +262,13 @@ def main() -> None:
     if args.case in ("pread", "lone"):
         if args.case == "pread":
             result = one_size(CHUNK, args.reps, pread_cases(Keys(args.dir), args.dir))
+            rounds = result["pread"]["rounds"]
+            floor = [k + r for k, r in zip(rounds["the kernel call alone"], rounds["reading the chunk"])]
+            result["pread"]["ratio_of_floor_vs_cryptography"] = statistics.median(
+                c / f for c, f in zip(rounds["cryptography"], floor))
+            print(f"the floor, the kernel call and the read: {statistics.median(floor):5.2f} us; cryptography / "
+                  f"floor {result['pread']['ratio_of_floor_vs_cryptography']:.2f}x (what agefast's pread could "
+                  "reach with no Python at all)", flush=True)
         else:
             result = {"sizes": [one_size(int(k) * 1024, args.reps, lone_cases(int(k) * 1024))
                                 for k in (args.sizes if args.sizes != "1,4,16,64" else "1,4,16,32,64").split(",")]}
