@@ -15,10 +15,11 @@ iteration (_CHAINS).
 
 Seal hashes the ciphertext written a STEP earlier, and bridges chunks: the
 iteration that hashes a chunk's last STEP encrypts the next chunk's first
-(seal_batch). Open hashes the ciphertext it decrypts in the same iteration,
-so it writes plaintext before the tag is known: a chunk whose tag fails has
-its output overwritten with zeros before open_one returns. Each chunk's
-Poly1305 key comes from one iteration of the same body (_key).
+(seal_batch). Open hashes the ciphertext it decrypted a STEP before (on
+AVX2 and in the split form: what it decrypts), so it writes plaintext
+before the tag is known: a chunk whose tag fails has its output
+overwritten with zeros before open_one returns. Each chunk's Poly1305 key
+comes from one iteration of the same body (_key).
 
 The split form (_common.SPLIT, the IFMA class's) hashes part of each STEP
 in the loop, and after the loop the vector lanes hash the rest of the chunk
@@ -348,19 +349,25 @@ def _seal_split(scr, mask, aad, counter, src, dst, final):
 @_inner
 def open_one(scr, aad, src, dst):
     """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing
-    (split: part of each step, the rest on the lanes after the loop), so where
+    (in zmm a STEP behind; split: part of each step, the rest on the lanes after the loop), so where
     the tag does not verify dst[:n] is overwritten with zeros before this returns."""
     st, buf = scr[0], scr[5]
     n = src.size - TAG
     steps = n // STEP
-    hashed = 16 * _HASHED * steps
+    # Stitched in zmm, the loop hashes the ciphertext a STEP behind what it decrypts, as seal's does:
+    # the two chains' loads then find it in L1, where the XOR's brought it (open 3% faster on
+    # AVX-512F, issue 46's HISTORY). The split loop's part of each step is behind it already; on AVX2
+    # open was 2% slower so (the one chain has room to wait, the last STEP hashed alone does not).
+    lag = min(steps, 1) if _W == 16 and not SPLIT else 0
+    hashed = 16 * _HASHED * (steps - lag)
     # statements on SPLIT, which Numba prunes: the stitched build has no lanes
     groups = 0
     if SPLIT:
         groups = _lane_groups(n - hashed)
     _key(scr, aad, groups > 0)
-    _stitched_steps(st, scr[1], src, 0, dst, 0, src, 0, steps)
-    st[12] += np.uint32(_W * steps)
+    _chacha20_xor(st, src[:STEP * lag], dst[:STEP * lag], buf[1024:2048])
+    _stitched_steps(st, scr[1], src, STEP * lag, dst, STEP * lag, src, 0, steps - lag)
+    st[12] += np.uint32(_W * (steps - lag))
     done = STEP * steps
     _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
     if SPLIT:
