@@ -65,13 +65,14 @@ STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED, NOT_VERIFIED, ENDINGS = 1, 2, 3
 
 # The caller's scratch for one batch call, zeroed but for the call's
 # arguments (128 bytes at BATCH_CALL_AT): ChaCha20 state (16 uint32),
-# Poly1305 context (8 uint64), lane state (5 x 16 uint64), powers r^16 and
+# Poly1305 context (16 uint64: r, s, the accumulator h, one free, the
+# stitched loop's r^k for its second chain, six free), lane state (5 x 16 uint64), powers r^16 and
 # r^(16-l) (9 x 16 uint64 each) and 2080 bytes (zeros for the Poly1305 key
 # block, keystream / tail, tag, pad block). Offsets are multiples of 64; the
 # kernels need 8-byte alignment.
 STATE_AT = BATCH_CALL_AT + 128
 CTX_AT = STATE_AT + 64
-LANES_AT = CTX_AT + 64
+LANES_AT = CTX_AT + 128
 POWERS_AT = LANES_AT + 5 * 16 * 8
 FINAL_POWERS_AT = POWERS_AT + 9 * 16 * 8
 BYTES_AT = FINAL_POWERS_AT + 9 * 16 * 8

@@ -23,7 +23,7 @@ from ._chacha20 import _chacha20_xor, _set_age_nonce, _set_key
 def _scratch():
     """Everything a batch needs, allocated once per call: (state, ctx, lanes, r^16, r^(16-l), bytes)."""
     st = np.zeros(16, np.uint32)
-    ctx = np.zeros(8, np.uint64)
+    ctx = np.zeros(16, np.uint64)    # as _abi's scratch lays it out
     hl = np.zeros(5 * LANES, np.uint64)
     pw16 = np.zeros(9 * LANES, np.uint64)
     pwfin = np.zeros(9 * LANES, np.uint64)
@@ -159,7 +159,7 @@ def _pointer(typingctx, address):
 def _carve(scratch):
     """The caller's scratch (_abi.SCRATCH_SIZE bytes) as the arrays _scratch() makes."""
     return (carray(_at(scratch, _abi.STATE_AT), 16, np.uint32),
-            carray(_at(scratch, _abi.CTX_AT), 8, np.uint64),
+            carray(_at(scratch, _abi.CTX_AT), 16, np.uint64),
             carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
             carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
             carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),

@@ -52,16 +52,16 @@ def _form():
     the chunk after it).
 
     Each class gets the form that measured fastest on it (docs/engine.md,
-    benchmarks/bench_isa.py --classes --forms): split on AVX-512 (with IFMA's
-    lanes or 26-bit ones), stitched on AVX2, two passes elsewhere (Arm's
-    NEON, where nothing was measured). AGEFAST_KERNEL_FORM
+    benchmarks/bench_isa.py --classes --forms): split where AVX-512 has
+    IFMA's lanes, stitched on the other x86 classes (AVX-512F and AVX2), two
+    passes elsewhere (Arm's NEON, where nothing was measured). AGEFAST_KERNEL_FORM
     asks for a form on any target, to measure the others on a class
     (benchmarks/bench_isa.py --forms): it is part of the cache's key, and no
     shipped build is used under it.
     """
     form = os.environ.get("AGEFAST_KERNEL_FORM", "")
     if not form:
-        if "avx512f" in FEATURES:
+        if _ifma_lanes():
             return "split"
         return "stitched" if "avx2" in FEATURES else "two-pass"
     if form not in FORMS:

@@ -76,6 +76,42 @@ def _emit_poly_step(b, h0, h1, h2, m0, m1, pad, r0, r1):
     return h0, h1, b.add(h2, k)
 
 
+_I320 = ir.IntType(320)     # five words: a product of two 131-bit numbers
+
+
+@intrinsic
+def _poly_mul(typingctx, a0, a1, a2, q0, q1, q2, c0, c1, c2):
+    """a * q + c mod 2^130-5, partially reduced (the result's top word below 5), for any a and q whose top
+    words are below 8: neither need be clamped (powers of r are not), unlike _poly_step's r."""
+    u64 = types.uint64
+    sig = types.UniTuple(u64, 3)(u64, u64, u64, u64, u64, u64, u64, u64, u64)
+
+    def codegen(context, builder, signature, args):
+        return context.make_tuple(builder, signature.return_type, _emit_poly_mul(builder, *args))
+
+    return sig, codegen
+
+
+def _emit_poly_mul(b, a0, a1, a2, q0, q1, q2, c0, c1, c2):
+    """The IR of _poly_mul: the nine 64 x 64-bit products summed in i320 (adds and shifts by whole words,
+    which LLVM lowers to add/adc and moves; a multiply that wide it may not lower inline), then 2^130 = 5
+    folded twice: below 2^262 + 2^131, then below 2^135, then below 2^130 + 160. No branches."""
+    def wide(v, word):
+        return b.shl(b.zext(v, _I320), ir.Constant(_I320, 64 * word))
+    a, q = (a0, a1, a2), (q0, q1, q2)
+    x = wide(c0, 0)
+    for k, c in ((1, c1), (2, c2)):
+        x = b.add(x, wide(c, k))
+    for i in range(3):
+        for j in range(3):
+            x = b.add(x, b.shl(b.zext(b.mul(_wide(b, a[i]), _wide(b, q[j])), _I320), ir.Constant(_I320, 64 * (i + j))))
+    low = ir.Constant(_I320, (1 << 130) - 1)
+    for _ in range(2):
+        top = b.lshr(x, ir.Constant(_I320, 130))
+        x = b.add(b.and_(x, low), b.add(top, b.shl(top, ir.Constant(_I320, 2))))
+    return [b.trunc(b.lshr(x, ir.Constant(_I320, 64 * k)), _I64) for k in range(3)]
+
+
 @intrinsic
 def _poly_final(typingctx, h0, h1, h2, s0, s1):
     """Tag = (h mod 2^130-5) + s mod 2^128 for a partially reduced h, without branches."""
@@ -112,6 +148,13 @@ def _py_poly_step(h0, h1, h2, m0, m1, pad, r0, r1):
     return np.uint64(h & _M64), np.uint64(h >> 64 & _M64), np.uint64(h >> 128)
 
 
+def _py_poly_mul(a0, a1, a2, q0, q1, q2, c0, c1, c2):
+    def num(w0, w1, w2):
+        return int(w0) | int(w1) << 64 | int(w2) << 128
+    h = (num(a0, a1, a2) * num(q0, q1, q2) + num(c0, c1, c2)) % _P
+    return np.uint64(h & _M64), np.uint64(h >> 64 & _M64), np.uint64(h >> 128)
+
+
 def _py_poly_final(h0, h1, h2, s0, s1):
     t = ((int(h0) | int(h1) << 64 | int(h2) << 128) % _P + (int(s0) | int(s1) << 64)) & ((1 << 128) - 1)
     return np.uint64(t & _M64), np.uint64(t >> 64)
@@ -133,6 +176,7 @@ def _py_poly_lanes(hl, pw, buf, off, ngroups):
 
 if config.DISABLE_JIT:
     _poly_step = _py_poly_step
+    _poly_mul = _py_poly_mul
     _poly_final = _py_poly_final
 
 
@@ -193,6 +237,23 @@ def _poly_begin(ctx, hl, pw16, pwfin, key, koff, lanes):
             _put_limbs(pwfin, LANES, LANES - k, a0, a1, a2)     # lane l ends with r^(16-l)
         for lane in range(LANES):
             _put_limbs(pw16, LANES, lane, a0, a1, a2)
+
+
+@_inner
+def _poly_power(r0, r1, e):
+    """r^e mod 2^130-5, partially reduced, for e >= 1: squarings and multiplications by r along e's bits.
+    e is a constant of the build, so which of them run depends on nothing secret."""
+    z = np.uint64(0)
+    a0, a1, a2 = r0, r1, z
+    bit = 0
+    while e >> (bit + 1):
+        bit += 1
+    while bit > 0:
+        bit -= 1
+        a0, a1, a2 = _poly_mul(a0, a1, a2, a0, a1, a2, z, z, z)
+        if (e >> bit) & 1:
+            a0, a1, a2 = _poly_mul(a0, a1, a2, r0, r1, z, z, z, z)
+    return a0, a1, a2
 
 
 _V16I64 = ir.VectorType(_I64, 16)

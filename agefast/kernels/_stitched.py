@@ -9,29 +9,30 @@ idle and the scalar chain leaves the vector units idle, so each hides most of
 the other: the two-pass form (ChaCha20, then 16 lanes of Poly1305 limbs) runs
 both on the vector units, one after the other (docs/engine.md). The Poly1305
 steps are spread over the 80 quarter rounds in the IR, so that the
-out-of-order core sees both kinds of work in its window.
+out-of-order core sees both kinds of work in its window. On AVX-512 they
+are two independent chains, each over half of the STEP, joined once an
+iteration (_CHAINS).
 
 Seal hashes the ciphertext written a STEP earlier, and bridges chunks: the
 iteration that hashes a chunk's last STEP encrypts the next chunk's first
-(seal_batch). Open hashes the ciphertext it decrypts in the same iteration,
-so it writes plaintext before the tag is known: a chunk whose tag fails has
-its output overwritten with zeros before open_one returns. Each chunk's
-Poly1305 key comes from one iteration of the same body (_key).
+(seal_batch). Open hashes the ciphertext it decrypted a STEP before (on
+AVX2 and in the split form: what it decrypts), so it writes plaintext
+before the tag is known: a chunk whose tag fails has its output
+overwritten with zeros before open_one returns. Each chunk's Poly1305 key
+comes from one iteration of the same body (_key).
 
-The split form (_common.SPLIT, the AVX-512 classes') is for AVX-512, where
-16 blocks in zmm leave the scalar Poly1305 the longer of the two chains:
-each iteration hashes part of a STEP, and after the loop the vector lanes
-hash the rest of the chunk from the accumulator the loop left: three
-eighths of it where the lanes are IFMA's (radix 2^44), a quarter where they
-are 26-bit limbs on vpmuludq (_HASHED). Its
-seal encrypts a chunk's first STEP alone (nothing is written yet to hash)
-and does not bridge chunks.
+The split form (_common.SPLIT, the IFMA class's) hashes part of each STEP
+in the loop, and after the loop the vector lanes hash the rest of the chunk
+from the accumulator the loop left: an eighth of it where the lanes are
+IFMA's (radix 2^44), a quarter where they are 26-bit limbs on vpmuludq
+(_HASHED). Its seal encrypts a chunk's first
+STEP alone (nothing is written yet to hash) and does not bridge chunks.
 
 _aead hands this module the batch (seal_batch) or each chunk (open_one)
 where the build is stitched (_common.STITCHED: every x86 class by default,
-split on AVX-512, each the form that measured fastest on its class;
-AGEFAST_KERNEL_FORM asks for another). What a chunk's seal and open share
-with the two-pass loop is _chunk's.
+the form that measured fastest on each; AGEFAST_KERNEL_FORM asks for
+another). What a chunk's seal and open share with the two-pass loop is
+_chunk's.
 """
 
 import numpy as np
@@ -44,18 +45,29 @@ from ._chunk import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_match
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
 from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, IFMA, SPLIT, TAG
-from ._poly1305 import _emit_poly_step, _poly_begin, _poly_zero_padded, _py_poly_step
+from ._poly1305 import (_emit_poly_mul, _emit_poly_step, _poly_begin, _poly_power, _poly_zero_padded, _py_poly_mul,
+                        _py_poly_step)
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
 STEP = 64 * _W          # bytes per iteration
 # Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
 # part of one (the lanes hash the rest of the chunk after the loop, on the
-# vector units ChaCha20 is bound by): five eighths with IFMA's lanes, three
-# quarters with 26-bit ones, whose vpmuludq cost more. On Zen 4 (issue 46,
-# benchmarks/HISTORY.md) the IFMA class was 3-4% faster so than with half,
-# the AVX-512F class 6% faster than stitched and 3-5% than with half; more
-# on the scalar chain made it the longer one.
-_HASHED = (STEP * 5 // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
+# vector units ChaCha20 is bound by): seven eighths with IFMA's lanes, three
+# quarters with 26-bit ones. On Zen 4 (issue 46, benchmarks/HISTORY.md) the
+# IFMA class's two chains measured fastest with 56 of 64 blocks a KiB (1-2%
+# over all 64, 2-5% over one chain with 40); with one chain, more than 40
+# made it longer than the vector side.
+_HASHED = (STEP * 7 // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
+# Independent Poly1305 chains per iteration. Each step waits for the one
+# before it (_emit_poly_step is latency bound, ~12-16 cycles a step), so on
+# AVX-512 one chain over the 64 blocks of a STEP is longer than the zmm
+# ChaCha20 beside it. With two, the first half of the iteration's blocks
+# continues the accumulator h and the second starts from zero:
+# h = h_A r^(_HASHED/2) + h_B (mod 2^130-5) joins them (_poly_mul, with
+# r^(_HASHED/2) made per chunk into ctx[7:10] by _key), and only h_A and the
+# join carry over to the next iteration. On AVX2 one chain of 32 fits beside
+# the ymm ChaCha20, and two measured slower (benchmarks/HISTORY.md, issue 46).
+_CHAINS = 2 if _W == 16 else 1
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
@@ -120,6 +132,9 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
     base = [ir.Constant(_VW, [c] * _W) for c in _SIGMA] + [splat(w) for w in words]
     ctx64 = b.bitcast(ctx, _I64.as_pointer())
     r0, r1 = [b.load(b.gep(ctx64, [ir.Constant(_I64, i)])) for i in (0, 1)]
+    power = [b.load(b.gep(ctx64, [ir.Constant(_I64, i)])) for i in (7, 8, 9)] if _CHAINS == 2 else []
+    per = _HASHED // _CHAINS        # blocks each chain hashes an iteration
+    zero = ir.Constant(_I64, 0)
     h_slots = []
     for i in (4, 5, 6):
         slot = cgutils.alloca_once(b, _I64)
@@ -138,16 +153,26 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         init = list(base)
         init[12] = b.add(splat(counter), ir.Constant(_VW, list(range(_W))))
         x = list(init)
-        h = [b.load(slot) for slot in h_slots]
+        chains = [[b.load(slot) for slot in h_slots]] + [[zero] * 3] * (_CHAINS - 1)
         at = b.mul(i, ir.Constant(_I64, 2 * _HASHED))      # this iteration's first i64 of poly
         done = 0
         for q in range(_ROUNDS):
-            # Poly1305 step p goes before quarter round q where p <= q * 32/80
-            while done < _HASHED and done * _ROUNDS <= q * _HASHED:
-                m = [b.load(b.gep(pp, [b.add(at, ir.Constant(_I64, 2 * done + k))]), align=1) for k in (0, 1)]
-                h = list(_emit_poly_step(b, *h, *m, one, r0, r1))
+            # Poly1305 step p of each chain goes before quarter round q where p <= q * per/80
+            while done < per and done * _ROUNDS <= q * per:
+                for c in range(_CHAINS):
+                    first = 2 * (per * c + done)
+                    m = [b.load(b.gep(pp, [b.add(at, ir.Constant(_I64, first + k))]), align=1) for k in (0, 1)]
+                    chains[c] = list(_emit_poly_step(b, *chains[c], *m, one, r0, r1))
                 done += 1
-            _emit_quarter_round(b, x, *_QUARTER_ROUNDS[q % len(_QUARTER_ROUNDS)], rotl=rotl)
+            quarter = _QUARTER_ROUNDS[q % len(_QUARTER_ROUNDS)]
+            _emit_quarter_round(b, x, *quarter, rotl=rotl)
+            if _CHAINS > 1:
+                # LLVM's scheduler put two chains' 2,000 scalar instructions in one block before the
+                # vector code (0.49x of the cipher alone), out of the out-of-order window's reach
+                tied = _tie(b, [w for h in chains for w in h] + [x[quarter[3]]])
+                chains = [tied[3 * c:3 * c + 3] for c in range(_CHAINS)]
+                x[quarter[3]] = tied[-1]
+        h = chains[0] if _CHAINS == 1 else _emit_poly_mul(b, *chains[0], *power, *chains[1])
         for slot, v in zip(h_slots, h):
             b.store(v, slot)
         out = [b.add(x[k], init[k]) for k in range(16)]
@@ -163,11 +188,22 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         b.store(b.load(slot), b.gep(ctx64, [ir.Constant(_I64, i)]))
 
 
+def _tie(b, values):
+    """values (i64s, then one vector) through an empty inline asm: no instruction, but what computes
+    them stays before it and what uses them after it, so the scalar and vector code stay interleaved."""
+    types_ = [v.type for v in values]
+    n = len(values)
+    cons = ",".join(["=r"] * (n - 1) + ["=v"] + [str(k) for k in range(n)])
+    asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType(types_), types_), "", cons)
+    r = b.call(asm, values)
+    return [b.extract_value(r, k) for k in range(n)]
+
+
 @intrinsic
 def _stitched_steps(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, count):
     """count x STEP bytes: dst[doff:] = src[soff:] ^ ChaCha20 from counter state[12];
-    Poly1305 (radix 2^64, ctx[0:2] = r, ctx[4:7] = h) absorbs count x _HASHED
-    full blocks of pbuf[poff:].
+    Poly1305 (radix 2^64, ctx[0:2] = r, ctx[4:7] = h, with two chains ctx[7:10]
+    = r^(_HASHED/2)) absorbs count x _HASHED full blocks of pbuf[poff:].
 
     The state is not advanced. pbuf may be src (open) or dst behind what is
     written (seal).
@@ -194,11 +230,16 @@ def _py_stitched_steps(state, ctx, src, soff, dst, doff, pbuf, poff, count):
     st = state.copy()
     tmp = np.zeros(BLOCK16, np.uint8)
     h0, h1, h2 = ctx[4], ctx[5], ctx[6]
+    per = _HASHED // _CHAINS
+    z = np.uint64(0)
     for i in range(count):
-        for j in range(_HASHED):    # hashed before this iteration writes (src may be dst)
-            p = poff + 16 * (_HASHED * i + j)
-            m0, m1 = (np.frombuffer(bytes(pbuf[p + k:p + k + 8]), "<u8")[0] for k in (0, 8))
-            h0, h1, h2 = _py_poly_step(h0, h1, h2, m0, m1, 1, ctx[0], ctx[1])
+        chains = [(h0, h1, h2)] + [(z, z, z)] * (_CHAINS - 1)
+        for c in range(_CHAINS):    # hashed before this iteration writes (src may be dst)
+            for j in range(per):
+                p = poff + 16 * (_HASHED * i + per * c + j)
+                m0, m1 = (np.frombuffer(bytes(pbuf[p + k:p + k + 8]), "<u8")[0] for k in (0, 8))
+                chains[c] = _py_poly_step(*chains[c], m0, m1, 1, ctx[0], ctx[1])
+        h0, h1, h2 = chains[0] if _CHAINS == 1 else _py_poly_mul(*chains[0], ctx[7], ctx[8], ctx[9], *chains[1])
         tmp[:STEP] = src[soff + STEP * i:soff + STEP * (i + 1)]
         st[12] = np.uint32(int(state[12]) + _W * i)
         _py_chacha_xor_1k(st, tmp, 0, tmp, 0)
@@ -226,6 +267,8 @@ def _key(scr, aad, lanes):
     _stitched_steps(st, spare, buf, 0, buf, 1024, buf, 0, 1)
     st[12] = 1
     _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, lanes)
+    if _CHAINS == 2:
+        ctx[7], ctx[8], ctx[9] = _poly_power(ctx[0], ctx[1], _HASHED // 2)
     _poly_zero_padded(ctx, aad, buf[2064:2080])
 
 
@@ -306,19 +349,25 @@ def _seal_split(scr, mask, aad, counter, src, dst, final):
 @_inner
 def open_one(scr, aad, src, dst):
     """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing
-    (split: part of each step, the rest on the lanes after the loop), so where
+    (in zmm a STEP behind; split: part of each step, the rest on the lanes after the loop), so where
     the tag does not verify dst[:n] is overwritten with zeros before this returns."""
     st, buf = scr[0], scr[5]
     n = src.size - TAG
     steps = n // STEP
-    hashed = 16 * _HASHED * steps
+    # Stitched in zmm, the loop hashes the ciphertext a STEP behind what it decrypts, as seal's does:
+    # the two chains' loads then find it in L1, where the XOR's brought it (open 3% faster on
+    # AVX-512F, issue 46's HISTORY). The split loop's part of each step is behind it already; on AVX2
+    # open was 2% slower so (the one chain has room to wait, the last STEP hashed alone does not).
+    lag = min(steps, 1) if _W == 16 and not SPLIT else 0
+    hashed = 16 * _HASHED * (steps - lag)
     # statements on SPLIT, which Numba prunes: the stitched build has no lanes
     groups = 0
     if SPLIT:
         groups = _lane_groups(n - hashed)
     _key(scr, aad, groups > 0)
-    _stitched_steps(st, scr[1], src, 0, dst, 0, src, 0, steps)
-    st[12] += np.uint32(_W * steps)
+    _chacha20_xor(st, src[:STEP * lag], dst[:STEP * lag], buf[1024:2048])
+    _stitched_steps(st, scr[1], src, STEP * lag, dst, STEP * lag, src, 0, steps - lag)
+    st[12] += np.uint32(_W * (steps - lag))
     done = STEP * steps
     _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
     if SPLIT:

@@ -3,8 +3,8 @@
 Each class in the form it ships in (SHIPPED_FORMS), and the forms
 AGEFAST_KERNEL_FORM asks for to be measured against it, so that every lane
 code and loop runs somewhere: two passes with IFMA's lanes and with 26-bit
-ones in zmm, the zmm loop stitched (bridging chunks), and split with 26-bit
-lanes beside the ymm loop.
+ones in zmm, split with 26-bit lanes beside the zmm loop (two chains of
+24 blocks) and beside the ymm loop.
 """
 
 import platform
@@ -13,11 +13,10 @@ import textwrap
 from agefast.kernels import _shipped
 
 AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
-SHIPPED_FORMS = {"avx512ifma": "split", "avx512f": "split", "avx2": "stitched", "aarch64": "two-pass"}
+SHIPPED_FORMS = {"avx512ifma": "split", "avx512f": "stitched", "avx2": "stitched", "aarch64": "two-pass"}
 BUILDS = ([(c, "") for c in _shipped.CLASSES]
           + [(c, "two-pass") for c in _shipped.CLASSES if c.name in ("avx512ifma", "avx512f")]
-          + [(c, "stitched") for c in _shipped.CLASSES if c.name == "avx512f"]
-          + [(c, "split") for c in _shipped.CLASSES if c.name == "avx2"])
+          + [(c, "split") for c in _shipped.CLASSES if c.name in ("avx512f", "avx2")])
 IDS = [c.name + (f"-{f}" if f else "") for c, f in BUILDS]
 
 

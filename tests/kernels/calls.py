@@ -23,7 +23,8 @@ from agefast.kernels import _cache
 from agefast.kernels._aead import _open_one, _scratch, _seal_one
 from agefast.kernels._chacha20 import _chacha20_xor, _set_key, _set_nonce
 from agefast.kernels._common import _copy, _fill, GROUP, LANE_MIN
-from agefast.kernels._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag
+from agefast.kernels._poly1305 import (_poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_mul, _poly_power,
+                                       _poly_tag)
 
 
 def _kernel_sources() -> str:
@@ -114,6 +115,15 @@ def poly1305_kernel(key, msg, out):
 
 
 @_kernel
+def poly_mul_kernel(words, e, out):
+    """out[0:3] = words[0:3] * words[3:6] + words[6:9] through _poly_mul; out[3:6] = r^e of
+    r = words[9:11] through _poly_power (e an int64, as the build's constant is)."""
+    out[0], out[1], out[2] = _poly_mul(words[0], words[1], words[2], words[3], words[4], words[5], words[6],
+                                       words[7], words[8])
+    out[3], out[4], out[5] = _poly_power(words[9], words[10], e)
+
+
+@_kernel
 def aead_seal_kernel(key, nonce, aad, src, dst):
     """ChaCha20-Poly1305 seal of one message: dst = ciphertext || tag."""
     scr = _scratch()
@@ -159,3 +169,16 @@ def aead_open(key: bytes, nonce: bytes, sealed: bytes, aad: bytes = b""):
         return out.tobytes()
     assert not (out != 0xA5).any(), "unverified plaintext was written"
     return None
+
+
+def _words(n: int) -> list[int]:
+    return [n & (2**64 - 1), n >> 64 & (2**64 - 1), n >> 128]
+
+
+def poly_mul(a: int, q: int, c: int, r: int, e: int) -> tuple[int, int]:
+    """(a * q + c, r^e), as _poly_mul and _poly_power leave them (partially reduced: not below 2^130-5
+    always) for a, q, c below 2^131 and r below 2^128."""
+    out = np.zeros(6, np.uint64)
+    poly_mul_kernel(np.array(_words(a) + _words(q) + _words(c) + _words(r)[:2], np.uint64), e, out)
+    w = [int(v) for v in out]
+    return w[0] | w[1] << 64 | w[2] << 128, w[3] | w[4] << 64 | w[5] << 128

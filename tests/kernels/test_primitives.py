@@ -93,6 +93,23 @@ def test_extreme_keys(name):
             assert calls.poly1305(key, ff) == Poly1305.generate_tag(key, ff)
 
 
+def test_the_join_of_two_chains():
+    # _poly_mul joins the stitched loop's two chains (h_A r^k + h_B) and makes r^k (_poly_power): any
+    # partially reduced operands (top words up to 7: the largest a step or a join leaves is 4), r^k
+    # not clamped; the result is partially reduced too, its top word below 5 as a step's input needs.
+    p = 2**130 - 5
+    top = 2**131 - 1
+    rng = random.Random(46)
+    cases = [(top, top, top), (top, 0, top), (p, p - 1, 0), (2**128, 2**130, 2**130 - 1)]
+    cases += [tuple(rng.randrange(2**131) for _ in range(3)) for _ in range(200)]
+    for a, q, c in cases:
+        r = rng.randrange(2**128)
+        e = rng.randrange(1, 70)
+        product, power = calls.poly_mul(a, q, c, r, e)
+        assert product % p == (a * q + c) % p and product >> 128 < 5, (a, q, c)
+        assert power % p == pow(r, e, p) and power >> 128 < 5, (r, e)
+
+
 def test_unaligned_views():
     rng = np.random.default_rng(4)
     key, nonce = rng.bytes(32), rng.bytes(12)
