@@ -110,7 +110,7 @@ def check_roots(job: Job) -> None:
         raise NotADirectoryError(f"source {str(job.source)!r} is not a folder")
     if job.destination is not None and job.source.holds(job.destination):
         raise RootsRefused(f"destination {str(job.destination)!r} is inside the source "
-                         f"{str(job.source)!r}: its outputs would be inputs")
+                           f"{str(job.source)!r}: its outputs would be inputs")
 
 
 class _Bar:
