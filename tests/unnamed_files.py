@@ -16,12 +16,12 @@ def require_unnamed_files(directory) -> None:
     under AGEFAST_REQUIRE_TOOLS=1 it fails instead: CI's host must run these tests."""
     if not hasattr(os, "O_TMPFILE"):
         pytest.skip("O_TMPFILE is Linux's")
-    proc = replace._proc_folder()
-    unnamed = replace._Unnamed.create(str(directory), proc)
-    if proc is not None:
-        os.close(proc)
-    if unnamed is not None:
-        os.close(unnamed.fd)
-        unnamed.close()
-        return
+    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with replace.unnamed_file(folder) as unnamed:
+            if unnamed is not None:
+                os.close(unnamed.fd)
+                return
+    finally:
+        os.close(folder)
     unavailable(f"{directory} cannot hold a file without a name (O_TMPFILE)")
