@@ -24,7 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import agefast
 import common
 from common import AGE, AGEFAST
 
@@ -69,8 +68,7 @@ X25519PrivateKey.generate()
 
 def main() -> None:
     args = common.arguments(__doc__, 30)
-    package = Path(agefast.__file__).parent
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+    common.compile_bytecode()
     plain, sealed, out = (args.dir / n for n in ("small", "small.age", "small.out"))
     digest = common.make_file(plain, SIZE)
     key, recipient = common.make_key(args.dir)

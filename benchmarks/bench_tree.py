@@ -16,6 +16,16 @@ bounds every tool's ratio). `verify` of
 the large files is compared with `agefast -d` of one file of the same total
 size to /dev/null.
 
+Every round writes and deletes ~3 GB of outputs. Where the VM's balloon
+hands memory the guest freed back to the host at once (free page
+reporting: the result's free_page_reporting_after_ms is 0), the next
+writes fault it in again from the host, up to 11.6 s of system time for
+1 GiB (benchmarks/HISTORY.md), and the whole-tree ratios measure that, on
+agefast's ~1.5 s more than on Go age's ~16 s. On this VM's kernel, as root,
+`echo 60000 > /sys/module/page_reporting/parameters/min_free_ms` keeps freed
+memory in the guest for a minute, so each case writes into memory the one
+before it freed, as on a machine without a balloon.
+
     python benchmarks/bench_tree.py --reps 5
 """
 
@@ -27,7 +37,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import AGE, AGEFAST, MiB, arguments, make_key, save, warm
+from common import AGE, AGEFAST, MiB, arguments, compile_bytecode, make_key, save, warm
 
 TREE = str(Path(sys.executable).with_name("agefast-tree"))
 REKEY = str(Path(sys.executable).with_name("agefast-rekey"))
@@ -99,6 +109,7 @@ def check_outputs(src: Path, enc: Path, key: Path) -> None:
 def main() -> None:
     args = arguments(__doc__, 5, options=(("--files", 5000, "small files"), ("--large", 4, "large files"),
                                           ("--large-mib", 256, "size of each large file in MiB")))
+    compile_bytecode()
     work = args.dir / "tree"
     fresh(work)
     key, recipient = make_key(args.dir)
