@@ -116,7 +116,7 @@ def cases(key: Path, recipient: str, plain: Path, sealed: Path, out: Path, basel
     }
     if baseline:
         before = {**default, "PYTHONPATH": baseline}
-        common.run([sys.executable, "-m", "compileall", "-q", str(Path(baseline) / "agefast")])
+        common.compile_bytecode(Path(baseline) / "agefast")
         common.run([AGEFAST, "--warm-up"], env=before)
         work[("encrypt", "agefast-cli-baseline")] = lambda: common.run(enc, env=before)
         work[("decrypt", "agefast-cli-baseline")] = lambda: common.run(dec, env=before)

@@ -54,7 +54,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 import common
 from agefast import kernels
-from agefast.kernels import _abi, _common, _loader, _native
+from agefast.kernels import _common
 
 CHUNK = kernels.CHUNK_SIZE
 SEALED = kernels.SEALED_CHUNK_SIZE
@@ -85,20 +85,6 @@ def cipher_alone(src, dst):
     return run
 
 
-def kernel_call(seal, src, dst):
-    """The compiled batch alone on one chunk: one ctypes call on buffers lent once, none of the
-    Python around it (the floor of agefast's one chunk per call)."""
-    batch = _loader.functions().batch
-    s, d = _native.Lent(src, writable=False), _native.Lent(dst, writable=True)
-    mode = _abi.SEAL if seal else _abi.OPEN
-    expect = SEALED if seal else 1      # bytes written, chunks verified
-
-    def run():
-        if batch(_native.batch_call(KEY, 0, s.address, s.size, d.address, d.size, True, mode)) != expect:
-            raise AssertionError("the kernel call failed")
-    return run
-
-
 def cases(size, two_threads):
     plain = os.urandom(size)
     sealed = bytearray(size + size // CHUNK * 16)
@@ -124,8 +110,8 @@ def cases(size, two_threads):
     if two_threads:
         work |= {"agefast 2 threads seal": agefast_seal(2), "agefast 2 threads open": agefast_open(2)}
     if size == CHUNK:
-        work |= {"agefast kernel call seal": kernel_call(True, plain, out_sealed),
-                 "agefast kernel call open": kernel_call(False, sealed, out_plain)}
+        work |= {"agefast kernel call seal": common.kernel_call(KEY, 0, plain, out_sealed, True, seal=True),
+                 "agefast kernel call open": common.kernel_call(KEY, 0, sealed, out_plain, True, seal=False)}
     return work
 
 

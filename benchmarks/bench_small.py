@@ -179,17 +179,8 @@ def pread_cases(keys: Keys, directory) -> dict:
     fd = src.fileno()
     # The floor: what no Python around them can go below, the compiled open of
     # the chunk on buffers lent once (one ctypes call) and the read of it.
-    from agefast.kernels import _abi, _loader, _native
-
-    batch = _loader.functions().batch
-    lent_sealed, lent_plain = _native.Lent(sealed, writable=False), _native.Lent(bytearray(CHUNK), writable=True)
-    payload_key = reader._seekable_payload()._key
-
-    def kernel_alone():
-        if batch(_native.batch_call(payload_key, index, lent_sealed.address, lent_sealed.size, lent_plain.address,
-                                    lent_plain.size, False, _abi.OPEN)) != 1:
-            raise SystemExit("pread: the kernel does not open the chunk")
-    kernel_alone()
+    kernel_alone = common.kernel_call(reader._seekable_payload()._key, index, sealed, bytearray(CHUNK), False,
+                                      seal=False)
     return {"pread": {"agefast": lambda: reader.pread(index * CHUNK, CHUNK),
                       "cryptography": lambda: ChaCha20Poly1305(age_file.key).decrypt(nonce, sealed, None),
                       "cryptography read": lambda: ChaCha20Poly1305(age_file.key).decrypt(

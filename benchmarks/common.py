@@ -87,15 +87,17 @@ def warm(*paths) -> None:
         sha256_file(path)
 
 
-def compile_bytecode() -> None:
-    """Byte-compile the agefast package the commands run, as installing it does.
+def compile_bytecode(package: Path | None = None) -> None:
+    """Byte-compile `package` (default: the agefast package the commands run), as installing it does.
 
     This VM's environment sets PYTHONDONTWRITEBYTECODE: a checkout has no
     bytecode, and every command timed would compile its modules again
     (agefast-tree's own took ~30 ms of a 0.1 s start)."""
-    import agefast
+    if package is None:
+        import agefast
 
-    run([sys.executable, "-m", "compileall", "-q", str(Path(agefast.__file__).parent)])
+        package = Path(agefast.__file__).parent
+    run([sys.executable, "-m", "compileall", "-q", str(package)])
 
 
 def make_key(directory: Path) -> tuple[Path, str]:
@@ -148,6 +150,24 @@ def warm_engine() -> None:
     """
     from agefast import kernels
     kernels.warm_up()
+
+
+def kernel_call(key: bytes, counter: int, src, dst, final: bool, seal: bool):
+    """The compiled batch alone on one chunk of `src` into `dst`: one ctypes call on buffers lent
+    once, none of the Python around it (the floor of agefast's one chunk per call). The callable
+    raises if the chunk does not seal (all its bytes written) or open (verified)."""
+    from agefast.kernels import _abi, _loader, _native
+
+    batch = _loader.functions().batch
+    s, d = _native.Lent(src, writable=False), _native.Lent(dst, writable=True)
+    mode = _abi.SEAL if seal else _abi.OPEN
+    expect = s.size + _abi.TAG if seal else 1      # bytes written, chunks verified
+
+    def run():
+        if batch(_native.batch_call(key, counter, s.address, s.size, d.address, d.size, final, mode)) != expect:
+            raise RuntimeError("the kernel call failed")
+    run()
+    return run
 
 
 def _cpu_seconds() -> float:
