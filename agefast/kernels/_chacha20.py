@@ -5,6 +5,8 @@ AVX-512), transposed back to byte order with shufflevector, XORed from the
 input straight into the output at any alignment.
 """
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import config, types
@@ -61,13 +63,13 @@ def _emit_quarter_round(b, x, a, q, c, d, rotl=_rotl):
     x[q] = rotl(b, b.xor(x[q], x[c]), 7)
 
 
-def _emit_chacha_xor_1k(b, st, src, dst):
-    W = _CHACHA_W
+def _emit_chacha_xor(b, st, src, dst, blocks, W):
+    """dst = src ^ `blocks` ChaCha20 blocks from counter st[12], W blocks at a time as the lanes of <W x i32>."""
     vt = ir.VectorType(_I32, W)
     words = [b.load(b.gep(st, [ir.Constant(_I64, i)])) for i in range(4, 16)]
     sp = b.bitcast(src, vt.as_pointer())
     dp = b.bitcast(dst, vt.as_pointer())
-    for half in range(16 // W):
+    for half in range(blocks // W):
         init = [ir.Constant(vt, [c] * W) for c in _SIGMA]
         for w in words:
             v = b.insert_element(ir.Constant(vt, ir.Undefined), w, ir.Constant(_I32, 0))
@@ -88,32 +90,12 @@ def _emit_chacha_xor_1k(b, st, src, dst):
                 b.store(b.xor(v, cols[g][k]), b.gep(dp, idx), align=1)
 
 
-@intrinsic
-def _chacha_xor_1k(typingctx, state, src, soff, dst, doff):
-    """dst[doff:doff+1024] = src[soff:soff+1024] ^ 16 ChaCha20 blocks.
-
-    state is a uint32[16] ChaCha20 state; block i uses counter state[12] + i.
-    The state is not advanced.
-    """
-    sig = types.void(state, src, soff, dst, doff)
-
-    def codegen(context, builder, signature, args):
-        st_ty, src_ty, _, dst_ty, _ = signature.args
-        _call_outlined(builder, "agefast_chacha20_xor_1k", _emit_chacha_xor_1k, [
-            _data_ptr(context, builder, st_ty, args[0], ir.Constant(_I64, 0)),
-            _data_ptr(context, builder, src_ty, args[1], args[2]),
-            _data_ptr(context, builder, dst_ty, args[3], args[4])])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-# The pure-Python stand-in for the IR intrinsic, used only under
+# The pure-Python stand-in for the IR intrinsics, used only under
 # NUMBA_DISABLE_JIT=1 so that the kernels' Python runs (and is covered) as is.
 
-def _py_chacha_xor_1k(state, src, soff, dst, doff):
+def _py_chacha_xor(state, src, soff, dst, doff, blocks=16):
     m32 = 0xFFFFFFFF
-    for blk in range(16):
+    for blk in range(blocks):
         init = list(_SIGMA) + [int(w) for w in state[4:16]]
         init[12] = (init[12] + blk) & m32
         x = list(init)
@@ -128,8 +110,43 @@ def _py_chacha_xor_1k(state, src, soff, dst, doff):
             dst[doff + 64 * blk + i] = src[soff + 64 * blk + i] ^ ks[i]
 
 
-if config.DISABLE_JIT:
-    _chacha_xor_1k = _py_chacha_xor_1k
+def _chacha_xor(blocks, W):
+    """An intrinsic (state, src, soff, dst, doff): dst[doff:] = src[soff:] ^ `blocks` ChaCha20 blocks, W at a time.
+
+    state is a uint32[16] ChaCha20 state; block i uses counter state[12] + i.
+    The state is not advanced.
+    """
+    if config.DISABLE_JIT:
+        return functools.partial(_py_chacha_xor, blocks=blocks)
+    name = f"agefast_chacha20_xor_{'1k' if blocks == 16 else 64 * blocks}"
+
+    def emit(b, st, src, dst):
+        _emit_chacha_xor(b, st, src, dst, blocks, W)
+
+    def chacha(typingctx, state, src, soff, dst, doff):
+        sig = types.void(state, src, soff, dst, doff)
+
+        def codegen(context, builder, signature, args):
+            st_ty, src_ty, _, dst_ty, _ = signature.args
+            _call_outlined(builder, name, emit, [
+                _data_ptr(context, builder, st_ty, args[0], ir.Constant(_I64, 0)),
+                _data_ptr(context, builder, src_ty, args[1], args[2]),
+                _data_ptr(context, builder, dst_ty, args[3], args[4])])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    chacha.__name__ = f"_{name}"
+    return intrinsic(chacha)
+
+
+# 16 blocks (1 KiB) a call, the width of the widest vectors; and 4 blocks in
+# 128-bit vectors for a chunk's Poly1305 key, which needs only block 0:
+# computing 16 for it (a whole iteration of the stitched loop, or the 1 KiB
+# call) cost ~0.25 us more of a 64 KiB chunk's ~14.5 on AVX-512, 2%
+# (benchmarks/bench_chunk.py, benchmarks/HISTORY.md).
+_chacha_xor_1k = _chacha_xor(16, _CHACHA_W)
+_chacha_xor_256 = _chacha_xor(4, 4)
 
 
 @_inner

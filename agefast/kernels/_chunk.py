@@ -9,7 +9,7 @@ raise on user input.
 import numpy as np
 
 from ._common import _inner, _put_le64, _verdict, CHUNK, GROUP, LANE_MIN, LANES, TAG
-from ._chacha20 import _chacha_xor_1k, _set_age_nonce
+from ._chacha20 import _chacha_xor_256, _set_age_nonce
 from ._poly1305 import _poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_tag, _poly_zero_padded, _put_limbs
 
 
@@ -20,15 +20,22 @@ def _lane_groups(n):
 
 
 @_inner
+def _key_block(st, buf):
+    """ChaCha20 block 0 of the chunk, its Poly1305 key in the first 32 bytes, into buf[1024:1088] (with
+    blocks 1-3 after it) from the zeros at buf[0:256]; leaves the counter at 1."""
+    st[12] = 0
+    _chacha_xor_256(st, buf, 0, buf, 1024)
+    st[12] = 1
+
+
+@_inner
 def _mac_begin(scr, aad, n):
     """Derive the Poly1305 key (block 0), absorb aad; returns the number of 16-lane groups for n ct bytes.
 
     Leaves the ChaCha20 counter at 1.
     """
     st, ctx, hl, pw16, pwfin, buf = scr
-    st[12] = 0
-    _chacha_xor_1k(st, buf, 0, buf, 1024)
-    st[12] = 1
+    _key_block(st, buf)
     groups = _lane_groups(n)
     _poly_begin(ctx, hl, pw16, pwfin, buf, 1024, groups > 0)
     _poly_zero_padded(ctx, aad, buf[2064:2080])

@@ -19,7 +19,7 @@ iteration that hashes a chunk's last STEP encrypts the next chunk's first
 AVX2 and in the split form: what it decrypts), so it writes plaintext
 before the tag is known: a chunk whose tag fails has its output
 overwritten with zeros before open_one returns. Each chunk's Poly1305 key
-comes from one iteration of the same body (_key).
+comes from four ChaCha20 blocks in 128-bit vectors (_key, _chunk._key_block).
 
 The split form (_common.SPLIT, the IFMA class's) hashes part of each STEP
 in the loop, and after the loop the vector lanes hash the rest of the chunk
@@ -41,8 +41,8 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._chunk import _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
-from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor_1k, _QUARTER_ROUNDS, _rotl, _SIGMA,
+from ._chunk import _key_block, _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
+from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
 from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, IFMA, SPLIT, TAG
 from ._poly1305 import (_emit_poly_mul, _emit_poly_step, _poly_begin, _poly_power, _poly_zero_padded, _py_poly_mul,
@@ -242,7 +242,7 @@ def _py_stitched_steps(state, ctx, src, soff, dst, doff, pbuf, poff, count):
         h0, h1, h2 = chains[0] if _CHAINS == 1 else _py_poly_mul(*chains[0], ctx[7], ctx[8], ctx[9], *chains[1])
         tmp[:STEP] = src[soff + STEP * i:soff + STEP * (i + 1)]
         st[12] = np.uint32(int(state[12]) + _W * i)
-        _py_chacha_xor_1k(st, tmp, 0, tmp, 0)
+        _py_chacha_xor(st, tmp, 0, tmp, 0)
         dst[doff + STEP * i:doff + STEP * (i + 1)] = tmp[:STEP]
     ctx[4], ctx[5], ctx[6] = h0, h1, h2
 
@@ -254,18 +254,9 @@ if config.DISABLE_JIT:
 @_inner
 def _key(scr, aad, lanes):
     """The chunk's Poly1305 key from ChaCha20 block 0 into ctx (scr[1]), aad
-    absorbed, with lanes the lanes' powers of r; sets the counter to 1.
-
-    Block 0 comes from one iteration of the stitched body over the scratch's
-    zeros (a STEP of blocks, where the 16-block ChaCha20 computed 16 for
-    these 32 bytes); its Poly1305 side absorbs zeros into a spare accumulator,
-    scr[2] (the lane state, cleared by _poly_begin before lanes use it), on
-    scalar units the vector code leaves idle.
-    """
-    st, ctx, spare, buf = scr[0], scr[1], scr[2], scr[5]
-    st[12] = 0
-    _stitched_steps(st, spare, buf, 0, buf, 1024, buf, 0, 1)
-    st[12] = 1
+    absorbed, with lanes the lanes' powers of r; sets the counter to 1."""
+    ctx, buf = scr[1], scr[5]
+    _key_block(scr[0], buf)
     _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, lanes)
     if _CHAINS == 2:
         ctx[7], ctx[8], ctx[9] = _poly_power(ctx[0], ctx[1], _HASHED // 2)
