@@ -164,13 +164,10 @@ def open_chunk(key: bytes, counter: int, sealed: bytes, final: bool) -> bytes | 
         raise TypeError("key and sealed must be bytes")
     if len(key) != 32:
         raise ValueError("key must be 32 bytes")
-    size = len(sealed) - TAG_SIZE
-    if not 0 <= size <= CHUNK_SIZE:
+    if not TAG_SIZE <= len(sealed) <= SEALED_CHUNK_SIZE:
         raise ValueError("a sealed chunk is a tag and at most CHUNK_SIZE bytes")
-    plain, address = _native.new_bytes(size)
-    opened = _checked(_loader.functions().batch(_native.batch_call(
-        key, _counter(counter), _native.bytes_address(sealed), len(sealed), address, size, bool(final), _abi.OPEN)))
-    return plain if opened == 1 else None
+    plain, opened = _native.open_into_new_bytes(_loader.functions().batch, key, _counter(counter), sealed, bool(final))
+    return plain if _checked(opened) == 1 else None
 
 
 def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, threads: int | None = None) -> int:
