@@ -2,7 +2,8 @@
 
 One <16 x i32> vector per state word (two passes of <8 x i32> without
 AVX-512), transposed back to byte order with shufflevector, XORed from the
-input straight into the output at any alignment.
+input straight into the output at any alignment; and 4 blocks in <4 x i32>
+for a chunk's Poly1305 key.
 """
 
 import functools

@@ -169,7 +169,7 @@ def open_into_new_bytes(batch: Function, key: bytes, counter: int, sealed: bytes
     size = len(sealed) - _abi.TAG
     plain: bytes = _new_bytes(None, size)
     call = _Scratch()
-    _BATCH_CALL.pack_into(call, _abi.BATCH_CALL_AT, key, counter, id(sealed) + _BYTES_DATA_AT, size + _abi.TAG,
+    _BATCH_CALL.pack_into(call, _abi.BATCH_CALL_AT, key, counter, id(sealed) + _BYTES_DATA_AT, len(sealed),
                           id(plain) + _BYTES_DATA_AT, size, final, _abi.OPEN)
     return plain, batch(call)
 
