@@ -165,7 +165,8 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         at = b.mul(i, ir.Constant(_I64, 2 * _HASHED))      # this iteration's first i64 of poly
         done = 0
         for q in range(_ROUNDS):
-            # Poly1305 step p of each chain goes before quarter round q where p <= (q - D) * per/(80 - D)
+            # Poly1305 step p of each chain goes before quarter round q where, with D = _POLY_DELAY,
+            # p <= (q - D) * per / (80 - D): every step of the chain, since per < 80 - D
             while done < per and q >= _POLY_DELAY and done * (_ROUNDS - _POLY_DELAY) <= (q - _POLY_DELAY) * per:
                 for c in range(_CHAINS):
                     first = 2 * (per * c + done)
