@@ -20,10 +20,6 @@ the IFMA class is split):
 "the rest" is open minus its three parts: nonce, key setup, tag check and
 what the parts do not overlap when they run one after the other.
 
-Compare figures within one run: a case can differ between processes (the
-AVX2 class's seal took 20.9 us in most runs and 27.5 in one, on the same
-page-aligned buffers; benchmarks/HISTORY.md).
-
     python benchmarks/bench_chunk.py [--reps N] [--calls N]
 """
 
@@ -102,8 +98,9 @@ def _chacha20(key, src, dst, n):
 
 
 def _page_aligned(data: bytes) -> np.ndarray:
-    """`data` in an array that starts at a page boundary, so that runs compare on the same placement
-    (with numpy's own, the AVX2 class's ChaCha20 alone took 21.3 us in one run and 24.8 in another)."""
+    """`data` in an array that starts at a page boundary: every run has the buffers at the same places
+    relative to each other modulo 4096, which the kernel's loads and stores are sensitive to (4K
+    aliasing, benchmarks/HISTORY.md)."""
     memory = np.zeros(len(data) + 4096, np.uint8)
     start = -memory.ctypes.data % 4096
     array = memory[start:start + len(data)]
