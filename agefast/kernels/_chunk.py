@@ -20,25 +20,28 @@ def _lane_groups(n):
 
 
 @_inner
-def _key_block(st, buf):
-    """ChaCha20 block 0 of the chunk, its Poly1305 key in the first 32 bytes, into buf[1024:1088] (with
-    blocks 1-3 after it) from the zeros at buf[0:256]; leaves the counter at 1."""
+def _key(scr, aad, lanes):
+    """The chunk's Poly1305 key into ctx (scr[1]), with the lanes' powers of r where `lanes`, and aad
+    absorbed; leaves the ChaCha20 counter at 1.
+
+    The key is the first 32 bytes of ChaCha20 block 0, made with blocks 1-3
+    in 128-bit vectors from the zeros at buf[0:256] into buf[1024:1280]: a
+    whole 16-block call, or an iteration of the stitched loop, for it cost
+    ~0.25 us more of a 64 KiB chunk (benchmarks/HISTORY.md).
+    """
+    st, ctx, hl, pw16, pwfin, buf = scr
     st[12] = 0
     _chacha_xor_256(st, buf, 0, buf, 1024)
     st[12] = 1
+    _poly_begin(ctx, hl, pw16, pwfin, buf, 1024, lanes)
+    _poly_zero_padded(ctx, aad, buf[2064:2080])
 
 
 @_inner
 def _mac_begin(scr, aad, n):
-    """Derive the Poly1305 key (block 0), absorb aad; returns the number of 16-lane groups for n ct bytes.
-
-    Leaves the ChaCha20 counter at 1.
-    """
-    st, ctx, hl, pw16, pwfin, buf = scr
-    _key_block(st, buf)
+    """_key for a message of n ciphertext bytes; returns the number of 16-lane groups its MAC has."""
     groups = _lane_groups(n)
-    _poly_begin(ctx, hl, pw16, pwfin, buf, 1024, groups > 0)
-    _poly_zero_padded(ctx, aad, buf[2064:2080])
+    _key(scr, aad, groups > 0)
     return groups
 
 

@@ -19,7 +19,7 @@ iteration that hashes a chunk's last STEP encrypts the next chunk's first
 AVX2 and in the split form: what it decrypts), so it writes plaintext
 before the tag is known: a chunk whose tag fails has its output
 overwritten with zeros before open_one returns. Each chunk's Poly1305 key
-comes from four ChaCha20 blocks in 128-bit vectors (_key, _chunk._key_block).
+comes from four ChaCha20 blocks in 128-bit vectors (_key, _chunk._key).
 
 The split form (_common.SPLIT, the IFMA class's) hashes part of each STEP
 in the loop, and after the loop the vector lanes hash the rest of the chunk
@@ -41,12 +41,11 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._chunk import _key_block, _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
+from ._chunk import _key as _chunk_key, _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
 from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, IFMA, SPLIT, TAG
-from ._poly1305 import (_emit_poly_mul, _emit_poly_step, _poly_begin, _poly_power, _poly_zero_padded, _py_poly_mul,
-                        _py_poly_step)
+from ._poly1305 import _emit_poly_mul, _emit_poly_step, _poly_power, _py_poly_mul, _py_poly_step
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
 STEP = 64 * _W          # bytes per iteration
@@ -267,14 +266,11 @@ if config.DISABLE_JIT:
 
 @_inner
 def _key(scr, aad, lanes):
-    """The chunk's Poly1305 key from ChaCha20 block 0 into ctx (scr[1]), aad
-    absorbed, with lanes the lanes' powers of r; sets the counter to 1."""
-    ctx, buf = scr[1], scr[5]
-    _key_block(scr[0], buf)
-    _poly_begin(ctx, scr[2], scr[3], scr[4], buf, 1024, lanes)
+    """_chunk._key, and with two chains r^(_HASHED/2) for their join into ctx[7:10]."""
+    _chunk_key(scr, aad, lanes)
     if _CHAINS == 2:
+        ctx = scr[1]
         ctx[7], ctx[8], ctx[9] = _poly_power(ctx[0], ctx[1], _HASHED // 2)
-    _poly_zero_padded(ctx, aad, buf[2064:2080])
 
 
 @_inner
