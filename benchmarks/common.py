@@ -155,16 +155,17 @@ def warm_engine() -> None:
 def kernel_call(key: bytes, counter: int, src, dst, final: bool, seal: bool):
     """The compiled batch alone on one chunk of `src` into `dst`: one ctypes call on buffers lent
     once, none of the Python around it (the floor of agefast's one chunk per call). The callable
-    raises if the chunk does not seal (all its bytes written) or open (verified)."""
+    raises if the chunk does not seal (all its bytes written) or open (verified). It keeps the
+    lends' holds, so neither buffer can be resized while it lives."""
     from agefast.kernels import _abi, _loader, _native
 
     batch = _loader.functions().batch
-    s, d = _native.Lent(src, writable=False), _native.Lent(dst, writable=True)
+    (s_at, n, s_hold), (d_at, m, d_hold) = _native.lend(src, writable=False), _native.lend(dst, writable=True)
     mode = _abi.SEAL if seal else _abi.OPEN
-    expect = s.size + _abi.TAG if seal else 1      # bytes written, chunks verified
+    expect = n + _abi.TAG if seal else 1      # bytes written, chunks verified
 
-    def run():
-        if batch(_native.batch_call(key, counter, s.address, s.size, d.address, d.size, final, mode)) != expect:
+    def run(holds=(s_hold, d_hold)):
+        if batch(_native.batch_call(key, counter, s_at, n, d_at, m, final, mode)) != expect:
             raise RuntimeError("the kernel call failed")
     run()
     return run

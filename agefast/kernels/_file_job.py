@@ -36,16 +36,19 @@ class FileJob:
 
     def _work(self, i: int, *args: Any) -> None:
         try:
-            src, dst = _native.page_aligned(_abi.FILE_BUFFER_SIZE), _native.page_aligned(_abi.FILE_BUFFER_SIZE)
+            src_at, _, src_hold = _native.page_aligned(_abi.FILE_BUFFER_SIZE)
             try:
-                _native.clear_errno()
-                file_batches = _loader.functions().file_batches  # loaded before the threads start
-                result = file_batches(*args, src.address, dst.address, _native.scratch(), self._stop.address,
-                                      self._lock.address)
-                self._results[i] = (result, _native.last_errno())
+                dst_at, _, dst_hold = _native.page_aligned(_abi.FILE_BUFFER_SIZE)
+                try:
+                    _native.clear_errno()
+                    file_batches = _loader.functions().file_batches  # loaded before the threads start
+                    result = file_batches(*args, src_at, dst_at, _native.scratch(), self._stop.address,
+                                          self._lock.address)
+                    self._results[i] = (result, _native.last_errno())
+                finally:
+                    _native.release(dst_hold)
             finally:
-                src.release()
-                dst.release()
+                _native.release(src_hold)
         except BaseException as e:     # raised by wait(), in the caller's thread
             self._results[i] = e
 

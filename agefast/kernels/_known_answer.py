@@ -29,12 +29,11 @@ class WrongAnswer(RuntimeError):
 
 def _call(functions: _native.Functions, mode: int, counter: int, src: bytes, size: int) -> tuple[int, bytes]:
     dst = ctypes.create_string_buffer(size)
-    lent = _native.Lent(src, writable=False)
+    at, n, hold = _native.lend(src, writable=False)
     try:
-        done = functions.batch(_native.batch_call(KEY, counter, lent.address, lent.size, ctypes.addressof(dst), size,
-                                                  True, mode))
+        done = functions.batch(_native.batch_call(KEY, counter, at, n, ctypes.addressof(dst), size, True, mode))
     finally:
-        lent.release()
+        _native.release(hold)
     return done, dst.raw
 
 

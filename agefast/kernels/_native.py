@@ -174,55 +174,53 @@ def open_into_new_bytes(batch: Function, key: bytes, counter: int, sealed: bytes
     return plain, batch(call)
 
 
-class Lent:
-    """The address and size of a contiguous buffer, held until release(); writable on request."""
+_from_buffer = ctypes.c_char.from_buffer     # looked up once: two attribute lookups of every lend
+_address_of = ctypes.addressof
 
-    __slots__ = ("_view", "_held", "address", "size")
 
-    def __init__(self, obj: Any, writable: bool) -> None:
-        self._view: _PyBuffer | None = None
-        self._held: object = None
-        # Each us of lending is ~5% of a single 64 KiB chunk's ~20 us on
-        # AVX-512: the two common kinds take the cheapest safe route.
-        if type(obj) is bytes and not writable:
-            # Immutable: the address of its data, and a reference that keeps
-            # it alive, are all a lender holds (0.7 us with the release,
-            # against 1.3 us for PyObject_GetBuffer called through ctypes).
-            self._held = obj
-            self.address = id(obj) + _BYTES_DATA_AT
-            self.size = len(obj)
-            return
-        view: bytearray | memoryview
-        if type(obj) is bytearray:      # writable and contiguous: lent without a memoryview
-            view, size, lendable = obj, len(obj), True
-        else:
-            view = memoryview(obj)
-            size, lendable = view.nbytes, not view.readonly and view.c_contiguous
-        if lendable and size:
-            # ctypes lends a writable buffer itself (from_buffer holds it, so
-            # the object cannot be resized, until the object it returns is
-            # dropped): 0.9 us with the release for a bytearray, against 2 us
-            # for PyObject_GetBuffer called through ctypes. It cannot lend an
-            # empty one.
-            held = ctypes.c_char.from_buffer(view)
-            self._held = held
-            self.address = ctypes.addressof(held)
-            self.size = size
-            return
-        # The structure itself is passed where its pointer is declared: ctypes
-        # takes its address, cheaper than a byref() made in Python.
-        lent = _PyBuffer()
-        _get_buffer(obj, lent, _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
-        self._view = lent
-        self.address = lent.buf or 0
-        self.size = lent.len
+def lend(obj: Any, writable: bool) -> tuple[int, int, Any]:
+    """(address, size, hold): the contiguous buffer of `obj` lent to compiled code, writable on request.
 
-    def release(self) -> None:
-        self._held = None
-        view = self._view
-        if view is not None:
-            self._view = None
-            _release_buffer(view)
+    It stays lent, alive and not resizable, until release(hold). Functions,
+    not a class of lent buffers: making such an object was ~0.15 us of each,
+    and a call on one 64 KiB chunk lends two (issue 46's one chunk per call,
+    2026-12-05, Zen 4).
+    """
+    # Each us of lending is ~5% of a single 64 KiB chunk's ~17 us on
+    # AVX-512: the two common kinds take the cheapest safe route.
+    if type(obj) is bytes and not writable:
+        # Immutable: the address of its data, and a reference that keeps it
+        # alive, are all a lender holds (against 1.3 us for PyObject_GetBuffer
+        # called through ctypes).
+        return id(obj) + _BYTES_DATA_AT, len(obj), obj
+    view: bytearray | memoryview
+    if type(obj) is bytearray:      # writable and contiguous: lent without a memoryview
+        view, size, lendable = obj, len(obj), True
+    else:
+        view = memoryview(obj)
+        size, lendable = view.nbytes, not view.readonly and view.c_contiguous
+    if lendable and size:
+        # ctypes lends a writable buffer itself (from_buffer holds it, so the
+        # object cannot be resized, until the object it returns is dropped):
+        # 0.2 us for a bytearray, against 2 us for PyObject_GetBuffer called
+        # through ctypes. It cannot lend an empty one. The hold is a list
+        # that release() empties, so that the lend ends then even where the
+        # caller's frame lives on (a traceback keeps it).
+        held = _from_buffer(view)
+        return _address_of(held), size, [held]
+    # The structure itself is passed where its pointer is declared: ctypes
+    # takes its address, cheaper than a byref() made in Python.
+    lent = _PyBuffer()
+    _get_buffer(obj, lent, _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
+    return lent.buf or 0, lent.len, lent
+
+
+def release(hold: Any) -> None:
+    """End what lend() lent with `hold`; once per lend."""
+    if type(hold) is list:
+        hold.clear()
+    elif type(hold) is _PyBuffer:
+        _release_buffer(hold)
 
 
 class Flag:
@@ -252,9 +250,9 @@ class Mutex:
             raise OSError("pthread_mutex_init failed")
 
 
-def page_aligned(size: int) -> Lent:
-    """`size` writable bytes at a page boundary (anonymous memory), held until release()."""
-    return Lent(portable.anonymous_memory(size), writable=True)
+def page_aligned(size: int) -> tuple[int, int, Any]:
+    """`size` writable bytes at a page boundary (anonymous memory), lent as lend() lends them."""
+    return lend(portable.anonymous_memory(size), writable=True)
 
 
 def clear_errno() -> None:

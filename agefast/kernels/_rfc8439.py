@@ -17,7 +17,7 @@ import struct
 from typing import Any
 
 from . import _abi, _native
-from ._batches import _key, _lend_destination, _run, CHUNK_SIZE, Nonces, SEALED_CHUNK_SIZE, TAG_SIZE
+from ._batches import _key, _run, CHUNK_SIZE, Nonces, SEALED_CHUNK_SIZE, TAG_SIZE
 
 NONCE_SIZE = 12
 # chunk i's nonce in age, as _chacha20._set_age_nonce makes it: i as 11 bytes
@@ -46,11 +46,10 @@ def _under_nonce(mode: int, key: Any, nonce: Any, aad: Any, src: object, dst: ob
     """
     k, data = _key(key), _nonce(nonce)
     with contextlib.ExitStack() as lent:
-        associated = _native.Lent(aad, writable=False)
-        lent.callback(associated.release)
-        s = _native.Lent(src, writable=False)
-        lent.callback(s.release)
-        n = s.size
+        aad_at, aad_size, aad_hold = _native.lend(aad, writable=False)
+        lent.callback(_native.release, aad_hold)
+        s_at, n, s_hold = _native.lend(src, writable=False)
+        lent.callback(_native.release, s_hold)
         if mode == _abi.SEAL:
             chunks = max(1, -(-n // CHUNK_SIZE))
             size, steps = n + chunks * TAG_SIZE, (CHUNK_SIZE, SEALED_CHUNK_SIZE)
@@ -59,11 +58,9 @@ def _under_nonce(mode: int, key: Any, nonce: Any, aad: Any, src: object, dst: ob
                 raise ValueError("a batch must hold whole sealed chunks")
             chunks = -(-n // SEALED_CHUNK_SIZE)
             size, steps = max(0, n - chunks * TAG_SIZE), (SEALED_CHUNK_SIZE, CHUNK_SIZE)
-        d = _lend_destination(dst, size)
-        lent.callback(d.release)
         # the mask that turns the last chunk's age nonce into `nonce`
         mask = bytes(a ^ b for a, b in zip(data, _AGE_NONCE.pack(chunks - 1, 1)))
-        return _run(mode, k, 0, s, d, True, threads, chunks, *steps, Nonces(mask, associated.address, associated.size))
+        return _run(mode, k, 0, s_at, n, dst, size, True, threads, chunks, *steps, Nonces(mask, aad_at, aad_size))
 
 
 def seal_batch(key: Any, nonce: Any, aad: Any, src: object, dst: object, threads: int | None = 1) -> int:

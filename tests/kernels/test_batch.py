@@ -123,14 +123,19 @@ def test_validation():
         kernels.seal_chunks("k" * 32, 0, b"x", bytearray(17), True)
     with pytest.raises(ValueError):
         kernels.seal_chunks(KEY, 0, b"x", bytearray(17), False)
-    with pytest.raises(ValueError):
-        kernels.seal_chunks(KEY, 0, b"x", bytearray(16), True)
+    too_small = bytearray(16)
+    with pytest.raises(ValueError) as failed:
+        kernels.seal_chunks(KEY, 0, b"x", too_small, True)
+    too_small.append(0)         # released when the call failed, though its frame lives on in the traceback
+    assert failed.traceback
     with pytest.raises(TypeError):
         kernels.seal_chunks(KEY, 0, b"x", bytes(17), True)
     with pytest.raises(ValueError):
         kernels.seal_chunks(KEY, -1, b"x", bytearray(17), True)
     with pytest.raises(ValueError):
         kernels.seal_chunks(KEY, 0, b"x", bytearray(17), True, threads=0)
+    with pytest.raises(TypeError):
+        kernels.seal_chunks(KEY, 0, b"x", bytearray(17), True, threads=True)
     with pytest.raises(ValueError):
         kernels.open_chunks(KEY, 0, bytes(15), bytearray(1), True)
     with pytest.raises(ValueError):
@@ -185,14 +190,15 @@ def test_lent_buffer_is_the_object_and_held_until_released(kind):
     obj = {"bytes": data, "bytearray": bytearray(data), "empty bytearray": bytearray(),
            "memoryview": memoryview(bytearray(b"x" * 50 + data))[50:],
            "read-only memoryview": memoryview(data)}[kind]
-    lent = _native.Lent(obj, writable=False)
-    assert lent.size == len(data) and ctypes.string_at(lent.address, lent.size) == data
+    at, size, hold = _native.lend(obj, writable=False)
+    assert size == len(data) and ctypes.string_at(at, size) == data
     if kind == "bytearray":
         with pytest.raises(BufferError):        # lent memory cannot move under the kernel
             obj.extend(b"more")
-        lent.release()
+        _native.release(hold)
         obj.extend(b"more")                     # released: resizable again
-    lent.release()
+    else:
+        _native.release(hold)
 
 
 def test_only_writable_buffers_are_lent_for_writing():
@@ -200,7 +206,7 @@ def test_only_writable_buffers_are_lent_for_writing():
 
     for obj in (b"immutable", memoryview(bytearray(8)).toreadonly()):
         with pytest.raises(BufferError):
-            _native.Lent(obj, writable=True)
-    lent = _native.Lent(bytearray(8), writable=True)
-    assert lent.size == 8
-    lent.release()
+            _native.lend(obj, writable=True)
+    at, size, hold = _native.lend(bytearray(8), writable=True)
+    assert size == 8 and at
+    _native.release(hold)
