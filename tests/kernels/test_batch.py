@@ -197,6 +197,11 @@ def test_lent_buffer_is_the_object_and_held_until_released(kind):
             obj.extend(b"more")
         _native.release(hold)
         obj.extend(b"more")                     # released: resizable again
+    elif kind == "read-only memoryview":        # lent by PyObject_GetBuffer: the view holds an export
+        with pytest.raises(BufferError):
+            obj.release()
+        _native.release(hold)
+        obj.release()                           # the export ended with the lend
     else:
         _native.release(hold)
 
