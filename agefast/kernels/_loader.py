@@ -191,7 +191,8 @@ def isa() -> str:
 
 def functions() -> _native.Functions:
     """The loaded C functions, loaded first where need be."""
-    warm_up()
+    if _functions is None:      # checked here too: every batch call asks, and a call of warm_up is ~0.05 us
+        warm_up()
     return _functions  # type: ignore[return-value]  # set by warm_up
 
 
