@@ -50,13 +50,12 @@ def _counter(counter: object) -> int:
 
 
 def threads_for(threads: object, chunks: int) -> int:
-    if type(threads) is int and threads >= 1:      # the common case first: isinstance cost a one-chunk call 0.1 us
-        return min(threads, chunks)
     if threads is None:
         # One chunk runs on one thread: no need to ask for the CPUs (a system call).
         threads = cpus.count() if chunks > 1 else 1
-    if not isinstance(threads, int) or isinstance(threads, bool):
-        raise TypeError("threads must be an int or None")
+    elif type(threads) is not int:      # an int itself skips the two isinstance calls (~30 ns a call)
+        if not isinstance(threads, int) or isinstance(threads, bool):
+            raise TypeError("threads must be an int or None")
     if threads < 1:
         raise ValueError("threads must be at least 1")
     return min(threads, chunks)
