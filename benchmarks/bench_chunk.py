@@ -20,7 +20,17 @@ the IFMA class is split):
 "the rest" is open minus its three parts: nonce, key setup, tag check and
 what the parts do not overlap when they run one after the other.
 
-    python benchmarks/bench_chunk.py [--reps N] [--calls N]
+With --mib M the same parts are timed over M MiB of distinct sealed chunks,
+which stream from memory as a large batch's do, each part added to the ones
+before it (its cost is the difference): the stitched loop of every chunk;
+the loop and each chunk's key; the loop, the key, the lanes and the tag (an
+open, bar the nonce and the wrapping of the batch); open (one _batch call
+over them all); and ChaCha20 alone, cryptography's in 64 KiB pieces over
+the same M MiB. The loop there hashes what it decrypts, as the split form's
+does (the stitched zmm open hashes a STEP behind). A round is --calls / the
+number of chunks passes over them, at least one.
+
+    python benchmarks/bench_chunk.py [--reps N] [--calls N] [--mib M]
 """
 
 import os
@@ -36,7 +46,7 @@ import common
 from agefast.kernels import _abi, _stitched
 from agefast.kernels._aead import _age_nonces, _batch, _scratch
 from agefast.kernels._chacha20 import _chacha20_xor, _set_age_nonce, _set_key
-from agefast.kernels._chunk import _lane_groups, _mac_end
+from agefast.kernels._chunk import _lane_groups, _mac_end, _tag_matches
 
 CHUNK = _abi.CHUNK
 COUNTER = 100
@@ -97,6 +107,28 @@ def _chacha20(key, src, dst, n):
         _chacha20_xor(scr[0], src, dst, scr[5][1024:2048])
 
 
+@njit(nogil=True)
+def _stream(key, sealed, dst, chunks, parts, n):
+    """`parts` of an open of `chunks` sealed chunks, n times: 0 the loop, 1 and the key, 2 and the lanes and
+    the tag; returns the chunks verified."""
+    scr = _scratch()
+    mask, aad = _age_nonces(scr)
+    _set_key(scr[0], key)
+    verified = 0
+    for i in range(n * chunks):
+        c = i % chunks
+        at = c * (CHUNK + 16)
+        _set_age_nonce(scr[0], np.uint64(COUNTER + c), 0, mask)
+        if parts >= 1:
+            _stitched._key(scr, aad, GROUPS > 0)
+        scr[0][12] = 1
+        _stitched._stitched_steps(scr[0], scr[1], sealed, at, dst, c * CHUNK, sealed, at, CHUNK // _stitched.STEP)
+        if parts >= 2:
+            _mac_end(scr, sealed[at + HASHED:at + CHUNK], GROUPS, 0, CHUNK, scr[5], 2048)
+            verified += _tag_matches(scr[5], 2048, sealed, at + CHUNK)
+    return verified // n
+
+
 def _page_aligned(data: bytes) -> np.ndarray:
     """`data` in an array that starts at a page boundary: every run has the buffers at the same places
     relative to each other modulo 4096, which the kernel's loads and stores are sensitive to (4K
@@ -136,8 +168,61 @@ def cases() -> dict:
             "ChaCha20 alone, cryptography": openssl}
 
 
+def streaming_cases(mib: int) -> tuple[int, dict]:
+    """(chunks, {case: run(n)}), each run n passes over `mib` MiB of chunks."""
+    key_bytes = bytes(range(32))
+    key = np.frombuffer(key_bytes, np.uint8).copy()
+    chunks = (mib << 20) // CHUNK
+    plain = os.urandom(CHUNK)
+    aead = ChaCha20Poly1305(key_bytes)
+    sealed = _page_aligned(b"".join(aead.encrypt((COUNTER + c).to_bytes(11, "big") + b"\x00", plain, None)
+                                    for c in range(chunks)))
+    dst = _page_aligned(bytes(chunks * CHUNK))
+    if _stream(key, sealed, dst, chunks, 2, 1) != chunks or _whole(key, sealed, dst, _abi.OPEN, 1) != chunks:
+        raise SystemExit("the kernel's parts do not open cryptography's chunks")
+    stream = Cipher(algorithms.ChaCha20(key_bytes, bytes(16)), mode=None).encryptor()
+    src, out = memoryview(_page_aligned(plain * chunks)), memoryview(_page_aligned(bytes(chunks * CHUNK)))
+
+    def openssl(n):
+        for _ in range(n):
+            for at in range(0, chunks * CHUNK, CHUNK):
+                stream.update_into(src[at:at + CHUNK], out[at:at + CHUNK])
+
+    return chunks, {"open": lambda n: _whole(key, sealed, dst, _abi.OPEN, n),
+                    "the stitched loop": lambda n: _stream(key, sealed, dst, chunks, 0, n),
+                    "the loop and the key": lambda n: _stream(key, sealed, dst, chunks, 1, n),
+                    "the loop, key, lanes and tag": lambda n: _stream(key, sealed, dst, chunks, 2, n),
+                    "ChaCha20 alone, cryptography": openssl}
+
+
+def streaming(args) -> None:
+    chunks, work = streaming_cases(args.mib)
+    passes = max(1, args.calls // chunks)
+    best = {name: float("inf") for name in work}
+    for r in range(args.reps):
+        names = list(work)[r % len(work):] + list(work)[:r % len(work)]
+        for name in names:
+            t = time.perf_counter()
+            work[name](passes)
+            best[name] = min(best[name], (time.perf_counter() - t) / passes / chunks * 1e6)
+    print(f"{args.mib} MiB of {CHUNK // 1024} KiB chunks from memory, best of {args.reps} rounds of {passes} "
+          f"passes, each part added to those before it (its cost is the difference):")
+    before = 0.0
+    for name, us in best.items():
+        added = f"+{us - before:6.3f}" if name.startswith("the") and before else ""
+        print(f"  {name:30s} {us:7.3f} us a chunk {added}")
+        before = us if name.startswith("the") else before
+    print(f"  open / ChaCha20 alone: {best['ChaCha20 alone, cryptography'] / best['open']:.3f}x; "
+          f"the loop alone: {best['ChaCha20 alone, cryptography'] / best['the stitched loop']:.3f}x")
+    print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
+    common.save("chunk_stream", {"mib": args.mib, "passes": passes, "us_per_chunk": best})
+
+
 def main() -> None:
-    args = common.arguments(__doc__, 9, options=[("--calls", 2000, "calls of each case per round")])
+    args = common.arguments(__doc__, 9, options=[("--calls", 2000, "calls of each case per round"),
+                                                 ("--mib", 0, "MiB of chunks streamed from memory (0: one in cache)")])
+    if args.mib:
+        return streaming(args)
     work = cases()
     for run in work.values():
         run(1)      # compile
