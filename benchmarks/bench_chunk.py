@@ -168,6 +168,10 @@ def cases() -> dict:
             "ChaCha20 alone, cryptography": openssl}
 
 
+# Each streaming case that adds a part to another: that other case (the part's cost is the difference).
+_ADDS_TO = {"the loop and the key": "the stitched loop", "the loop, key, lanes and tag": "the loop and the key"}
+
+
 def streaming_cases(mib: int) -> tuple[int, dict]:
     """(chunks, {case: run(n)}), each run n passes over `mib` MiB of chunks."""
     key_bytes = bytes(range(32))
@@ -195,23 +199,28 @@ def streaming_cases(mib: int) -> tuple[int, dict]:
                     "ChaCha20 alone, cryptography": openssl}
 
 
-def streaming(args) -> None:
-    chunks, work = streaming_cases(args.mib)
-    passes = max(1, args.calls // chunks)
+def _best(work: dict, reps: int, calls: int, chunks: int = 1) -> dict:
+    """{case: microseconds a chunk in its best round}: `reps` interleaved rounds, each case called with `calls`
+    once a round, each call `chunks` chunks."""
     best = {name: float("inf") for name in work}
-    for r in range(args.reps):
+    for r in range(reps):
         names = list(work)[r % len(work):] + list(work)[:r % len(work)]
         for name in names:
             t = time.perf_counter()
-            work[name](passes)
-            best[name] = min(best[name], (time.perf_counter() - t) / passes / chunks * 1e6)
+            work[name](calls)
+            best[name] = min(best[name], (time.perf_counter() - t) / calls / chunks * 1e6)
+    return best
+
+
+def streaming(args) -> None:
+    chunks, work = streaming_cases(args.mib)
+    passes = max(1, args.calls // chunks)
+    best = _best(work, args.reps, passes, chunks)
     print(f"{args.mib} MiB of {CHUNK // 1024} KiB chunks from memory, best of {args.reps} rounds of {passes} "
           f"passes, each part added to those before it (its cost is the difference):")
-    before = 0.0
     for name, us in best.items():
-        added = f"+{us - before:6.3f}" if name.startswith("the") and before else ""
+        added = f"+{us - best[_ADDS_TO[name]]:6.3f}" if name in _ADDS_TO else ""
         print(f"  {name:30s} {us:7.3f} us a chunk {added}")
-        before = us if name.startswith("the") else before
     print(f"  open / ChaCha20 alone: {best['ChaCha20 alone, cryptography'] / best['open']:.3f}x; "
           f"the loop alone: {best['ChaCha20 alone, cryptography'] / best['the stitched loop']:.3f}x")
     print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
@@ -226,13 +235,7 @@ def main() -> None:
     work = cases()
     for run in work.values():
         run(1)      # compile
-    best = {name: float("inf") for name in work}
-    for r in range(args.reps):
-        names = list(work)[r % len(work):] + list(work)[:r % len(work)]
-        for name in names:
-            t = time.perf_counter()
-            work[name](args.calls)
-            best[name] = min(best[name], (time.perf_counter() - t) / args.calls * 1e6)
+    best = _best(work, args.reps, args.calls)
     best["the rest"] = best["open"] - sum(best[part] for part in ("the stitched loop", "the Poly1305 key",
                                                                   "the lanes and the tag"))
     form = os.environ.get("AGEFAST_KERNEL_FORM", "the class's own")
