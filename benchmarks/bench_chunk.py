@@ -25,7 +25,8 @@ which stream from memory as a large batch's do, each part added to the ones
 before it (its cost is the difference): the stitched loop of every chunk;
 the loop and each chunk's key; the loop, the key, the lanes and the tag (an
 open, bar the nonce and the wrapping of the batch); open (one _batch call
-over them all); and ChaCha20 alone, cryptography's in 64 KiB pieces over
+over them all: where the build makes each chunk's key beside the lanes of
+the chunk before it, _next_key, less than the parts before it); and ChaCha20 alone, cryptography's in 64 KiB pieces over
 the same M MiB. The loop there hashes what it decrypts, as the split form's
 does (the stitched zmm open hashes a STEP behind). A round is --calls / the
 number of chunks passes over them, at least one.
@@ -45,7 +46,7 @@ from numba import njit
 import common
 from agefast.kernels import _abi, _stitched
 from agefast.kernels._aead import _age_nonces, _batch, _scratch
-from agefast.kernels._chacha20 import _chacha20_xor, _set_age_nonce, _set_key
+from agefast.kernels._chacha20 import _age_nonce, _chacha20_xor, _set_key
 from agefast.kernels._chunk import _lane_groups, _mac_end, _tag_matches
 
 CHUNK = _abi.CHUNK
@@ -70,7 +71,7 @@ def _keyed(key):
     scr = _scratch()
     mask, aad = _age_nonces(scr)
     _set_key(scr[0], key)
-    _set_age_nonce(scr[0], np.uint64(COUNTER), 0, mask)
+    scr[0][13], scr[0][14], scr[0][15] = _age_nonce(np.uint64(COUNTER), 0, mask)
     _stitched._key(scr, aad, GROUPS > 0)
     return scr
 
@@ -118,7 +119,7 @@ def _stream(key, sealed, dst, chunks, parts, n):
     for i in range(n * chunks):
         c = i % chunks
         at = c * (CHUNK + 16)
-        _set_age_nonce(scr[0], np.uint64(COUNTER + c), 0, mask)
+        scr[0][13], scr[0][14], scr[0][15] = _age_nonce(np.uint64(COUNTER + c), 0, mask)
         if parts >= 1:
             _stitched._key(scr, aad, GROUPS > 0)
         scr[0][12] = 1

@@ -67,8 +67,10 @@ STOPPED, READ_FAILED, INPUT_ENDED, WRITE_FAILED, NOT_VERIFIED, ENDINGS = 1, 2, 3
 # arguments (128 bytes at BATCH_CALL_AT): ChaCha20 state (16 uint32),
 # Poly1305 context (16 uint64: r, s, the accumulator h, one free, the
 # stitched loop's r^k for its second chain, six free), lane state (5 x 16 uint64), powers r^16 and
-# r^(16-l) (9 x 16 uint64 each) and 2080 bytes (zeros for the Poly1305 key
-# block, keystream / tail, tag, pad block). Offsets are multiples of 64; the
+# r^(16-l) (9 x 16 uint64 each), 2080 bytes (zeros for the Poly1305 key
+# block, keystream / tail, tag, pad block) and the next chunk's key (96
+# uint64: r, s, r^k, the lanes' powers r^(16-l); where the split form makes
+# it beside a chunk's lanes, _next_key). Offsets are multiples of 64; the
 # kernels need 8-byte alignment.
 STATE_AT = BATCH_CALL_AT + 128
 CTX_AT = STATE_AT + 64
@@ -77,7 +79,9 @@ POWERS_AT = LANES_AT + 5 * 16 * 8
 FINAL_POWERS_AT = POWERS_AT + 9 * 16 * 8
 BYTES_AT = FINAL_POWERS_AT + 9 * 16 * 8
 BYTES_SIZE = 2080
-SCRATCH_SIZE = BYTES_AT + BYTES_SIZE
+NEXT_KEY_AT = BYTES_AT + 2112
+NEXT_KEY_WORDS = 96
+SCRATCH_SIZE = NEXT_KEY_AT + 8 * NEXT_KEY_WORDS
 
 # The functions the compiled object defines.
 SYMBOL = "agefast_batch"

@@ -14,14 +14,14 @@ from numba.extending import intrinsic
 
 from . import _abi, _stitched
 from ._abi import SEAL
-from ._chunk import _mac_begin, _mac_end, _seal_chunk, _tag_matches
+from ._chunk import _mac_begin, _mac_end, _open_bounds, _seal_chunk, _tag_matches
 from ._common import _inner, CHUNK, LANES, STITCHED, TAG
-from ._chacha20 import _chacha20_xor, _set_age_nonce, _set_key
+from ._chacha20 import _chacha20_xor, _set_key
 
 
 @_inner
 def _scratch():
-    """Everything a batch needs, allocated once per call: (state, ctx, lanes, r^16, r^(16-l), bytes)."""
+    """Everything a batch needs, allocated once per call: (state, ctx, lanes, r^16, r^(16-l), bytes, next key)."""
     st = np.zeros(16, np.uint32)
     ctx = np.zeros(16, np.uint64)    # as _abi's scratch lays it out
     hl = np.zeros(5 * LANES, np.uint64)
@@ -29,7 +29,7 @@ def _scratch():
     pwfin = np.zeros(9 * LANES, np.uint64)
     # bytes: [0:1024] zeros, [1024:2048] keystream / tail, [2048:2064] tag, [2064:2080] pad block
     buf = np.zeros(_abi.BYTES_SIZE, np.uint8)
-    return st, ctx, hl, pw16, pwfin, buf
+    return st, ctx, hl, pw16, pwfin, buf, np.zeros(_abi.NEXT_KEY_WORDS, np.uint64)
 
 
 @_inner
@@ -40,7 +40,7 @@ def _seal_one(scr, aad, src, dst):
     chunk stays in L2 between them; a KiB-by-KiB interleave in one IR function
     measured no faster, docs/engine.md).
     """
-    st, ctx, hl, pw16, pwfin, buf = scr
+    st, buf = scr[0], scr[5]
     n = src.size
     groups = _mac_begin(scr, aad, n)
     _chacha20_xor(st, src, dst[:n], buf[1024:2048])
@@ -53,7 +53,7 @@ def _open_one(scr, aad, src, dst):
 
     dst is written only after the tag matched (compared in constant time).
     """
-    st, ctx, hl, pw16, pwfin, buf = scr
+    st, buf = scr[0], scr[5]
     n = src.size - TAG
     groups = _mac_begin(scr, aad, n)
     _mac_end(scr, src[:n], groups, aad.size, n, buf, 2048)
@@ -95,14 +95,19 @@ def _open_batch(key, mask, aad, counter, src, dst, final, scr):
     pos = 0
     out = 0
     done = 0
+    taken = False
     while pos < n:
-        end = min(pos + CHUNK + TAG, n)
+        end, nonce = _open_bounds(counter, done, pos, n, final, mask)
         if end - pos < TAG:
             return done
-        _set_age_nonce(scr[0], np.uint64(counter) + np.uint64(done), 1 if (end == n and final) else 0, mask)
+        scr[0][13], scr[0][14], scr[0][15] = nonce
         size = end - pos - TAG
         if STITCHED:
-            ok = _stitched.open_one(scr, aad, src[pos:end], dst[out:out + size])
+            # where a chunk follows (this one is then whole), its key is made beside this one's lanes
+            beside = _stitched.NEXT_KEY and end < n
+            following = _open_bounds(counter, done + 1, end, n, final, mask)[1]
+            ok = _stitched.open_one(scr, aad, src[pos:end], dst[out:out + size], taken, beside, following)
+            taken = beside
         else:
             ok = _open_one(scr, aad, src[pos:end], dst[out:out + size])
         if not ok:
@@ -163,7 +168,8 @@ def _carve(scratch):
             carray(_at(scratch, _abi.LANES_AT), 5 * LANES, np.uint64),
             carray(_at(scratch, _abi.POWERS_AT), 9 * LANES, np.uint64),
             carray(_at(scratch, _abi.FINAL_POWERS_AT), 9 * LANES, np.uint64),
-            carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8))
+            carray(_at(scratch, _abi.BYTES_AT), _abi.BYTES_SIZE, np.uint8),
+            carray(_at(scratch, _abi.NEXT_KEY_AT), _abi.NEXT_KEY_WORDS, np.uint64))
 
 
 def batch_c(call):

@@ -53,8 +53,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # What the compiled code is made from: this package's kernel source and the
 # code that compiles it (agefast.kernels.__init__ and _native only call it),
 # and the rule for the size of the pieces the file kernel writes (io/pieces).
-_SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_chunk.py", "_aead.py", "_stitched.py", "_file_io.py", "_build.py",
-            "_abi.py", os.path.join("..", "io", "pieces.py"))
+_SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_next_key.py", "_chunk.py", "_aead.py", "_stitched.py",
+            "_file_io.py", "_build.py", "_abi.py", os.path.join("..", "io", "pieces.py"))
 # The environment that changes what is compiled: Numba's target and
 # optimisation, and the form of the batch kernel (_common._form).
 _BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "AGEFAST_KERNEL_FORM")

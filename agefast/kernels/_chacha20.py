@@ -22,9 +22,10 @@ _QUARTER_ROUNDS = ((0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15),
 
 
 def _rotl(builder, v, n):
-    w = v.type.count
-    return builder.or_(builder.shl(v, ir.Constant(v.type, [n] * w)),
-                       builder.lshr(v, ir.Constant(v.type, [32 - n] * w)))
+    """v rotated left by n: v a vector of i32 or, for a single block on the scalar units, one i32."""
+    def const(k):
+        return ir.Constant(v.type, [k] * v.type.count if isinstance(v.type, ir.VectorType) else k)
+    return builder.or_(builder.shl(v, const(n)), builder.lshr(v, const(32 - n)))
 
 
 def _transpose(builder, rows):
@@ -164,16 +165,17 @@ def _set_key(st, key):
 
 
 @_inner
-def _set_age_nonce(st, counter, flag, mask):
-    """Nonce = (counter as 11 bytes big-endian || flag) XOR mask, as ChaCha20 state words 13..15.
+def _age_nonce(counter, flag, mask):
+    """Nonce = (counter as 11 bytes big-endian || flag) XOR mask, as the ChaCha20 state's words 13..15.
 
     mask (12 bytes) is zeros for age's chunks; any other gives any RFC 8439
     nonce (_abi.BATCH_AEAD).
     """
     c = np.uint64(counter)
-    st[13] = _bswap32(c >> np.uint64(56)) ^ _le32(mask, 0)
-    st[14] = _bswap32(c >> np.uint64(24)) ^ _le32(mask, 4)
-    st[15] = _bswap32(((c & np.uint64(0xFFFFFF)) << np.uint64(8)) | np.uint64(flag)) ^ _le32(mask, 8)
+    return (_bswap32(c >> np.uint64(56)) ^ _le32(mask, 0),
+            _bswap32(c >> np.uint64(24)) ^ _le32(mask, 4),
+            _bswap32(((c & np.uint64(0xFFFFFF)) << np.uint64(8)) | np.uint64(flag)) ^ _le32(mask, 8))
+
 
 
 @_inner

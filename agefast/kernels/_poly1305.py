@@ -336,24 +336,28 @@ def _ifma(builder, hi):
 
 
 def _emit_poly_lanes_ifma(b, hl, pw, base, ngroups):
-    """16 lanes as two halves of 8, 3 limbs of 44 bits, products by vpmadd52luq/huq.
+    """16 lanes as two halves of 8, 3 limbs of 44 bits, products by vpmadd52luq/huq (_emit_ifma_group)."""
+    lanes = _ifma_lanes_load(b, hl, pw)
+    with cgutils.for_range(b, ngroups) as loop:
+        _emit_ifma_group(b, lanes, b.gep(base, [b.mul(loop.index, ir.Constant(_I64, GROUP))]))
+    _ifma_lanes_store(b, hl, lanes)
 
-    A product a*r of 52-bit operands is lo + hi*2^52, so a limb's high half
-    joins the next limb shifted left by 8 (2^52 = 2^44 * 2^8); 2^132 = 20 mod p
-    is folded into the precomputed 20*r1, 20*r2.
-    """
+
+def _ifma_splat(n):
+    return ir.Constant(_V8I64, [n] * 8)
+
+
+def _ifma_lanes_load(b, hl, pw):
+    """(state, powers) of 16 IFMA lanes: per half of 8 lanes, three slots holding the limbs of h, and the
+    rows r0, r1, r2, 20*r1, 20*r2 of its powers (loaded once, for every group after)."""
     vp = _V8I64.as_pointer()
     hp = b.bitcast(hl, vp)
     pp = b.bitcast(pw, vp)
-    madd_lo, madd_hi = _ifma(b, False), _ifma(b, True)
-
-    def splat(n):
-        return ir.Constant(_V8I64, [n] * 8)
 
     def row(ptr, k, half):      # row k of 16 lanes, half 0 or 1
         return b.load(b.gep(ptr, [ir.Constant(_I64, 2 * k + half)]), align=8)
 
-    pws = [[row(pp, k, half) for k in range(5)] for half in range(2)]
+    powers = [[row(pp, k, half) for k in range(5)] for half in range(2)]
     state = []
     for half in range(2):
         slots = []
@@ -362,39 +366,56 @@ def _emit_poly_lanes_ifma(b, hl, pw, base, ngroups):
             b.store(row(hp, k, half), slot)
             slots.append(slot)
         state.append(slots)
-    m44, zero = splat((1 << 44) - 1), splat(0)
-    with cgutils.for_range(b, ngroups) as loop:
-        gp = b.bitcast(b.gep(base, [b.mul(loop.index, ir.Constant(_I64, GROUP))]), vp)
-        for half in range(2):
-            v0 = b.load(b.gep(gp, [ir.Constant(_I64, 2 * half)]), align=1)
-            v1 = b.load(b.gep(gp, [ir.Constant(_I64, 2 * half + 1)]), align=1)
-            t0 = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2))))
-            t1 = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2))))
-            m = [b.and_(t0, m44),
-                 b.and_(b.or_(b.lshr(t0, splat(44)), b.shl(t1, splat(20))), m44),
-                 b.or_(b.lshr(t1, splat(24)), splat(1 << 40))]
-            sl = state[half]
-            a = [b.add(b.load(sl[k]), m[k]) for k in range(3)]
-            r0, r1, r2, s1, s2 = pws[half]
-            terms = ((r0, s2, s1), (r1, r0, s2), (r2, r1, r0))   # d_k = sum_i a_i * terms[k][i]
-            lo, hi = [], []
-            for k in range(3):
-                acc_lo, acc_hi = zero, zero
-                for i in range(3):
-                    acc_lo = b.call(madd_lo, [acc_lo, a[i], terms[k][i]])
-                    acc_hi = b.call(madd_hi, [acc_hi, a[i], terms[k][i]])
-                lo.append(acc_lo)
-                hi.append(acc_hi)
-            d1 = b.add(b.add(lo[1], b.lshr(lo[0], splat(44))), b.shl(hi[0], splat(8)))
-            d2 = b.add(b.add(lo[2], b.lshr(d1, splat(44))), b.shl(hi[1], splat(8)))
-            top = b.add(b.lshr(d2, splat(42)), b.shl(hi[2], splat(10)))
-            d0 = b.add(b.and_(lo[0], m44), b.mul(top, splat(5)))
-            b.store(b.and_(d0, m44), sl[0])
-            b.store(b.add(b.and_(d1, m44), b.lshr(d0, splat(44))), sl[1])
-            b.store(b.and_(d2, splat((1 << 42) - 1)), sl[2])
+    return state, powers
+
+
+def _ifma_lanes_store(b, hl, lanes):
+    hp = b.bitcast(hl, _V8I64.as_pointer())
     for half in range(2):
         for k in range(3):
-            b.store(b.load(state[half][k]), b.gep(hp, [ir.Constant(_I64, 2 * k + half)]), align=8)
+            b.store(b.load(lanes[0][half][k]), b.gep(hp, [ir.Constant(_I64, 2 * k + half)]), align=8)
+
+
+def _emit_ifma_group(b, lanes, at):
+    """One Horner step of the 16 lanes over the 256 bytes at `at`: lane l absorbs block l, then is multiplied
+    by its power.
+
+    A product a*r of 52-bit operands is lo + hi*2^52, so a limb's high half
+    joins the next limb shifted left by 8 (2^52 = 2^44 * 2^8); 2^132 = 20 mod p
+    is folded into the precomputed 20*r1, 20*r2.
+    """
+    state, powers = lanes
+    madd_lo, madd_hi = _ifma(b, False), _ifma(b, True)
+    splat = _ifma_splat
+    m44, zero = splat((1 << 44) - 1), splat(0)
+    gp = b.bitcast(at, _V8I64.as_pointer())
+    for half in range(2):
+        v0 = b.load(b.gep(gp, [ir.Constant(_I64, 2 * half)]), align=1)
+        v1 = b.load(b.gep(gp, [ir.Constant(_I64, 2 * half + 1)]), align=1)
+        t0 = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(_I32, 8), list(range(0, 16, 2))))
+        t1 = b.shuffle_vector(v0, v1, ir.Constant(ir.VectorType(_I32, 8), list(range(1, 16, 2))))
+        m = [b.and_(t0, m44),
+             b.and_(b.or_(b.lshr(t0, splat(44)), b.shl(t1, splat(20))), m44),
+             b.or_(b.lshr(t1, splat(24)), splat(1 << 40))]
+        sl = state[half]
+        a = [b.add(b.load(sl[k]), m[k]) for k in range(3)]
+        r0, r1, r2, s1, s2 = powers[half]
+        terms = ((r0, s2, s1), (r1, r0, s2), (r2, r1, r0))   # d_k = sum_i a_i * terms[k][i]
+        lo, hi = [], []
+        for k in range(3):
+            acc_lo, acc_hi = zero, zero
+            for i in range(3):
+                acc_lo = b.call(madd_lo, [acc_lo, a[i], terms[k][i]])
+                acc_hi = b.call(madd_hi, [acc_hi, a[i], terms[k][i]])
+            lo.append(acc_lo)
+            hi.append(acc_hi)
+        d1 = b.add(b.add(lo[1], b.lshr(lo[0], splat(44))), b.shl(hi[0], splat(8)))
+        d2 = b.add(b.add(lo[2], b.lshr(d1, splat(44))), b.shl(hi[1], splat(8)))
+        top = b.add(b.lshr(d2, splat(42)), b.shl(hi[2], splat(10)))
+        d0 = b.add(b.and_(lo[0], m44), b.mul(top, splat(5)))
+        b.store(b.and_(d0, m44), sl[0])
+        b.store(b.add(b.and_(d1, m44), b.lshr(d0, splat(44))), sl[1])
+        b.store(b.and_(d2, splat((1 << 42) - 1)), sl[2])
 
 
 @intrinsic

@@ -20,7 +20,7 @@ from . import _abi, _native
 from ._batches import _key, _run, CHUNK_SIZE, Nonces, SEALED_CHUNK_SIZE, TAG_SIZE
 
 NONCE_SIZE = 12
-# chunk i's nonce in age, as _chacha20._set_age_nonce makes it: i as 11 bytes
+# chunk i's nonce in age, as _chacha20._age_nonce makes it: i as 11 bytes
 # big-endian, then 1 on the final chunk (agefast.payload.rules states the
 # rule; kernels sit below payload)
 _AGE_NONCE = struct.Struct(">xxxQB")

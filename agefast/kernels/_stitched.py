@@ -41,10 +41,13 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._chunk import _key as _chunk_key, _lane_groups, _mac_end, _mac_finish, _seal_chunk, _tag_matches
+from ._chunk import (_key as _chunk_key, _lane_groups, _mac_end, _mac_end_beside_key, _mac_finish, _seal_bounds,
+                     _seal_chunk, _tag_matches, _take_key)
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
-from ._common import _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, IFMA, SPLIT, TAG
+from ._common import (_call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES, GROUP, IFMA,
+                      LANES, SPLIT, TAG)
+from ._next_key import BESIDE
 from ._poly1305 import _emit_poly_mul, _emit_poly_step, _poly_power, _py_poly_mul, _py_poly_step
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
@@ -67,6 +70,11 @@ _HASHED = (STEP * 7 // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
 # join carry over to the next iteration. On AVX2 one chain of 32 fits beside
 # the ymm ChaCha20, and two measured slower (benchmarks/HISTORY.md, issue 46).
 _CHAINS = 2 if _W == 16 else 1
+# Whether a chunk's lanes make the next chunk's Poly1305 key beside them (_next_key): the split form on
+# IFMA's lanes, where a whole chunk leaves them more than BESIDE groups (open leaves the fewest) and the
+# chains' join r^(_HASHED/2) is r^16 times a power the lanes have.
+NEXT_KEY = (SPLIT and IFMA and _CHAINS == 2 and (CHUNK - 16 * _HASHED * (CHUNK // STEP)) // GROUP > BESIDE
+            and LANES < _HASHED // 2 <= 2 * LANES)
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
 _ROUNDS = 10 * len(_QUARTER_ROUNDS)
@@ -323,10 +331,12 @@ def seal_batch(scr, mask, aad, counter, src, dst, final):
 def _seal_split(scr, mask, aad, counter, src, dst, final):
     """seal_batch in the split form: per chunk, the first STEP encrypted alone
     (nothing written yet to hash), then the stitched loop, each iteration
-    hashing part of a STEP of what is written (_HASHED), then the lanes the rest."""
+    hashing part of a STEP of what is written (_HASHED), then the lanes the
+    rest, with the next chunk's key beside them where there is one (NEXT_KEY)."""
     st, buf = scr[0], scr[5]
     n = src.size
     i = 0
+    taken = False
     while True:
         pos, end, last = _seal_chunk(st, mask, counter, i, n, final)
         size = end - pos
@@ -334,24 +344,38 @@ def _seal_split(scr, mask, aad, counter, src, dst, final):
         steps = size // STEP
         hashed = 16 * _HASHED * max(steps - 1, 0)
         groups = _lane_groups(size - hashed)
-        _key(scr, aad, groups > 0)
+        if taken:
+            _take_key(scr, aad)
+        else:
+            _key(scr, aad, groups > 0)
         if steps:
             _chacha20_xor(st, src[pos:pos + STEP], dst[out:out + STEP], buf[1024:2048])
             _stitched_steps(st, scr[1], src, pos + STEP, dst, out + STEP, dst, out, steps - 1)
             st[12] += np.uint32(_W * (steps - 1))
         done = STEP * steps
         _chacha20_xor(st, src[pos + done:end], dst[out + done:out + size], buf[1024:2048])
-        _mac_end(scr, dst[out + hashed:out + size], groups, aad.size, size, dst, out + size)
+        mac = dst[out + hashed:out + size]
+        taken = NEXT_KEY and not last       # a chunk before the last is whole
+        if NEXT_KEY and not last:
+            nonce = _seal_bounds(counter, i + 1, n, final, mask)[3]
+            _mac_end_beside_key(scr, mac, groups, aad.size, size, dst, out + size, nonce, _HASHED // 2)
+        else:
+            _mac_end(scr, mac, groups, aad.size, size, dst, out + size)
         i += 1
         if last:
             return n + TAG * i
 
 
 @_inner
-def open_one(scr, aad, src, dst):
+def open_one(scr, aad, src, dst, taken, beside, nonce):
     """As _aead._open_one (returns whether the tag verified), stitched: decrypts while hashing
     (in zmm a STEP behind; split: part of each step, the rest on the lanes after the loop), so where
-    the tag does not verify dst[:n] is overwritten with zeros before this returns."""
+    the tag does not verify dst[:n] is overwritten with zeros before this returns.
+
+    taken: the chunk's key was made beside the last chunk's lanes (_take_key installs it). beside
+    (NEXT_KEY builds only, src a whole chunk): make the key of the chunk whose nonce is `nonce` beside
+    this one's lanes.
+    """
     st, buf = scr[0], scr[5]
     n = src.size - TAG
     steps = n // STEP
@@ -361,17 +385,22 @@ def open_one(scr, aad, src, dst):
     # open was 2% slower so (the one chain has room to wait, the last STEP hashed alone does not).
     lag = min(steps, 1) if _W == 16 and not SPLIT else 0
     hashed = 16 * _HASHED * (steps - lag)
-    # statements on SPLIT, which Numba prunes: the stitched build has no lanes
+    # statements on SPLIT and NEXT_KEY, which Numba prunes: the stitched build has no lanes
     groups = 0
     if SPLIT:
         groups = _lane_groups(n - hashed)
-    _key(scr, aad, groups > 0)
+    if taken:
+        _take_key(scr, aad)
+    else:
+        _key(scr, aad, groups > 0)
     _chacha20_xor(st, src[:STEP * lag], dst[:STEP * lag], buf[1024:2048])
     _stitched_steps(st, scr[1], src, STEP * lag, dst, STEP * lag, src, 0, steps - lag)
     st[12] += np.uint32(_W * (steps - lag))
     done = STEP * steps
     _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
-    if SPLIT:
+    if NEXT_KEY and beside:
+        _mac_end_beside_key(scr, src[hashed:n], groups, aad.size, n, buf, 2048, nonce, _HASHED // 2)
+    elif SPLIT:
         _mac_end(scr, src[hashed:n], groups, aad.size, n, buf, 2048)
     else:
         _mac_finish(scr, src[hashed:n], aad.size, n, buf, 2048)

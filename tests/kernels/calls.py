@@ -23,6 +23,7 @@ from agefast.kernels import _cache
 from agefast.kernels._aead import _open_one, _scratch, _seal_one
 from agefast.kernels._chacha20 import _chacha20_xor, _set_key, _set_nonce
 from agefast.kernels._common import _copy, _fill, GROUP, LANE_MIN
+from agefast.kernels._next_key import _lanes_beside_key
 from agefast.kernels._poly1305 import (_poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_mul, _poly_power,
                                        _poly_tag)
 
@@ -94,7 +95,7 @@ def chacha20_kernel(key, nonce, counter, src, dst):
 @_kernel
 def poly1305_kernel(key, msg, out):
     """RFC 8439 Poly1305 of msg under a 32-byte one-time key; tag to out[:16]."""
-    st, ctx, hl, pw16, pwfin, buf = _scratch()
+    st, ctx, hl, pw16, pwfin, buf, _ = _scratch()
     groups = msg.size // GROUP if msg.size >= LANE_MIN else 0
     _poly_begin(ctx, hl, pw16, pwfin, key, 0, groups > 0)
     if groups:
@@ -121,6 +122,20 @@ def poly_mul_kernel(words, e, out):
     out[0], out[1], out[2] = _poly_mul(words[0], words[1], words[2], words[3], words[4], words[5], words[6],
                                        words[7], words[8])
     out[3], out[4], out[5] = _poly_power(words[9], words[10], e)
+
+
+@_kernel
+def lanes_beside_key_kernel(key, words, msg, join, lanes, nk):
+    """_next_key's lanes over msg (whole groups) under the powers of r from key[:16], beside them the
+    Poly1305 key of ChaCha20 key `key` and nonce words `words` into nk; lanes[0] as they leave the lanes,
+    lanes[1] as _poly_lanes alone leaves them."""
+    st, ctx, hl, pw16, pwfin, buf, _ = _scratch()
+    _set_key(st, key)
+    _poly_begin(ctx, hl, pw16, pwfin, key, 0, True)
+    lanes[1][:] = hl
+    _poly_lanes(lanes[1], pw16, msg, 0, msg.size // GROUP)
+    _lanes_beside_key(hl, pw16, msg, 0, msg.size // GROUP, st, (words[0], words[1], words[2]), nk, join)
+    lanes[0][:] = hl
 
 
 @_kernel
