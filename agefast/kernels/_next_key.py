@@ -3,12 +3,12 @@
 In the split form (_stitched) a chunk ends with its IFMA lanes hashing the
 last eighth of it, work bound by the vector units' throughput, while the
 scalar units wait. The next chunk's key is the opposite: ChaCha20 block 0
-and a chain of Poly1305 products, latency bound, on the scalar units. Made
-one after the other they cost ~0.4 us of a 64 KiB chunk's ~15; in one
-function, one step of the key beside each lane group, the key costs nothing
-measurable (benchmarks/HISTORY.md, issue 46). The key goes to the scratch's
-next-key words (_abi.NEXT_KEY_AT), which _stitched._take_key installs when
-that chunk starts.
+and a chain of Poly1305 products, latency bound, on the scalar units. One
+after the other, in cache, the lanes took 0.55 us and the key 0.39; in one
+function, a step of the key beside each lane group, the two took 0.56
+(benchmarks/HISTORY.md, issue 46). The key goes to the scratch's next-key
+words (_abi.NEXT_KEY_AT), which _chunk._take_key installs when that chunk
+starts.
 """
 
 import numpy as np
@@ -86,7 +86,7 @@ def _emit(b, hl, pw, base, ngroups, st, w13, w14, w15, nk, join):
     with cgutils.for_range(b, b.sub(ngroups, const(BESIDE))) as loop:
         group(b.add(loop.index, const(BESIDE)))
     _ifma_lanes_store(b, hl, lanes)
-    # r^join = r^16 r^(join-16), the second read back from its limbs (below 2^130: exact in three words)
+    # r^join = r^16 r^(join-16), the second read back from its limbs (as the steps left it, below 2^131)
     lane = b.sub(const(2 * LANES), join)
     lim = [b.load(b.gep(nk, [b.add(const(POWERS_AT + LANES * k), lane)])) for k in range(3)]
     power = (b.or_(lim[0], b.shl(lim[1], const(44))), b.or_(b.lshr(lim[1], const(20)), b.shl(lim[2], const(24))),
@@ -100,7 +100,7 @@ def _emit(b, hl, pw, base, ngroups, st, w13, w14, w15, nk, join):
 def _lanes_beside_key(typingctx, hl, pw, buf, off, ngroups, st, nonce, nk, join):
     """_poly1305._poly_lanes(hl, pw, buf, off, ngroups) on IFMA lanes, and beside it the Poly1305 key of
     the chunk whose nonce is `nonce` (state words 13..15) under st's key, with the lanes' powers of its r
-    and r^join (16 < join <= 31), into nk. ngroups must be at least BESIDE."""
+    and r^join (16 < join <= 32), into nk. ngroups must be at least BESIDE."""
     sig = types.void(hl, pw, buf, off, ngroups, st, nonce, nk, join)
 
     def codegen(context, builder, signature, args):
