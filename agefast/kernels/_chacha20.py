@@ -177,7 +177,6 @@ def _age_nonce(counter, flag, mask):
             _bswap32(((c & np.uint64(0xFFFFFF)) << np.uint64(8)) | np.uint64(flag)) ^ _le32(mask, 8))
 
 
-
 @_inner
 def _set_nonce(st, nonce):
     for i in range(3):

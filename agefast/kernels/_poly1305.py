@@ -343,10 +343,6 @@ def _emit_poly_lanes_ifma(b, hl, pw, base, ngroups):
     _ifma_lanes_store(b, hl, lanes)
 
 
-def _ifma_splat(n):
-    return ir.Constant(_V8I64, [n] * 8)
-
-
 def _ifma_lanes_load(b, hl, pw):
     """(state, powers) of 16 IFMA lanes: per half of 8 lanes, three slots holding the limbs of h, and the
     rows r0, r1, r2, 20*r1, 20*r2 of its powers (loaded once, for every group after)."""
@@ -370,10 +366,12 @@ def _ifma_lanes_load(b, hl, pw):
 
 
 def _ifma_lanes_store(b, hl, lanes):
+    """The lanes' state back into hl, as _ifma_lanes_load found it."""
+    state, _ = lanes
     hp = b.bitcast(hl, _V8I64.as_pointer())
     for half in range(2):
         for k in range(3):
-            b.store(b.load(lanes[0][half][k]), b.gep(hp, [ir.Constant(_I64, 2 * k + half)]), align=8)
+            b.store(b.load(state[half][k]), b.gep(hp, [ir.Constant(_I64, 2 * k + half)]), align=8)
 
 
 def _emit_ifma_group(b, lanes, at):
@@ -386,7 +384,10 @@ def _emit_ifma_group(b, lanes, at):
     """
     state, powers = lanes
     madd_lo, madd_hi = _ifma(b, False), _ifma(b, True)
-    splat = _ifma_splat
+
+    def splat(n):
+        return ir.Constant(_V8I64, [n] * 8)
+
     m44, zero = splat((1 << 44) - 1), splat(0)
     gp = b.bitcast(at, _V8I64.as_pointer())
     for half in range(2):
