@@ -19,7 +19,9 @@ iteration that hashes a chunk's last STEP encrypts the next chunk's first
 AVX2 and in the split form: what it decrypts), so it writes plaintext
 before the tag is known: a chunk whose tag fails has its output
 overwritten with zeros before open_one returns. Each chunk's Poly1305 key
-comes from four ChaCha20 blocks in 128-bit vectors (_key, _chunk._key).
+comes from four ChaCha20 blocks in 128-bit vectors (_key, _chunk._key), or
+where the IFMA lanes run, after a batch's first chunk, from the scalar units
+beside the lanes of the chunk before it (NEXT_KEY, _next_key).
 
 The split form (_common.SPLIT, the IFMA class's) hashes part of each STEP
 in the loop, and after the loop the vector lanes hash the rest of the chunk
