@@ -105,7 +105,7 @@ def _open_batch(key, mask, aad, counter, src, dst, final, scr):
         if STITCHED:
             # where a chunk follows (this one is then whole), its key is made beside this one's lanes
             beside = _stitched.NEXT_KEY and end < n
-            following = _open_bounds(counter, done + 1, end, n, final, mask)[1]
+            following = _open_bounds(counter, done + 1, end, n, final, mask)[1] if beside else nonce
             ok = _stitched.open_one(scr, aad, src[pos:end], dst[out:out + size], taken, beside, following)
             taken = beside
         else:
