@@ -5,6 +5,7 @@
                                                             saved in benchmarks/results/isa.json)
     python benchmarks/bench_isa.py --classes --forms       (each class in every form of the batch kernel)
     python benchmarks/bench_isa.py --classes --cpus alderlake,znver3   (each class tuned for other CPUs too)
+    python benchmarks/bench_isa.py --classes --processes 5 (each class's medians over 5 processes)
 
 Workloads, each sealed and opened with every tag verified: 128 MiB of 64 KiB
 age chunks (agefast.kernels in one call with threads=1, and with threads=2
@@ -33,6 +34,11 @@ two passes, stitched (8 blocks in ymm per iteration on AVX2, 16 in zmm on
 AVX-512) and split (the stitched loop hashing half of each step, the lanes
 the rest), to choose its form by what it measures: a last line per class
 names the fastest form, which agefast.kernels._common._form() should give it.
+With --processes N each build is measured in N processes of its own, one
+after the other: where a process's buffers land in memory moves its figures
+by up to 3% (benchmarks/HISTORY.md, issue 46), so the table then gives each
+figure's median over the processes, and the ratio to the cipher alone also
+as the lowest and highest process's.
 With --cpus each class is also emitted for each CPU name listed (LLVM's
 scheduling model and tuning; the instructions stay the class's: the listed
 extensions beyond it that this CPU has are switched off, _BEYOND, so a
@@ -197,9 +203,25 @@ def features_for(cpu_class, cpu):
     return ",".join([cpu_class.features, *(f"-{f}" for f in _BEYOND if f in have and f not in own)])
 
 
-def each_class(rounds, mib, forms, cpus):
-    """Measure every x86 class this CPU runs, each in its own process: one per form of `forms`
-    ("" for the class's own) and CPU name (the class's own, then each of `cpus`); print one table."""
+def merged(results):
+    """One result from the same measurement in several processes: each row's figures the medians over
+    the processes, and the ratio to the cipher alone also as the lowest and highest process's."""
+    if len(results) == 1:
+        return results[0]
+    rows = []
+    for same in zip(*(result["rows"] for result in results)):
+        row = {key: statistics.median(r[key] for r in same) if isinstance(value, float) else value
+               for key, value in same[0].items()}
+        row["cipher_alone_range"] = [min(r["cipher_alone_median"] for r in same),
+                                     max(r["cipher_alone_median"] for r in same)]
+        rows.append(row)
+    return {"isa": results[0]["isa"], "load": [results[0]["load"][0], results[-1]["load"][1]],
+            "processes": len(results), "rows": rows}
+
+
+def each_class(rounds, mib, forms, cpus, processes=1):
+    """Measure every x86 class this CPU runs, each in `processes` processes of its own: one per form of
+    `forms` ("" for the class's own) and CPU name (the class's own, then each of `cpus`); print one table."""
     from agefast.kernels import _shipped
 
     flags = _shipped.host_flags()
@@ -220,12 +242,17 @@ def each_class(rounds, mib, forms, cpus):
                     del env["OPENSSL_ia32cap"]
                 print(f"{cpu_class.name} for {cpu} {form or '(its own form)'}: measuring "
                       "(the first run compiles the class)", flush=True)
-                done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib),
-                                       "--json"], env=env, stdout=subprocess.PIPE, text=True, check=True)
-                result = json.loads(done.stdout.splitlines()[-1])
-                print_rows(result["rows"])
-                table.append((cpu_class, cpu, form, mask, result, ""))
+                results = []
+                for _ in range(processes):
+                    done = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--mib", str(mib),
+                                           "--json"], env=env, stdout=subprocess.PIPE, text=True, check=True)
+                    results.append(json.loads(done.stdout.splitlines()[-1]))
+                    print_rows(results[-1]["rows"])
+                table.append((cpu_class, cpu, form, mask, merged(results), ""))
     print()
+    if processes > 1:
+        print(f"Each figure the median over {processes} processes; beside the ratio to the cipher alone, "
+              "the lowest and highest process's.")
     print("| class | build | form | OpenSSL_ia32cap | workload | seal: agefast / OpenSSL GB/s, best, median | open "
           "| cipher alone GB/s | seal / open to the cipher alone, median |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -240,8 +267,10 @@ def each_class(rounds, mib, forms, cpus):
         for workload, ops in by.items():
             cells = [f"{r['agefast_gb_s']:.2f} / {r['cryptography_gb_s']:.2f}, **{r['best']:.2f}x**, {r['median']:.2f}x"
                      for r in (ops["seal"], ops["open"])]
-            limit = (f"{ops['seal']['cipher_alone_gb_s']:.2f} | {ops['seal']['cipher_alone_median']:.2f}x / "
-                     f"{ops['open']['cipher_alone_median']:.2f}x")
+            limit = (f"{ops['seal']['cipher_alone_gb_s']:.2f} | "
+                     + " / ".join(f"{r['cipher_alone_median']:.2f}x" + (
+                         " ({:.2f}-{:.2f})".format(*r["cipher_alone_range"]) if "cipher_alone_range" in r else "")
+                         for r in (ops["seal"], ops["open"])))
             print(f"{head} {workload} | {cells[0]} | {cells[1]} | {limit} |")
     if len(forms) > 1 or cpus:
         print_fastest(table, mib, len(forms) > 1, bool(cpus))
@@ -287,14 +316,17 @@ def main():
     parser.add_argument("--classes", action="store_true", help="every class this CPU runs, one process each")
     parser.add_argument("--forms", action="store_true", help="with --classes: each class in every form")
     parser.add_argument("--cpus", default="", help="with --classes: each class emitted for these CPU names too")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="with --classes: each build measured in this many processes, medians over them")
     parser.add_argument("--json", action="store_true", help="end with the results as one line of JSON")
     args = parser.parse_args()
     if args.classes:
         print(f"load {os.getloadavg()[0]:.2f}")
         classes = each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",),
-                             tuple(name for name in args.cpus.split(",") if name))
+                             tuple(name for name in args.cpus.split(",") if name), max(1, args.processes))
         print(f"load at end {os.getloadavg()[0]:.2f}")
-        common.save("isa", {"rounds": args.rounds, "mib": args.mib, "classes": classes})
+        common.save("isa", {"rounds": args.rounds, "mib": args.mib, "processes": max(1, args.processes),
+                            "classes": classes})
         return
     load = os.getloadavg()[0]
     rows = measure(args.rounds, args.mib)
