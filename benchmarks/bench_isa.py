@@ -322,11 +322,11 @@ def main():
     args = parser.parse_args()
     if args.classes:
         print(f"load {os.getloadavg()[0]:.2f}")
+        processes = max(1, args.processes)
         classes = each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",),
-                             tuple(name for name in args.cpus.split(",") if name), max(1, args.processes))
+                             tuple(name for name in args.cpus.split(",") if name), processes)
         print(f"load at end {os.getloadavg()[0]:.2f}")
-        common.save("isa", {"rounds": args.rounds, "mib": args.mib, "processes": max(1, args.processes),
-                            "classes": classes})
+        common.save("isa", {"rounds": args.rounds, "mib": args.mib, "processes": processes, "classes": classes})
         return
     load = os.getloadavg()[0]
     rows = measure(args.rounds, args.mib)
