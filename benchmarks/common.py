@@ -267,7 +267,9 @@ def machine() -> dict:
 
     cpu = _lscpu()
     flags = cpu.get("Flags", "").split()
-    age = subprocess.run([AGE, "--version"], capture_output=True, text=True).stdout.strip()
+    # A machine without Go age (a fresh VM, before .ci/run installs it) still records its run.
+    age = (subprocess.run([AGE, "--version"], capture_output=True, text=True).stdout.strip()
+           if Path(AGE).exists() else None)
     return {
         "cpu": cpu.get("Model name"),
         "cpus": os.cpu_count(),
