@@ -321,7 +321,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="end with the results as one line of JSON")
     args = parser.parse_args()
     if args.classes:
-        print(f"load {os.getloadavg()[0]:.2f}")
+        print(f"{common.cpu_named()}  load {os.getloadavg()[0]:.2f}")
         processes = max(1, args.processes)
         classes = each_class(args.rounds, args.mib, _common.FORMS if args.forms else ("",),
                              tuple(name for name in args.cpus.split(",") if name), processes)
@@ -330,6 +330,7 @@ def main():
         return
     load = os.getloadavg()[0]
     rows = measure(args.rounds, args.mib)
+    print(common.cpu_named())
     print(f"isa {kernels.isa()}  build {build()}  form {os.environ.get('AGEFAST_KERNEL_FORM') or '(its own)'}  "
           f"OPENSSL_ia32cap {repr(os.environ['OPENSSL_ia32cap']) if 'OPENSSL_ia32cap' in os.environ else '(unset)'}  "
           f"load {load:.2f}")

@@ -255,6 +255,12 @@ def _lscpu() -> dict:
     return fields
 
 
+def cpu_named() -> str:
+    """The CPU as every figure is to name it: "AMD EPYC" is Zen 2 to Zen 5, told apart by family and model."""
+    cpu = _lscpu()
+    return f"{cpu.get('Model name')}, family {cpu.get('CPU family')} model {cpu.get('Model')}, {os.cpu_count()} CPUs"
+
+
 def _git(*args) -> str:
     done = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True)
     return done.stdout.strip()
@@ -272,6 +278,8 @@ def machine() -> dict:
            if Path(AGE).exists() else None)
     return {
         "cpu": cpu.get("Model name"),
+        "cpu_family": cpu.get("CPU family"),
+        "cpu_model": cpu.get("Model"),
         "cpus": os.cpu_count(),
         "hypervisor": cpu.get("Hypervisor vendor"),
         "vector_flags": [f for f in flags if f in ("avx2", "avx512f", "avx512vl", "avx512_vbmi2")],
