@@ -10,8 +10,9 @@ For every size, interleaved round by round:
   ceiling of any implementation built on cryptography;
 - primitives: the bare loop after the header's primitives, called one
   after the other with nothing around them (an ephemeral X25519 share and
-  exchange to encrypt, one exchange to decrypt, through libsodium as
-  agefast makes them once a process has used it enough; the three HKDFs,
+  exchange to encrypt through libsodium, as agefast makes them once a
+  process has made enough, and one exchange to decrypt through OpenSSL with
+  the identity's key kept, as agefast makes it; the three HKDFs,
   the header HMAC, the file key's wrap or unwrap): the floor of a whole
   call on these libraries;
 - the agefast and Go age commands on page-cached files (Go age also with
@@ -37,6 +38,7 @@ from agefast.header import make_header  # to seal a real age file with the bare 
 from agefast.payload.rules import payload_key
 from agefast.format import bech32
 from agefast.primitives import hkdf, hmac_sha256
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
 
@@ -83,7 +85,7 @@ X25519_INFO = b"age-encryption.org/v1/X25519"
 ZERO_NONCE = bytes(12)
 
 
-def header_primitives(recipient: bytes, identity: bytes | None, header: bytes, file_key: bytes,
+def header_primitives(recipient: bytes, identity: X25519PrivateKey | None, header: bytes, file_key: bytes,
                       nonce: bytes, stanza_body: bytes = b"") -> bytes:
     """The primitives of a one-recipient X25519 header, to encrypt (identity
     None: a new key pair) or decrypt (the stanza's share is the recipient
@@ -96,7 +98,7 @@ def header_primitives(recipient: bytes, identity: bytes | None, header: bytes, f
         wrap_key = hkdf(secret, share + recipient, X25519_INFO)
         body = ChaCha20Poly1305(wrap_key).encrypt(ZERO_NONCE, file_key, None)
     else:
-        secret = crypto_scalarmult(identity, recipient)
+        secret = identity.exchange(X25519PublicKey.from_public_bytes(recipient))
         wrap_key = hkdf(secret, recipient + recipient, X25519_INFO)
         body = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, stanza_body, None)
     hmac_sha256(hkdf(file_key, b"", b"header"), header)
@@ -120,6 +122,7 @@ class Keys:
         # The raw keys, for the primitives case.
         self.x25519_private = bech32.decode(secret)[1]
         self.x25519_public = crypto_scalarmult_base(self.x25519_private)
+        self.x25519_key = X25519PrivateKey.from_private_bytes(self.x25519_private)
 
 
 class AgeFile:
@@ -147,7 +150,7 @@ class AgeFile:
         header_primitives(keys.x25519_public, None, self.header, self.file_key, self.nonce)
 
     def decrypt_primitives(self, keys: Keys) -> None:
-        header_primitives(keys.x25519_public, keys.x25519_private, self.header, self.file_key, self.nonce,
+        header_primitives(keys.x25519_public, keys.x25519_key, self.header, self.file_key, self.nonce,
                           self.stanza_body)
 
 

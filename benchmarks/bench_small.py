@@ -42,6 +42,7 @@ from agefast.format.grammar import b64decode, b64encode
 from agefast.primitives import hkdf, hmac_sha256
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl.bindings import crypto_scalarmult, crypto_scalarmult_base
@@ -70,7 +71,7 @@ def flat_encrypt(data: bytes, recipient: bytes) -> bytes:
                      ChaCha20Poly1305(key).encrypt(LONE_CHUNK_NONCE, data, None)))
 
 
-def flat_decrypt(sealed: bytes, identity: bytes, public: bytes) -> bytes:
+def flat_decrypt(sealed: bytes, identity: X25519PrivateKey, public: bytes) -> bytes:
     """The plaintext of an age file of one X25519 stanza and one chunk, in one
     straight function that makes every check age makes of such a file."""
     head = sealed[:4096]
@@ -90,7 +91,7 @@ def flat_decrypt(sealed: bytes, identity: bytes, public: bytes) -> bytes:
     share, body, mac = b64decode(arguments[1]), b64decode(body_line), b64decode(mac_line[4:])
     if len(share) != 32 or len(body) != 32 or len(mac) != 32:
         raise ValueError("wrong sizes")
-    wrap_key = hkdf(crypto_scalarmult(identity, share), share + public, X25519_INFO)
+    wrap_key = hkdf(identity.exchange(X25519PublicKey.from_public_bytes(share)), share + public, X25519_INFO)
     file_key = ChaCha20Poly1305(wrap_key).decrypt(ZERO_NONCE, body, None)
     if not hmac.compare_digest(hmac_sha256(hkdf(file_key, b"", b"header"), head[:end + 4]), mac):
         raise InvalidSignature("header MAC")
@@ -134,10 +135,10 @@ def x25519_cases(size: int, keys: Keys) -> dict:
     }
     if size <= CHUNK:
         if (pyrage.decrypt(flat_encrypt(data, keys.x25519_public), [keys.py_identity]) != data
-                or flat_decrypt(sealed, keys.x25519_private, keys.x25519_public) != data):
+                or flat_decrypt(sealed, keys.x25519_key, keys.x25519_public) != data):
             raise SystemExit(f"{common.size_name(size)}: the flat functions do not round-trip with pyrage")
         cases["encrypt"]["flat"] = lambda: flat_encrypt(data, keys.x25519_public)
-        cases["decrypt"]["flat"] = lambda: flat_decrypt(sealed, keys.x25519_private, keys.x25519_public)
+        cases["decrypt"]["flat"] = lambda: flat_decrypt(sealed, keys.x25519_key, keys.x25519_public)
     return cases
 
 

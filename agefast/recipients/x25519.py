@@ -67,42 +67,38 @@ def _public_key(raw: bytes) -> X25519PublicKey:
 
 
 # libsodium (PyNaCl) multiplies the base point in 17 us where OpenSSL, which
-# runs its ladder for it, takes 34: a fifth of a 1 KiB encryption. An
-# identity's exchange gains less, 0.7 us (the same ladder, without OpenSSL's
-# key object for the share). Importing it costs 3.5-4.5 ms, more than a
-# process that opens a few files gains (the command opens one), so a process
-# turns to it once its wraps and unwraps would have saved about that much:
-# SODIUM_AFTER wraps' worth, an unwrap counting for 1/UNWRAPS_PER_WRAP of a
-# wrap. Whatever number of files a process opens, its multiplications and the
+# runs its ladder for it, takes 34 (Zen 4; 23 against 43 on Zen 2): a fifth of
+# a 1 KiB encryption. Importing it costs 3.5-4.5 ms, more than a process that
+# encrypts a few files gains (the command encrypts one), so a process turns
+# to it once its wraps would have saved about that much: SODIUM_AFTER wraps.
+# Whatever number of files a process encrypts, its multiplications and the
 # import cost it at most twice what the better of the two choices would have.
+# An identity's exchange stays with OpenSSL: libsodium's ladder took 47 us
+# where OpenSSL's took 39 on Zen 2, and saved 0.7 us on Zen 4
+# (benchmarks/HISTORY.md).
 SODIUM_AFTER = 256
-UNWRAPS_PER_WRAP = 24
-_work = 0   # what this process's wraps and unwraps are worth, in unwraps
+_wraps = 0   # this process's wraps so far, up to SODIUM_AFTER
 
 
-def _sodium_bindings(worth: int) -> Any:
-    """PyNaCl's bindings once this process has made SODIUM_AFTER wraps'
-    worth of wraps and unwraps, else None; `worth` is this call's, in unwraps."""
-    global _work
-    if _work < SODIUM_AFTER * UNWRAPS_PER_WRAP:
-        _work += worth
+def _sodium_bindings() -> Any:
+    """PyNaCl's bindings once this process has made SODIUM_AFTER wraps, else None."""
+    global _wraps
+    if _wraps < SODIUM_AFTER:
+        _wraps += 1
         return None
     return sodium.bindings()
 
 
-def _sodium_secret(libsodium: Any, scalar: bytes, public: bytes, error: type[Exception]) -> bytes:
+def _sodium_share_and_secret(libsodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
+    """The share of the ephemeral `scalar` and its shared secret with `public`."""
+    share: bytes = libsodium.crypto_scalarmult_base(scalar)
     try:
         secret: bytes = libsodium.crypto_scalarmult(scalar, public)
     except RuntimeError:
         # libsodium refuses the low-order points, whose products are all
         # zero: the same points OpenSSL refuses (_shared_secret).
-        raise error("X25519 key is a low-order point") from None
-    return secret
-
-
-def _sodium_share_and_secret(libsodium: Any, scalar: bytes, public: bytes) -> tuple[bytes, bytes]:
-    """The share of the ephemeral `scalar` and its shared secret with `public`."""
-    return libsodium.crypto_scalarmult_base(scalar), _sodium_secret(libsodium, scalar, public, EncryptError)
+        raise EncryptError("X25519 key is a low-order point") from None
+    return share, secret
 
 
 def _shared_secret(private: X25519PrivateKey, public: X25519PublicKey, error: type[Exception]) -> bytes:
@@ -145,7 +141,7 @@ class Recipient(Bech32Key):
 
     def _share_and_secret(self) -> tuple[bytes, bytes]:
         """A fresh ephemeral share and its shared secret with this key."""
-        libsodium = _sodium_bindings(UNWRAPS_PER_WRAP)   # never in FIPS mode (agefast.recipients.sodium)
+        libsodium = _sodium_bindings()   # never in FIPS mode (agefast.recipients.sodium)
         if libsodium is not None:
             return _sodium_share_and_secret(libsodium, os.urandom(32), self._raw)
         if self._key is None:
@@ -194,14 +190,8 @@ class Identity(Bech32Key):
             if s.type != STANZA_TYPE:
                 continue
             share = single_argument(s, 32, "share")
-            file_key = unwrap_file_key(hkdf(self._exchange(share), share + self._public, _INFO), s.body)
+            secret = _shared_secret(self._key, _public_key(share), HeaderError)
+            file_key = unwrap_file_key(hkdf(secret, share + self._public, _INFO), s.body)
             if file_key is not None:
                 return file_key
         return None
-
-    def _exchange(self, share: bytes) -> bytes:
-        """The shared secret of this key and a stanza's share."""
-        libsodium = _sodium_bindings(1)
-        if libsodium is not None:
-            return _sodium_secret(libsodium, self._raw, share, HeaderError)
-        return _shared_secret(self._key, _public_key(share), HeaderError)
