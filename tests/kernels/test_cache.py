@@ -256,13 +256,15 @@ def test_a_store_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypa
     else:
         monkeypatch.delattr(os, "O_TMPFILE", raising=False)
     real_fdopen = os.fdopen
-    monkeypatch.setattr(_cache.os, "fdopen", lambda fd, mode: HalfWritten(real_fdopen(fd, mode), interrupted))
-    with pytest.raises(KeyboardInterrupt):
-        _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
+    with monkeypatch.context() as half:     # only the write fails: the cache stays in tmp_path, not the user's
+        half.setattr(_cache.os, "fdopen", lambda fd, mode: HalfWritten(real_fdopen(fd, mode), interrupted))
+        with pytest.raises(KeyboardInterrupt):
+            _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})
     assert os.listdir(tmp_path / "agefast-kernels") == []
-    monkeypatch.undo()
     _cache.store("k", "so", b"compiled", {"cpu": "x", "features": "y"})     # and a store afterwards is whole
     assert _cache.lookup("k")[1] == b"compiled"
+    assert sorted(os.listdir(tmp_path / "agefast-kernels")) == sorted([f"{hashlib.sha256(b'compiled').hexdigest()}.so",
+                                                                        "k.entry"])
 
 
 KILLED_WRITING = """
