@@ -8,8 +8,8 @@ they end.
 agefast.payload.engine.Engine.seal / open (same nonces, same return values;
 once a call returns `dst` holds verified plaintext and nothing else of what
 it opened), plus `threads`:
-the chunks of a batch are split into contiguous ranges, one per thread, each
-running the GIL-free kernel.
+the chunks of a batch are split into contiguous ranges that the threads
+take in turn, each running the GIL-free kernel.
 `open_chunk` opens one chunk into new bytes, with the least around the
 kernel (random access).
 

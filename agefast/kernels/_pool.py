@@ -3,6 +3,7 @@
 A small pool of our own: concurrent.futures costs a process ~5 ms to import.
 """
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -12,8 +13,8 @@ from ..io import portable
 if TYPE_CHECKING:
     import queue
 
-# A task: (function, its argument, the results list, the index of its result, the lock released when done).
-_Task = tuple[Callable[[Any], Any], Any, list[Any], int, threading.Lock]
+# A task: what a worker runs (it never raises), and the lock released when it is done.
+_Task = tuple[Callable[[], None], threading.Lock]
 _tasks: "queue.SimpleQueue[_Task] | None" = None     # the worker threads' queue, once started
 _workers = 0
 _pool_lock = threading.Lock()
@@ -33,11 +34,9 @@ portable.after_fork_in_child(_after_fork_in_child)
 
 def _work(tasks: "queue.SimpleQueue[_Task]") -> None:
     while True:
-        function, span, results, i, done = tasks.get()
+        run, done = tasks.get()
         try:
-            results[i] = function(span)
-        except BaseException as e:
-            results[i] = e
+            run()
         finally:
             done.release()
 
@@ -46,9 +45,16 @@ _Span = TypeVar("_Span")
 _Result = TypeVar("_Result")
 
 
-def map_spans(function: Callable[[_Span], _Result], spans: list[_Span]) -> list[_Result]:
-    """[function(span) for span in spans], in parallel: the first on this thread, the others on workers.
+def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads: int) -> list[_Result]:
+    """[function(span) for span in spans], on `threads` threads (no more than spans): this one and
+    threads - 1 workers.
 
+    Thread i runs span i, then takes the next span nobody has taken until none
+    is left, so a thread that another process slows down runs fewer of them
+    instead of holding up the others (fixed shares, one per thread, had made
+    two threads no faster than one beside one busy process on two cores:
+    benchmarks/HISTORY.md, 2026-12-06). A thread whose span raised takes no
+    more; the first exception by span is raised once every thread is done.
     The workers are daemon threads started on first need and kept.
     """
     global _tasks, _workers
@@ -57,19 +63,35 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span]) -> list[
             import queue
 
             _tasks = queue.SimpleQueue()
-        while _workers < len(spans) - 1:
+        while _workers < threads - 1:
             threading.Thread(target=_work, args=(_tasks,), name="agefast-kernel", daemon=True).start()
             _workers += 1
         tasks = _tasks
     results: list[Any] = [None] * len(spans)
+    left = iter(range(threads, len(spans)))
+    more = len(spans) > threads     # else each thread's own span is all: nothing to take after it
+    taking = threading.Lock()
+
+    def run(i: int | None) -> None:
+        while i is not None:
+            try:
+                results[i] = function(spans[i])
+            except BaseException as e:
+                results[i] = e
+                return
+            if not more:
+                return
+            with taking:
+                i = next(left, None)
+
     waits: list[threading.Lock] = []
-    for i in range(1, len(spans)):
+    for i in range(1, threads):
         done = threading.Lock()
         done.acquire()
-        tasks.put((function, spans[i], results, i, done))
+        tasks.put((functools.partial(run, i), done))
         waits.append(done)
     try:
-        results[0] = function(spans[0])
+        run(0)
     finally:
         for done in waits:
             done.acquire()

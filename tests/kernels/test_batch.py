@@ -91,6 +91,34 @@ def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(threads
             assert choose(None, None).open(KEY, 5, bytes(bad), expect, True) == k
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_batch_in_many_ranges_seals_and_opens_as_in_one(monkeypatch, threads):
+    # Ranges of two chunks here (of 32 or more in use), taken by the threads in turn.
+    from agefast.kernels import _batches, _common
+
+    monkeypatch.setattr(_batches, "SPAN_MIN_CHUNKS", 2)
+    rng = random.Random(40 + threads)
+    n = 21 * CHUNK + 300
+    src = rng.randbytes(n)
+    sealed = reference_seal(9, src, True)
+    dst = bytearray(len(sealed))
+    assert kernels.seal_chunks(KEY, 9, src, dst, True, threads=threads) == len(sealed)
+    assert dst == sealed
+    back = bytearray(n)
+    assert kernels.open_chunks(KEY, 9, sealed, back, True, threads=threads) == 22
+    assert back == src
+    for k in (0, 5, 12, 21):
+        bad = bytearray(sealed)
+        bad[k * SEALED + 100] ^= 1
+        dst = bytearray(b"\xa5" * n)
+        assert kernels.open_chunks(KEY, 9, bytes(bad), dst, True, threads=threads) == k
+        assert dst[:k * CHUNK] == src[:k * CHUNK]
+        untouched = [b"\xa5" * len(src[j * CHUNK:(j + 1) * CHUNK]) for j in range(22)]
+        assert dst[k * CHUNK:(k + 1) * CHUNK] == (bytes(len(untouched[k])) if _common.STITCHED else untouched[k])
+        for j in range(k + 1, 22):
+            assert dst[j * CHUNK:(j + 1) * CHUNK] in (untouched[j], src[j * CHUNK:(j + 1) * CHUNK])
+
+
 def test_one_chunk_opens_into_new_bytes_as_a_batch_does():
     rng = random.Random(30)
     for n in (0, 1, 17, 1024, CHUNK - 1, CHUNK):
