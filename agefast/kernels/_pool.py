@@ -72,17 +72,20 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
     more = len(spans) > threads     # else each thread's own span is all: nothing to take after it
     taking = threading.Lock()
 
-    def run(i: int | None) -> None:
-        while i is not None:
-            try:
+    def run(i: int) -> None:
+        # Whatever raises here lands in results (and is raised by map_spans), so a worker never ends.
+        try:
+            while True:
                 results[i] = function(spans[i])
-            except BaseException as e:
-                results[i] = e
-                return
-            if not more:
-                return
-            with taking:
-                i = next(left, None)
+                if not more:
+                    return
+                with taking:
+                    taken = next(left, None)
+                if taken is None:
+                    return
+                i = taken
+        except BaseException as e:
+            results[i] = e
 
     waits: list[threading.Lock] = []
     for i in range(1, threads):
