@@ -109,7 +109,7 @@ class AgeReadFile(AbstractBufferedFile):
                 return self._chunk(index)[skip:skip + end - start]
             return new_bytes(end - start, lambda view, ready: self._fill(view, ready, start))
 
-    def _fill(self, view: memoryview, ready: Callable[[int], None], start: int) -> None:
+    def _fill(self, view: memoryview, ready: Callable[[int], bool], start: int) -> None:
         pos, n = start, 0
         while n < len(view):
             index, skip = divmod(pos, CHUNK_SIZE)

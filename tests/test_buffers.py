@@ -72,20 +72,40 @@ def test_a_failing_fill_stops_the_populating_thread():
     assert not [t for t in threading.enumerate() if t.name == "agefast-populate"]
 
 
-def test_a_populated_result_leaves_the_populating_thread_a_core(monkeypatch):
-    # threads=None: once the kernels run, every core but one while a thread faults the result in; a number
-    # of threads asked for, a result with nothing populating it, or kernels not loaded stay as they were.
+def test_a_step_that_waited_for_its_pages_leaves_the_populating_thread_a_core(monkeypatch):
+    # threads=None: once the kernels run, every core but one for a step that had to wait for the thread
+    # faulting the result in, every core for one whose pages were in first; a number of threads asked
+    # for, or kernels not loaded, stay as they were.
     from agefast.io import cpus
     from agefast import kernels
     from agefast.payload.engine import Engine
     from agefast.payload.steps import beside_populating
 
-    populating = lambda end: None  # noqa: E731
     cryptography = Engine(None, None)
-    assert beside_populating(cryptography, populating) is cryptography
+    assert beside_populating(cryptography, True) is cryptography
     monkeypatch.setattr(cpus, "count", lambda: 2)
-    assert beside_populating(Engine(kernels, None), populating).threads == 1
+    assert beside_populating(Engine(kernels, None), True).threads == 1
     monkeypatch.setattr(cpus, "count", lambda: 8)
-    assert beside_populating(Engine(kernels, None), populating).threads == 7
-    assert beside_populating(Engine(kernels, 2), populating).threads == 2
-    assert beside_populating(Engine(kernels, None), buffers.ready_now).threads is None
+    assert beside_populating(Engine(kernels, None), True).threads == 7
+    assert beside_populating(Engine(kernels, 2), True).threads == 2
+    assert beside_populating(Engine(kernels, None), False).threads is None
+
+
+def test_ready_says_whether_it_waited_for_the_pages():
+    gate = threading.Event()
+
+    def madvise(address, size, advice):     # stands in for the kernel's: nothing is touched
+        gate.wait()
+        return 0
+
+    size = 2 * buffers._STEP
+    populator = buffers._Populator(madvise, 1 << 30, size)
+    try:
+        assert populator.ready(0) is False
+        threading.Timer(0.05, gate.set).start()
+        assert populator.ready(size) is True
+        assert populator.ready(size) is False
+    finally:
+        gate.set()
+        populator.stop()
+    assert buffers.ready_now(size) is False

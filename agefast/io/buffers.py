@@ -36,8 +36,10 @@ _RAW_MIN = 8 << 20
 _STEP = 4 << 20
 
 # fill(view, ready): writes every byte of view, calling ready(n) before it
-# writes anywhere in view[:n] past what it asked for last.
-Fill = Callable[[memoryview, Callable[[int], None]], None]
+# writes anywhere in view[:n] past what it asked for last; ready says whether
+# it had to wait for the pages (agefast.payload.steps gives the thread that
+# faults them in a core of its own only then).
+Fill = Callable[[memoryview, Callable[[int], bool]], None]
 
 
 _MADV_POPULATE_WRITE = 23     # linux/mman.h
@@ -65,8 +67,9 @@ def _ctypes() -> tuple[Any, Any, Any] | None:
     return ctypes, new, madvise
 
 
-def ready_now(end: int) -> None:
-    """The `ready` of a buffer that is there to be written at once (a caller's, or a small one)."""
+def ready_now(end: int) -> bool:
+    """The `ready` of a buffer that is there to be written at once (a caller's, or a small one): no wait."""
+    return False
 
 
 class _Populator:
@@ -100,12 +103,14 @@ class _Populator:
             if failed:
                 return
 
-    def ready(self, end: int) -> None:
-        """Wait until the pages below offset `end` are in (or will not be)."""
+    def ready(self, end: int) -> bool:
+        """Wait until the pages below offset `end` are in (or will not be); whether that took a wait."""
         want = min(self._address + end, self._end)
         with self._changed:
+            waited = self._done < want
             while self._done < want:
                 self._changed.wait()
+        return waited
 
     def stop(self) -> None:
         self._stopped = True
