@@ -69,7 +69,6 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
         tasks = _tasks
     results: list[Any] = [None] * len(spans)
     left = iter(range(threads, len(spans)))
-    more = len(spans) > threads     # else each thread's own span is all: nothing to take after it
     taking = threading.Lock()
 
     def run(i: int) -> None:
@@ -77,8 +76,6 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
         try:
             while True:
                 results[i] = function(spans[i])
-                if not more:
-                    return
                 with taking:
                     taken = next(left, None)
                 if taken is None:

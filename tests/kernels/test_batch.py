@@ -23,13 +23,27 @@ def cryptography_reference(engine_setting):
     engine_setting("cryptography")
 
 
+# Each batch on 1 or 2 threads in ranges as in use (one a thread for these few chunks), and on 2 or 3
+# threads in ranges of one chunk, which the threads take in turn (_batches.SPAN_MIN_CHUNKS).
+THREADS = [pytest.param(1, None, id="1"), pytest.param(2, None, id="2"),
+           pytest.param(2, 1, id="2-ranges-of-1"), pytest.param(3, 1, id="3-ranges-of-1")]
+
+
+def ranges_of(monkeypatch, chunks):
+    if chunks is not None:
+        from agefast.kernels import _batches
+
+        monkeypatch.setattr(_batches, "SPAN_MIN_CHUNKS", chunks)
+
+
 def reference_seal(counter, src, final):
     dst = bytearray(rules.sealed_size(len(src)))
     return bytes(dst[:choose(None, None).seal(KEY, counter, src, dst, final)])
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_final_batches_match_cryptography(threads):
+@pytest.mark.parametrize(("threads", "span"), THREADS)
+def test_final_batches_match_cryptography(monkeypatch, threads, span):
+    ranges_of(monkeypatch, span)
     rng = random.Random(threads)
     for n in SIZES:
         counter = rng.choice(COUNTERS)
@@ -60,10 +74,11 @@ def test_non_final_batches_match_cryptography(threads):
             assert kernels.open_chunks(KEY, counter, expect, bytearray(len(src)), True, threads=threads) == count - 1
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(threads):
+@pytest.mark.parametrize(("threads", "span"), THREADS)
+def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(monkeypatch, threads, span):
     from agefast.kernels import _common
 
+    ranges_of(monkeypatch, span)
     rng = random.Random(20 + threads)
     n = 4 * CHUNK + 777
     src = rng.randbytes(n)
@@ -89,34 +104,6 @@ def test_tampered_chunk_stops_open_and_dst_holds_only_verified_plaintext(threads
                     assert later in (untouched[j], src[j * CHUNK:(j + 1) * CHUNK])
             expect = bytearray(b"\xa5" * n)
             assert choose(None, None).open(KEY, 5, bytes(bad), expect, True) == k
-
-
-@pytest.mark.parametrize("threads", [2, 3])
-def test_a_batch_in_many_ranges_seals_and_opens_as_in_one(monkeypatch, threads):
-    # Ranges of two chunks here (of 32 or more in use), taken by the threads in turn.
-    from agefast.kernels import _batches, _common
-
-    monkeypatch.setattr(_batches, "SPAN_MIN_CHUNKS", 2)
-    rng = random.Random(40 + threads)
-    n = 21 * CHUNK + 300
-    src = rng.randbytes(n)
-    sealed = reference_seal(9, src, True)
-    dst = bytearray(len(sealed))
-    assert kernels.seal_chunks(KEY, 9, src, dst, True, threads=threads) == len(sealed)
-    assert dst == sealed
-    back = bytearray(n)
-    assert kernels.open_chunks(KEY, 9, sealed, back, True, threads=threads) == 22
-    assert back == src
-    for k in (0, 5, 12, 21):
-        bad = bytearray(sealed)
-        bad[k * SEALED + 100] ^= 1
-        dst = bytearray(b"\xa5" * n)
-        assert kernels.open_chunks(KEY, 9, bytes(bad), dst, True, threads=threads) == k
-        assert dst[:k * CHUNK] == src[:k * CHUNK]
-        untouched = [b"\xa5" * len(src[j * CHUNK:(j + 1) * CHUNK]) for j in range(22)]
-        assert dst[k * CHUNK:(k + 1) * CHUNK] == (bytes(len(untouched[k])) if _common.STITCHED else untouched[k])
-        for j in range(k + 1, 22):
-            assert dst[j * CHUNK:(j + 1) * CHUNK] in (untouched[j], src[j * CHUNK:(j + 1) * CHUNK])
 
 
 def test_one_chunk_opens_into_new_bytes_as_a_batch_does():
