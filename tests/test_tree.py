@@ -1,6 +1,7 @@
 """agefast.tree and agefast-tree: whole trees encrypted, decrypted, re-keyed and verified, resumably."""
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -152,6 +153,106 @@ def test_links_and_special_files_are_left_and_told(tmp_path, make_plaintext):
     assert sorted(os.listdir(tmp_path / "enc")) == [".agefast-tree.jsonl", "file.age"]
 
 
+def test_no_link_below_a_root_is_followed_by_a_write_or_a_read(tmp_path, make_plaintext):
+    from agefast.tree import store
+
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext, [b"top", b"sub/file", b"keys/key.txt"])
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "dst").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "dst" / "sub")
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "dst", [identity.to_public()])
+    failed = {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"}
+    assert failed == {"sub/file": f"[Errno {errno.ELOOP}] a symbolic link, not followed: '{tmp_path / 'dst/sub'}'"}
+    assert summary.done == 2 and os.listdir(tmp_path / "elsewhere") == []
+    # A folder of DST linked to the identity's: decrypting keys/key.txt.age there would replace the identity.
+    key_folder = tmp_path / "k"
+    key_folder.mkdir()
+    (key_folder / "key.txt").write_text(str(identity) + "\n")
+    (tmp_path / "restored").mkdir()
+    os.symlink(key_folder, tmp_path / "restored" / "keys")
+    summary = tree.decrypt(tmp_path / "dst", tmp_path / "restored", [identity])
+    assert [r["source"] for r in summary.records if r["status"] == "failed"] == ["keys/key.txt.age"]
+    assert (key_folder / "key.txt").read_text() == str(identity) + "\n"
+    assert (tmp_path / "restored" / "top").read_bytes() == (tmp_path / "src" / "top").read_bytes()
+
+    # Reads: a link put in a file's or a folder's place after the walk, and a FIFO, which must not block.
+    src = tmp_path / "src"
+    os.symlink(tmp_path / "k" / "key.txt", src / "link")
+    os.symlink(key_folder, src / "folder-link")
+    os.mkfifo(src / "fifo")
+    local = store.Local(os.fsencode(src))
+    not_followed = "a symbolic link, not followed"
+    for path, error in ((b"link", not_followed), (b"folder-link/key.txt", not_followed), (b"fifo", "not a regular file")):
+        with pytest.raises(OSError, match=error):
+            local.read(path)
+    assert local.read(b"sub/file") == (src / "sub" / "file").read_bytes()
+
+
+def test_without_folder_descriptors_a_link_below_a_root_is_refused_too(tmp_path, monkeypatch):
+    # Where os.open takes no dir_fd (Windows), each part of a path is looked at before the open.
+    from agefast.tree import store
+
+    class Os:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        supports_dir_fd = frozenset()
+
+    monkeypatch.setattr(store, "os", Os())
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "f").write_bytes(b"outside")
+    (tmp_path / "root").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "root" / "link")
+    local = store.Local(os.fsencode(tmp_path / "root"))
+    local.put(b"a/b/f", b"inside", lambda stat: None)
+    assert local.read(b"a/b/f") == b"inside"
+    for refused in (lambda: local.put(b"link/g", b"x", lambda stat: None), lambda: local.read(b"link/f")):
+        with pytest.raises(OSError, match="a symbolic link, not followed"):
+            refused()
+    assert os.listdir(tmp_path / "elsewhere") == ["f"]
+
+
+def test_no_output_replaces_a_key_file_the_manifest_or_an_input(tmp_path, make_plaintext):
+    identity = x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext, [b"key.txt", b"other", b".agefast-tree.jsonl"])
+    # The walk leaves the source's own manifest out: a file of that name comes from elsewhere.
+    os.rename(tmp_path / "src" / ".agefast-tree.jsonl", tmp_path / "src" / "x")
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()])
+    os.rename(tmp_path / "enc" / "x.age", tmp_path / "enc" / ".agefast-tree.jsonl.age")
+    (tmp_path / "restored").mkdir()
+    key = tmp_path / "restored" / "key.txt"
+    key.write_text(str(identity) + "\n")
+    summary = tree.decrypt(tmp_path / "enc", tmp_path / "restored", [identity], keep=[key])
+    failed = {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"}
+    assert failed == {
+        "key.txt.age": f"[Errno {errno.EPERM}] a key file of this job, not replaced: '{key}'",
+        ".agefast-tree.jsonl.age": f"[Errno {errno.EPERM}] the manifest's name, not replaced: '.agefast-tree.jsonl'"}
+    assert key.read_text() == str(identity) + "\n"
+    assert (tmp_path / "restored" / "other").read_bytes() == contents[b"other"]
+    manifest = (tmp_path / "restored" / ".agefast-tree.jsonl").read_text().splitlines()
+    assert {json.loads(line)["source"]: json.loads(line)["status"] for line in manifest} == {
+        "other.age": "done", "key.txt.age": "failed", ".agefast-tree.jsonl.age": "failed"}
+    with pytest.raises(TypeError, match="iterable of paths"):
+        tree.decrypt(tmp_path / "enc", tmp_path / "restored", [identity], keep=str(key))
+    # The command keeps its -i files.
+    done = _tree_command("decrypt", "-i", key, "--force", tmp_path / "enc", tmp_path / "restored")
+    assert done.returncode == 1
+    assert f"key.txt.age: [Errno {errno.EPERM}] a key file of this job, not replaced".encode() in done.stderr
+    assert key.read_text() == str(identity) + "\n"
+
+    # A source inside the destination: data/x would go to DST/data/x.age, which is the input data/../x.age.
+    inner = tmp_path / "d" / "data"
+    _make_tree(inner, make_plaintext, [b"data/x", b"x.age"])
+    before = (inner / "x.age").read_bytes()
+    summary = tree.encrypt(inner, tmp_path / "d", [identity.to_public()])
+    failed = {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"}
+    assert failed == {"data/x": f"[Errno {errno.EPERM}] inside the source, where an output could replace an input: "
+                                "not written: 'data/x.age'"}
+    assert (inner / "x.age").read_bytes() == before
+    assert agefast.decrypt((tmp_path / "d" / "x.age.age").read_bytes(), [identity]) == before
+
+
 def test_a_destination_inside_the_source_is_refused(tmp_path, make_plaintext):
     _make_tree(tmp_path / "src", make_plaintext, [b"file"])
     with pytest.raises(tree.RootsRefused, match="inside the source"):
@@ -269,20 +370,21 @@ def test_a_local_output_folder_is_made_once_when_missing_and_a_missing_input_is_
     made = []
 
     class Os:
-        """The os module as the store sees it, counting the folders it asks for (os.makedirs's own recursion not)."""
+        """The os module as the store sees it, counting the folders it makes (the root's, by os.makedirs, not)."""
 
         def __getattr__(self, name):
             return getattr(os, name)
 
-        def makedirs(self, path, *args, **kwargs):
+        def mkdir(self, path, *args, **kwargs):
             made.append(path)
-            os.makedirs(path, *args, **kwargs)
+            os.mkdir(path, *args, **kwargs)
 
     monkeypatch.setattr(store, "os", Os())
     local = store.Local(os.fsencode(tmp_path / "dst"))
+    local.make()
     for name in (b"a/b/one", b"a/b/two", b"a/three"):
         local.put(name, name, lambda stat: None)
-    assert made == [os.fsencode(tmp_path / "dst/a/b")]
+    assert made == [b"a", b"b"]
     assert (tmp_path / "dst/a/b/two").read_bytes() == b"a/b/two"
 
     calls = []
@@ -296,5 +398,5 @@ def test_a_local_output_folder_is_made_once_when_missing_and_a_missing_input_is_
         local.put(b"c/x", vanished, lambda stat: None)
     with pytest.raises(FileNotFoundError):
         local.put(b"a/x", vanished, lambda stat: None)
-    assert len(calls) == 2 and made[1:] == [os.fsencode(tmp_path / "dst/c")]
+    assert len(calls) == 2 and made[2:] == [b"c"]
     assert sorted(os.listdir(tmp_path / "dst/a")) == ["b", "three"]

@@ -36,10 +36,12 @@ every DST/F from SRC/F.age (other files are reported and left); rekey gives
 every age file under SRC a new header for exactly the recipients, in place
 or into DST, copying its payload (the file keys stay the same: see
 agefast-rekey); verify decrypts and authenticates every age file under SRC
-and writes nothing. Symbolic links are not followed; DST may not be inside
-SRC. Each output appears whole or not at all, and a manifest at the root of
-the output (.agefast-tree.jsonl) records what was done: run the same
-command again after an interruption and it does only what is left.
+and writes nothing. Symbolic links are not followed, below SRC or DST;
+DST may not be inside SRC, and no output is written inside SRC or over an
+-i or -R file. Each output appears whole or not at all, and a manifest at
+the root of the output (.agefast-tree.jsonl) records what was done: run
+the same command again after an interruption and it does only what is
+left.
 
 SRC and DST may be fsspec URLs (s3://bucket/prefix, gs://...), with the
 settings their library reads from the environment (for S3: AWS_PROFILE,
@@ -98,16 +100,18 @@ def _operation(operation: str, args: Arguments, positional: list[str], client: A
     identities = key_flags.load_identities(args) if operation != "encrypt" else []
     recipients = key_flags.listed_recipients(args) if operation in ("encrypt", "rekey") else []
     src = positional[0]
+    # As agefast -o refuses them: no output replaces a key file, which the files need.
+    keep = [*args.identities, *args.recipients_files]
     if operation == "encrypt":
         return tree.encrypt(src, positional[1], recipients, armored=args.armor, force=args.force, workers=workers,
-                            report=report, progress=progress, client=client)
+                            report=report, progress=progress, client=client, keep=keep)
     if operation == "decrypt":
         return tree.decrypt(src, positional[1], identities, force=args.force, workers=workers, report=report,
-                            progress=progress, client=client)
+                            progress=progress, client=client, keep=keep)
     if operation == "rekey":
         dst = positional[1] if len(positional) > 1 else None
         return tree.rekey(src, identities, recipients, dst, force=args.force, workers=workers, report=report,
-                          progress=progress, client=client)
+                          progress=progress, client=client, keep=keep)
     return tree.verify(src, identities, workers=workers, report=report, progress=progress, client=client)
 
 

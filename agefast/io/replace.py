@@ -262,21 +262,25 @@ class Folder:
     name (a file, a symlink) is replaced, never written through.
     """
 
-    def __init__(self, path: str | bytes) -> None:
+    def __init__(self, path: str | bytes, fd: int | None = None) -> None:
+        """The folder at `path`; or, given `fd`, the folder open there (the Folder then owns it, and `path`
+        only names it in errors), where the caller found it its own way (agefast.tree.store: no link followed)."""
         self._path = os.fsdecode(path)
         self._fd: int | None = None
         self._proc: int | None = None
-        if os.open not in os.supports_dir_fd:
+        if fd is None and os.open not in os.supports_dir_fd:
             # Windows names no file relative to an open folder: there an
             # output is named by its path.
             if not os.path.isdir(self._path):
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self._path)
             return
-        self._fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        self._fd = fd
         try:
             self._proc = _proc_folder()
         except BaseException:
-            os.close(self._fd)
+            os.close(fd)
             raise
 
     def __enter__(self) -> "Folder":

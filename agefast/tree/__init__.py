@@ -16,6 +16,7 @@ left (force=True does everything again). Either tree may be an fsspec URL
 (s3://bucket/prefix). docs/tree.md has the details.
 """
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,15 +25,35 @@ from .._typing import Identity, Recipient, StrPath
 from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
 from .run import RootsRefused, Summary, run
-from .store import Store, StoreError, store_at
+from .store import Local, Store, StoreError, store_at
 
 __all__ = ["RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
 
 
-def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] | None) -> tuple[Store, Store | None]:
+def _kept(keep: Iterable[StrPath]) -> frozenset[tuple[int, int]]:
+    """The files at the paths `keep` (device and inode), which no output may replace; a missing one is no file."""
+    if isinstance(keep, (str, bytes, os.PathLike)):
+        raise TypeError("keep must be an iterable of paths, not one path")
+    kept = set()
+    for path in keep:
+        try:
+            st = os.stat(_arguments.path("keep", path))
+        except FileNotFoundError:
+            continue
+        kept.add((st.st_dev, st.st_ino))
+    return frozenset(kept)
+
+
+def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] | None,
+            keep: Iterable[StrPath] = ()) -> tuple[Store, Store | None]:
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options must be a dict or None, not {type(storage_options).__name__}")
-    return store_at("src", src, storage_options), None if dst is None else store_at("dst", dst, storage_options)
+    kept = _kept(keep)
+
+    def at(name: str, value: StrPath) -> Store:
+        store = store_at(name, value, storage_options)
+        return store._replace(kept=kept) if isinstance(store, Local) else store
+    return at("src", src), None if dst is None else at("dst", dst)
 
 
 def _unlocked(identities: Iterable[Identity]) -> list[Identity]:
@@ -59,7 +80,8 @@ def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, pro
 
 def encrypt(src: StrPath, dst: StrPath, recipients: Iterable[Recipient], *, armored: bool = False,
             force: bool = False, workers: int | None = None, report: StrPath | None = None,
-            progress: bool = False, client: Any = None, storage_options: dict[str, Any] | None = None) -> Summary:
+            progress: bool = False, client: Any = None, storage_options: dict[str, Any] | None = None,
+            keep: Iterable[StrPath] = ()) -> Summary:
     """Encrypt every regular file F under `src` to `dst`/F.age, for `recipients`.
 
     `src` and `dst` are local folders or fsspec URLs (s3://bucket/prefix,
@@ -69,24 +91,28 @@ def encrypt(src: StrPath, dst: StrPath, recipients: Iterable[Recipient], *, armo
     `report` names a file for one JSON line per file met; `progress` shows
     a bar when stderr is a terminal; `client`, a dask.distributed.Client,
     runs the files as tasks on its cluster instead (the same for every
-    operation).
+    operation); `keep` names files no output may replace, whatever its
+    name (the command passes its -i and -R files), as agefast's -o refuses
+    them.
     """
     _arguments.flag("armored", armored)
-    job = Job(ENCRYPT, *_stores(src, dst, storage_options), _arguments.recipients(recipients), [], armored)
+    job = Job(ENCRYPT, *_stores(src, dst, storage_options, keep), _arguments.recipients(recipients), [], armored)
     return _run(job, force, workers, report, progress, client)
 
 
 def decrypt(src: StrPath, dst: StrPath, identities: Iterable[Identity], *, force: bool = False,
             workers: int | None = None, report: StrPath | None = None, progress: bool = False,
-            client: Any = None, storage_options: dict[str, Any] | None = None) -> Summary:
+            client: Any = None, storage_options: dict[str, Any] | None = None,
+            keep: Iterable[StrPath] = ()) -> Summary:
     """Decrypt every age file F.age under `src` to `dst`/F; other files are reported and left."""
-    job = Job(DECRYPT, *_stores(src, dst, storage_options), [], _unlocked(identities))
+    job = Job(DECRYPT, *_stores(src, dst, storage_options, keep), [], _unlocked(identities))
     return _run(job, force, workers, report, progress, client)
 
 
 def rekey(src: StrPath, identities: Iterable[Identity], recipients: Iterable[Recipient], dst: StrPath | None = None,
           *, force: bool = False, workers: int | None = None, report: StrPath | None = None,
-          progress: bool = False, client: Any = None, storage_options: dict[str, Any] | None = None) -> Summary:
+          progress: bool = False, client: Any = None, storage_options: dict[str, Any] | None = None,
+          keep: Iterable[StrPath] = ()) -> Summary:
     """Re-key every age file under `src` for exactly `recipients`, in place or into `dst`.
 
     As agefast.rekey: the payload is copied, not encrypted again, so the
@@ -94,7 +120,8 @@ def rekey(src: StrPath, identities: Iterable[Identity], recipients: Iterable[Rec
     it is copied by the server: only each header and first part (5 MiB)
     are sent.
     """
-    job = Job(REKEY, *_stores(src, dst, storage_options), _arguments.recipients(recipients), _unlocked(identities))
+    job = Job(REKEY, *_stores(src, dst, storage_options, keep), _arguments.recipients(recipients),
+              _unlocked(identities))
     return _run(job, force, workers, report, progress, client)
 
 

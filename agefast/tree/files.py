@@ -17,6 +17,7 @@ copies the payload of files from s3copy.COPY_FROM on the server instead
 (agefast.tree.s3copy).
 """
 
+import errno
 import hashlib
 import io
 import os
@@ -30,7 +31,7 @@ from ..payload.rules import CHUNK_SIZE
 from . import s3copy
 from .manifest import Appender, Rewriter
 from .store import Content, Remote, Stat, Store
-from .walk import Found
+from .walk import MANIFEST_NAME, Found
 
 ENCRYPT, DECRYPT, REKEY, VERIFY = "encrypt", "decrypt", "rekey", "verify"
 SUFFIX = b".age"
@@ -51,6 +52,9 @@ class Job(NamedTuple):
     identities: list[Identity]
     armored: bool = False
     sealed_for: str | None = None   # sealed_for(), set once per run (agefast.tree.run): not per file
+    # Where the source lies under the destination, if it does (set once per run): no output goes there, where it
+    # could replace an input.
+    source_below: bytes | None = None
 
 
 def sealed_for(recipients: list[Recipient], armored: bool) -> str | None:
@@ -78,6 +82,16 @@ def output_name(job: Job, path: bytes) -> bytes | None:
     if job.operation == DECRYPT:
         return path[:-len(SUFFIX)]
     return path
+
+
+def check_output(job: Job, name: bytes) -> None:
+    """OSError for an output `name` that may not be written: the manifest's, or one inside the source tree."""
+    if name == MANIFEST_NAME:
+        raise OSError(errno.EPERM, "the manifest's name, not replaced", os.fsdecode(name))
+    inside = job.source_below
+    if inside is not None and (name == inside or name.startswith(inside + b"/")):
+        raise OSError(errno.EPERM, "inside the source, where an output could replace an input: not written",
+                      os.fsdecode(name))
 
 
 def output_root(job: Job) -> Store:
@@ -168,6 +182,7 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
             record["status"] = "done"
         else:
             record["output"] = os.fsdecode(name)
+            check_output(job, name)
             if not _by_copy(job, found, name, record):
                 if found.size <= IN_MEMORY:
                     _write(job, name, _in_memory(job, store.read(found.path)), record, manifest)

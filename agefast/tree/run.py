@@ -108,7 +108,7 @@ def check_roots(job: Job) -> None:
     """NotADirectoryError for a source that is not a folder, RootsRefused for an output root inside the source."""
     if not job.source.is_folder():
         raise NotADirectoryError(f"source {str(job.source)!r} is not a folder")
-    if job.destination is not None and job.source.holds(job.destination):
+    if job.destination is not None and job.source.below(job.destination) is not None:
         raise RootsRefused(f"destination {str(job.destination)!r} is inside the source "
                            f"{str(job.source)!r}: its outputs would be inputs")
 
@@ -143,7 +143,8 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     writes = job.operation != files.VERIFY
     root = files.output_root(job)
     previous = manifest.load(root.load_manifest()) if writes and not force else {}
-    job = job._replace(sealed_for=files.sealed_for(job.recipients, job.armored))
+    job = job._replace(sealed_for=files.sealed_for(job.recipients, job.armored),
+                       source_below=None if job.destination is None else job.destination.below(job.source))
     outputs = root.stats() if previous else None
     records: list[dict[str, Any]] = []
     small: list[Found] = []

@@ -20,17 +20,19 @@ or ends the job where it came from the roots (listing the source, making
 the destination, its manifest).
 """
 
+import contextlib
 import datetime
 import errno
 import os
+import stat
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from .. import _arguments
 from ..io.replace import Folder
 from ..io.writes import write_all
 from . import manifest
-from .walk import MANIFEST_NAME, Found, Passed, inside, walk
+from .walk import MANIFEST_NAME, Found, Passed, below, walk
 
 # An output's size and stamp, as the manifest records them.
 Stat = tuple[int, Any]
@@ -38,10 +40,77 @@ Stat = tuple[int, Any]
 Content = bytes | Callable[[Any], None]
 
 
+# A local tree's files are opened part by part below the root, each part relative to the folder before it and
+# without following a symbolic link (the root itself, which the user named, is followed). The walk never follows
+# one (agefast.tree.walk), and neither may a read or a write: a link in DST, or one put in SRC after the walk,
+# would otherwise take a job's outputs, or its inputs, out of its tree (onto an identity file, say).
+_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# O_NONBLOCK: a FIFO put in a file's place after the walk must fail the file, not block the worker on open.
+_FILE = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _not_followed(path: bytes) -> OSError:
+    return OSError(errno.ELOOP, "a symbolic link, not followed", os.fsdecode(path))
+
+
+def _refused(folder: int, part: bytes, error: OSError, path: bytes) -> OSError:
+    """What to raise where os.open(part, ... | O_NOFOLLOW) in the open folder `folder` failed with `error`: a link as
+    not followed, anything else as `error` naming `path`, the whole."""
+    # What O_NOFOLLOW says of a link varies (ELOOP; ENOTDIR with O_DIRECTORY on Linux; EMLINK on FreeBSD): the
+    # entry is asked instead.
+    try:
+        link = stat.S_ISLNK(os.stat(part, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        link = False
+    return _not_followed(path) if link else type(error)(error.errno, error.strerror, os.fsdecode(path))
+
+
+def _open_folder(root: bytes, folder: bytes, make: bool) -> int:
+    """The folder `folder` under `root` (b"" for the root itself), open; with `make`, its missing parts are made."""
+    fd = os.open(root, _FOLDER)
+    if not folder:
+        return fd
+    parts = folder.split(b"/")
+    try:
+        for i, part in enumerate(parts):
+            try:
+                inner = os.open(part, _FOLDER | _NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                path = os.path.join(root, *parts[:i + 1])
+                if not (make and isinstance(e, FileNotFoundError)):
+                    raise _refused(fd, part, e, path) from None
+                with contextlib.suppress(FileExistsError):    # another worker made it first
+                    os.mkdir(part, dir_fd=fd)
+                try:
+                    inner = os.open(part, _FOLDER | _NOFOLLOW, dir_fd=fd)
+                except OSError as again:
+                    raise _refused(fd, part, again, path) from None
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _checked_path(root: bytes, path: bytes) -> bytes:
+    """root/path where files cannot be opened relative to a folder (Windows): each part below the root looked at
+    first, which a link made between the look and the open escapes."""
+    whole = root
+    for part in path.split(b"/"):
+        whole = os.path.join(whole, part)
+        if os.path.islink(whole):
+            raise _not_followed(whole)
+    return whole
+
+
 class Local(NamedTuple):
-    """A folder on this machine's file system, by its absolute path."""
+    """A folder on this machine's file system, by its absolute path; `kept`, the files (device and inode) that no
+    output written here may replace, whatever its name: the job's key files."""
 
     root: bytes
+    kept: frozenset[tuple[int, int]] = frozenset()
 
     @property
     def stamp_key(self) -> str:
@@ -54,9 +123,9 @@ class Local(NamedTuple):
     def is_folder(self) -> bool:
         return os.path.isdir(self.root)
 
-    def holds(self, other: "Store") -> bool:
-        """Whether `other` is this folder or lies inside it."""
-        return isinstance(other, Local) and inside(other.root, self.root)
+    def below(self, other: "Store") -> bytes | None:
+        """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
+        return below(other.root, self.root) if isinstance(other, Local) else None
 
     def walk(self) -> Iterator[Found | Passed]:
         return walk(self.root)
@@ -72,28 +141,67 @@ class Local(NamedTuple):
         return stat
 
     def read(self, path: bytes) -> bytes:
-        with open(os.path.join(self.root, path), "rb") as f:
+        with self.open(path) as f:
             return f.read()
 
-    def open(self, path: bytes) -> Any:
-        return open(os.path.join(self.root, path), "rb")
+    def open(self, path: bytes) -> BinaryIO:
+        """The regular file at `path` under the root, open for reading; no symbolic link on the way is followed."""
+        whole = os.path.join(self.root, path)
+        if os.open not in os.supports_dir_fd:
+            fd = os.open(_checked_path(self.root, path), _FILE | _NOFOLLOW)
+        else:
+            folder_path, name = os.path.split(path)
+            folder = _open_folder(self.root, folder_path, make=False)
+            try:
+                fd = os.open(name, _FILE | _NOFOLLOW, dir_fd=folder)
+            except OSError as e:
+                raise _refused(folder, name, e, whole) from None
+            finally:
+                os.close(folder)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", os.fsdecode(whole))
+        except BaseException:
+            os.close(fd)
+            raise
+        return open(fd, "rb")
 
     def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
-        """Write the output at `path`; `named` gets its size and stamp once it is whole, before it takes its name."""
-        folder, name = os.path.split(os.path.join(self.root, path))
+        """Write the output at `path`; `named` gets its size and stamp once it is whole, before it takes its name.
+        Its folders are made where missing; no symbolic link on the way is followed."""
+        folder, name = os.path.split(path)
+        if os.open not in os.supports_dir_fd:
+            whole = _checked_path(self.root, folder) if folder else self.root
+            os.makedirs(whole, exist_ok=True)
+            into, fd = Folder(whole), None
+        else:
+            fd = _open_folder(self.root, folder, make=True)
+            into = Folder(os.path.join(self.root, folder), fd)
+        with into:
+            if self.kept:
+                self._refuse_kept(fd, path, name)
+            with into.replacing(name) as dst:
+                if isinstance(content, bytes):
+                    write_all(dst, content)
+                else:
+                    content(dst)
+                st = os.fstat(dst.fileno())
+                # The rename keeps both, so the manifest line is true of the named output.
+                named((st.st_size, st.st_mtime_ns))
+
+    def _refuse_kept(self, folder: int | None, path: bytes, name: bytes) -> None:
+        """OSError where the output `path`'s name (`name` in its folder, open as `folder` where files can be opened
+        relative to one) holds a kept file: replacing it would lose the key the files need."""
+        whole = os.path.join(self.root, path)
         try:
-            into = Folder(folder)
-        except FileNotFoundError:    # the first output of its folder
-            os.makedirs(folder, exist_ok=True)
-            into = Folder(folder)
-        with into, into.replacing(name) as dst:
-            if isinstance(content, bytes):
-                write_all(dst, content)
+            if folder is None:
+                st = os.stat(whole, follow_symlinks=False)
             else:
-                content(dst)
-            st = os.fstat(dst.fileno())
-            # The rename keeps both, so the manifest line is true of the named output.
-            named((st.st_size, st.st_mtime_ns))
+                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if (st.st_dev, st.st_ino) in self.kept:
+            raise OSError(errno.EPERM, "a key file of this job, not replaced", os.fsdecode(whole))
 
     def make(self) -> None:
         os.makedirs(self.root, exist_ok=True)
@@ -214,9 +322,13 @@ class Remote(NamedTuple):
         """Whether `other` is a folder of the same filesystem (protocol and options): one S3 endpoint and account."""
         return isinstance(other, Remote) and (other.protocol, other.options) == (self.protocol, self.options)
 
-    def holds(self, other: "Store") -> bool:
-        return (isinstance(other, Remote) and other.protocol == self.protocol
-                and (other.root == self.root or other.root.startswith(self.root + "/")))
+    def below(self, other: "Store") -> bytes | None:
+        """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
+        if not (isinstance(other, Remote) and other.protocol == self.protocol):
+            return None
+        if other.root == self.root:
+            return b""
+        return os.fsencode(other.root[len(self.root) + 1:]) if other.root.startswith(self.root + "/") else None
 
     def _listing(self) -> Iterator[tuple[bytes, dict[str, Any]]]:
         """Every file under the root, by its path under it, with the store's description of it; name order."""

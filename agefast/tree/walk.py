@@ -54,7 +54,10 @@ def walk(root: bytes) -> Iterator[Found | Passed]:
         folders += reversed(below)
 
 
-def inside(path: str | bytes, folder: str | bytes) -> bool:
-    """Whether `path` is `folder` or lies under it, symbolic links resolved."""
+def below(path: str | bytes, folder: str | bytes) -> bytes | None:
+    """Where `path` lies under `folder` (b"" for the folder itself), symbolic links resolved; None if not there."""
     path, folder = os.path.realpath(os.fsencode(path)), os.path.realpath(os.fsencode(folder))
-    return path == folder or path.startswith(folder.rstrip(b"/") + b"/")
+    if path == folder:
+        return b""
+    prefix = folder.rstrip(b"/") + b"/"
+    return path[len(prefix):] if path.startswith(prefix) else None
