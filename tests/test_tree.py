@@ -239,6 +239,10 @@ def test_no_output_replaces_a_key_file_the_manifest_or_an_input(tmp_path, make_p
     done = _tree_command("decrypt", "-i", key, "--force", tmp_path / "enc", tmp_path / "restored")
     assert done.returncode == 1
     assert f"key.txt.age: [Errno {errno.EPERM}] a key file of this job, not replaced".encode() in done.stderr
+    # Nor does its report replace one.
+    done = _tree_command("verify", "-i", key, "--report", key, tmp_path / "enc")
+    assert done.returncode == 1
+    assert done.stderr.decode() == f'agefast-tree: error: input and output file are the same: "{key}"\n'
     assert key.read_text() == str(identity) + "\n"
 
     # A source inside the destination: data/x would go to DST/data/x.age, which is the input data/../x.age.

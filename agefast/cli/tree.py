@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from agefast import tree
-from agefast.cli import goflag, key_flags, outcome
+from agefast.cli import goflag, key_flags, outcome, output
 from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError
 from agefast.cli.terminal import is_terminal
@@ -85,6 +85,8 @@ def _check(operation: str, args: Arguments, positional: list[str]) -> None:
         raise UsageError(f"-a/--armor can't be used with {operation}")
     if "-" in [*args.recipients_files, *args.identities]:
         raise UsageError("keys can't be read from standard input by agefast-tree")
+    # As agefast refuses -o onto one: the report never replaces a key file.
+    output.refuse_output_onto_an_input(args.report, [*args.identities, *args.recipients_files])
 
 
 def _workers(value: str | None) -> int | None:
