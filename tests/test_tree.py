@@ -257,6 +257,104 @@ def test_no_output_replaces_a_key_file_the_manifest_or_an_input(tmp_path, make_p
     assert agefast.decrypt((tmp_path / "d" / "x.age.age").read_bytes(), [identity]) == before
 
 
+def test_the_manifest_is_never_written_through_a_link_nor_onto_a_key_file_nor_waited_for(tmp_path, make_plaintext):
+    identity = x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(str(identity) + "\n")
+    _make_tree(tmp_path / "src", make_plaintext, [b"file"])
+    manifest = tmp_path / "dst" / ".agefast-tree.jsonl"
+    manifest.parent.mkdir()
+    planted = {"a symbolic link": lambda: os.symlink(key, manifest),
+               "a hard link": lambda: os.link(key, manifest),
+               "a FIFO": lambda: os.mkfifo(manifest),    # opening one to append would wait for a reader
+               "a folder": lambda: manifest.mkdir()}
+    errors = {"a symbolic link": "the manifest is a symbolic link, not followed",
+              "a hard link": r"the manifest has another name \(a hard link\), not written",
+              "a FIFO": "the manifest is not a regular file", "a folder": "the manifest is not a regular file"}
+    for what, plant in planted.items():
+        plant()
+        for force in (False, True):
+            with pytest.raises(OSError, match=errors[what]) as refused:
+                tree.encrypt(tmp_path / "src", tmp_path / "dst", [identity.to_public()], force=force)
+            assert refused.value.filename == str(manifest)
+        assert key.read_text() == str(identity) + "\n", what
+        (manifest.rmdir if what == "a folder" else manifest.unlink)()
+    # A key file of the job as the manifest itself (its only name).
+    os.rename(key, manifest)
+    with pytest.raises(OSError, match="the manifest is a key file of this job, not written"):
+        tree.encrypt(tmp_path / "src", tmp_path / "dst", [identity.to_public()], keep=[manifest])
+    assert manifest.read_text() == str(identity) + "\n"
+
+
+def test_the_report_is_whole_or_not_at_all_and_never_over_the_jobs_files(tmp_path, make_plaintext, monkeypatch):
+    identity = x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(str(identity) + "\n")
+    _make_tree(tmp_path / "src", make_plaintext, [b"a", b"b"])
+    recipients = [identity.to_public()]
+    for report in (tmp_path / "src" / "a", tmp_path / "dst" / "report", tmp_path / "dst" / ".agefast-tree.jsonl"):
+        with pytest.raises(tree.RootsRefused, match="where it could replace one of the job's files"):
+            tree.encrypt(tmp_path / "src", tmp_path / "dst", recipients, report=report)
+    with pytest.raises(tree.RootsRefused, match="is a key file of this job"):
+        tree.encrypt(tmp_path / "src", tmp_path / "dst", recipients, report=key, keep=[key])
+    assert key.read_text() == str(identity) + "\n" and not (tmp_path / "dst").exists()
+
+    report = tmp_path / "report.jsonl"
+    tree.encrypt(tmp_path / "src", tmp_path / "dst", recipients, report=report)
+    before = report.read_bytes()
+    assert len(before.splitlines()) == 2
+    lines = []
+
+    def failing(record):
+        if lines:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        lines.append(record)
+        return b"{}\n"
+
+    monkeypatch.setattr(tree.manifest, "line", failing)
+    with pytest.raises(OSError):
+        tree.verify(tmp_path / "dst", [identity], report=report)
+    assert report.read_bytes() == before
+    monkeypatch.undo()
+
+    done = _tree_command("verify", "-i", key, "--report", "-", tmp_path / "dst")
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(line)["source"] for line in done.stdout.splitlines()) == ["a.age", "b.age"]
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.requires_root("bind mounts")
+def test_a_folder_met_again_through_a_bind_mount_is_the_same_folder(tmp_path, make_plaintext):
+    from required import need_tools, unavailable
+
+    need_tools("mount", "umount")
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext, [b"x", b"data/data/y"])
+    before = agefast.encrypt(b"another file", [identity.to_public()])
+    (tmp_path / "src" / "x.age").write_bytes(before)
+    for mount in (tmp_path / "same", tmp_path / "parent"):
+        mount.mkdir()
+    mounts = [(tmp_path / "src", tmp_path / "same"), (tmp_path, tmp_path / "parent")]
+    for source, mount in mounts:
+        bound = subprocess.run(["mount", "--bind", source, mount], capture_output=True)
+        if bound.returncode != 0:
+            unavailable(f"cannot bind-mount: {bound.stderr.decode().strip()}")
+    try:
+        # DST is SRC by another path: refused, as SRC SRC is.
+        with pytest.raises(tree.RootsRefused, match="inside the source"):
+            tree.encrypt(tmp_path / "src", tmp_path / "same", [identity.to_public()])
+        # SRC inside DST by another path: SRC's data/y would go to DST/data/y.age, which is SRC/y.age.
+        summary = tree.encrypt(tmp_path / "src" / "data", tmp_path / "parent" / "src", [identity.to_public()])
+        assert summary.done == 0
+        assert [r["error"] for r in summary.records if r["status"] == "failed"] == [
+            f"[Errno {errno.EPERM}] inside the source, where an output could replace an input: not written: "
+            "'data/y.age'"]
+    finally:
+        for _, mount in reversed(mounts):
+            subprocess.run(["umount", mount], check=True)
+    assert (tmp_path / "src" / "x.age").read_bytes() == before
+
+
 def test_a_destination_inside_the_source_is_refused(tmp_path, make_plaintext):
     _make_tree(tmp_path / "src", make_plaintext, [b"file"])
     with pytest.raises(tree.RootsRefused, match="inside the source"):

@@ -28,7 +28,7 @@ Options:
     -a, --armor                 Encrypt to a PEM encoded format.
     --force                     Do every file again, whatever the manifest says was done.
     --workers N                 Use N processes (default: one per core).
-    --report PATH               Write one JSON line per file met to PATH.
+    --report PATH               Write one JSON line per file met to PATH (- for standard output).
     --dask ADDRESS              Run the files as tasks on the Dask scheduler at ADDRESS.
 
 encrypt writes every regular file F under SRC to DST/F.age; decrypt writes
@@ -98,7 +98,9 @@ def _workers(value: str | None) -> int | None:
 
 
 def _operation(operation: str, args: Arguments, positional: list[str], client: Any) -> tree.Summary:
-    workers, report, progress = _workers(args.workers), args.report, is_terminal(sys.stderr)
+    # --report -: the lines go to standard output, once the job is done (_tree).
+    report = None if args.report == "-" else args.report
+    workers, progress = _workers(args.workers), is_terminal(sys.stderr)
     identities = key_flags.load_identities(args) if operation != "encrypt" else []
     recipients = key_flags.listed_recipients(args) if operation in ("encrypt", "rekey") else []
     src = positional[0]
@@ -130,6 +132,9 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     finally:
         if client is not None:
             client.close()
+    if args.report == "-":
+        sys.stdout.buffer.write(b"".join(tree.manifest.line(r) for r in summary.records))
+        sys.stdout.flush()
     for record in summary.records:
         if record["status"] == "failed":
             chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""

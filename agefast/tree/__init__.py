@@ -22,9 +22,11 @@ from typing import Any
 
 from .. import _arguments
 from .._typing import Identity, Recipient, StrPath
+from ..io.replace import replacing
+from ..io.writes import write_all
 from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
-from .run import RootsRefused, Summary, run
+from .run import RootsRefused, Summary, check_report, run
 from .store import Local, Store, StoreError, store_at
 
 __all__ = ["RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
@@ -71,10 +73,14 @@ def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, pro
          client: Any) -> Summary:
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ValueError(f"workers must be a positive int or None, not {workers!r}")
+    path = None if report is None else _arguments.path("report", report)
+    if path is not None:
+        check_report(job, path)
     summary = run(job, force=force, workers=workers, progress=progress, client=client)
-    if report is not None:
-        with open(_arguments.path("report", report), "wb") as f:
-            f.writelines(manifest.line(r) for r in summary.records)
+    if path is not None:
+        # Whole or not at all, as an output: a failed write leaves the report there was.
+        with replacing(path) as f:
+            write_all(f, b"".join(manifest.line(r) for r in summary.records))
     return summary
 
 

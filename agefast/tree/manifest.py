@@ -21,8 +21,10 @@ mtime_ns, output_mtime_ns); on an fsspec store it is its ETag or the
 store's modification time (stamp, output_stamp).
 """
 
+import errno
 import json
 import os
+import stat
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -69,15 +71,57 @@ def line(record: dict[str, Any]) -> bytes:
     return json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-class Appender:
-    """The manifest opened for appending, one whole line per write."""
+def open_local(path: bytes, flags: int, kept: frozenset[tuple[int, int]] = frozenset()) -> int:
+    """The local manifest at `path`, opened with `flags`; OSError naming it unless it is a regular file with no
+    other name, and not one of `kept` (the job's key files).
 
-    def __init__(self, path: bytes) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    Its name is the one thing of DST a job writes that is not an output: a
+    symbolic link or a hard link planted there would have the job's lines
+    appended to whatever it leads to (an identity file, say), and a FIFO
+    would hold the job up. So it is opened without following a link and
+    without blocking, and looked at before anything is written.
+    """
+    name = os.fsdecode(path)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as e:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise type(e)(e.errno, e.strerror, name) from None
+        if stat.S_ISLNK(mode):
+            raise OSError(errno.ELOOP, "the manifest is a symbolic link, not followed", name) from None
+        if not stat.S_ISREG(mode):      # a FIFO with no reader, a folder
+            raise OSError(errno.EINVAL, "the manifest is not a regular file", name) from None
+        raise type(e)(e.errno, e.strerror, name) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):     # a FIFO with a reader
+            raise OSError(errno.EINVAL, "the manifest is not a regular file", name)
+        if st.st_nlink > 1:
+            raise OSError(errno.EMLINK, "the manifest has another name (a hard link), not written", name)
+        if (st.st_dev, st.st_ino) in kept:
+            raise OSError(errno.EPERM, "the manifest is a key file of this job, not written", name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class Appender:
+    """The manifest opened for appending (open_local), one whole line per write."""
+
+    def __init__(self, path: bytes, kept: frozenset[tuple[int, int]] = frozenset()) -> None:
+        self._name = os.fsdecode(path)
+        self._fd = open_local(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, kept)
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
-        for record in records:
-            os.write(self._fd, line(record))
+        try:
+            for record in records:
+                os.write(self._fd, line(record))
+        except OSError as e:
+            raise type(e)(e.errno, e.strerror, self._name) from None
 
     def close(self) -> None:
         os.close(self._fd)

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 from ..io import cpus
 from . import files, manifest
 from .files import Job
-from .walk import Found, Passed
+from .store import Local
+from .walk import Found, Passed, below
 
 # A group of small files sent to a worker at once: enough files that the
 # cost of sending the group and its results back (~0.1 ms) is a few per cent.
@@ -101,7 +102,8 @@ def _can_fork() -> bool:
 
 
 class RootsRefused(ValueError):
-    """The output root lies inside the source: its outputs would be inputs."""
+    """Where the job writes lies where its files are: the output root inside the source (its outputs would be
+    inputs), or the report inside either tree or on a key file of the job."""
 
 
 def check_roots(job: Job) -> None:
@@ -111,6 +113,22 @@ def check_roots(job: Job) -> None:
     if job.destination is not None and job.source.below(job.destination) is not None:
         raise RootsRefused(f"destination {str(job.destination)!r} is inside the source "
                            f"{str(job.source)!r}: its outputs would be inputs")
+
+
+def check_report(job: Job, report: str | bytes) -> None:
+    """RootsRefused for a report path inside the source or the destination, where it could replace one of the job's
+    files (an input, an output, the manifest), or that is one of the job's key files."""
+    stores = [s for s in (job.source, job.destination) if isinstance(s, Local)]
+    for store in stores:
+        if below(report, store.root) is not None:
+            raise RootsRefused(f"the report {os.fsdecode(report)!r} is inside {str(store)!r}, where it could "
+                               "replace one of the job's files")
+    try:
+        st = os.stat(report)
+    except FileNotFoundError:
+        return
+    if any((st.st_dev, st.st_ino) in store.kept for store in stores):
+        raise RootsRefused(f"the report {os.fsdecode(report)!r} is a key file of this job")
 
 
 class _Bar:

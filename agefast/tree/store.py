@@ -208,13 +208,14 @@ class Local(NamedTuple):
 
     def load_manifest(self) -> bytes:
         try:
-            with open(os.path.join(self.root, MANIFEST_NAME), "rb") as f:
-                return f.read()
+            fd = manifest.open_local(os.path.join(self.root, MANIFEST_NAME), os.O_RDONLY, self.kept)
         except FileNotFoundError:
             return b""
+        with open(fd, "rb") as f:
+            return f.read()
 
     def manifest(self) -> "manifest.Appender":
-        return manifest.Appender(os.path.join(self.root, MANIFEST_NAME))
+        return manifest.Appender(os.path.join(self.root, MANIFEST_NAME), self.kept)
 
 
 class StoreError(OSError):

@@ -55,9 +55,32 @@ def walk(root: bytes) -> Iterator[Found | Passed]:
 
 
 def below(path: str | bytes, folder: str | bytes) -> bytes | None:
-    """Where `path` lies under `folder` (b"" for the folder itself), symbolic links resolved; None if not there."""
-    path, folder = os.path.realpath(os.fsencode(path)), os.path.realpath(os.fsencode(folder))
-    if path == folder:
-        return b""
-    prefix = folder.rstrip(b"/") + b"/"
-    return path[len(prefix):] if path.startswith(prefix) else None
+    """Where `path` lies under `folder` (b"" for the folder itself), None if not there.
+
+    Symbolic links are resolved, and `folder` is also known by its device and
+    inode where `path` reaches it by another path: a bind mount, as a
+    container's two volumes of one folder. Parts of `path` or `folder` that
+    do not exist yet are taken as named.
+    """
+    here, there = os.path.realpath(os.fsencode(path)), os.path.realpath(os.fsencode(folder))
+    prefix = there.rstrip(b"/") + b"/"
+    if here == there or here.startswith(prefix):
+        return here[len(prefix):]
+    try:
+        st = os.stat(there)
+    except OSError:
+        return None
+    target = (st.st_dev, st.st_ino)
+    names: list[bytes] = []
+    while True:
+        try:
+            at = os.stat(here)
+            if (at.st_dev, at.st_ino) == target:
+                return b"/".join(reversed(names))
+        except OSError:     # not made yet, or not ours to look at
+            pass
+        parent, name = os.path.split(here)
+        if parent == here:
+            return None
+        names.append(name)
+        here = parent
