@@ -12,10 +12,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from . import streaming
 from .io.buffers import new_bytes, ready_now
+from .io.replace import replacing
 from ._typing import Buffer
 from .payload.rules import CHUNK_SIZE, DIRECT_CHUNKS
 from .errors import PayloadError
@@ -167,26 +169,64 @@ class AgeReadFile(AbstractBufferedFile):
         super().close()
 
 
+class _Aborted(Exception):
+    """Thrown into replacing() to leave its file unnamed."""
+
+
 class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     """Writes an age file through agefast's encryptor onto the wrapped filesystem.
 
-    close() seals the final chunk. A close while an exception is being
-    handled (leaving a `with` block through an exception, fsspec.open's
-    included, or an except or finally clause during one) does not, nor does
-    the garbage collector: an interrupted file fails to decrypt instead of
-    looking complete.
+    close() seals the final chunk, and only then does the file take its name.
+    A close while an exception is being handled (leaving a `with` block
+    through an exception, fsspec.open's included, or an except or finally
+    clause during one) does not, nor does the garbage collector, nor abort():
+    the file that had the name keeps it, or there is none. On a local disk
+    the file is written without a name (agefast.io.replace); elsewhere "wb"
+    writes what the store commits only at the end (S3's multipart upload,
+    else the filesystem's temporary file), and "xb" a new file, removed on
+    failure. A store that commits nothing (memory://) shows the unfinished
+    file, which fails to decrypt.
     """
 
     def __init__(self, fs: KeyedFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
                  **kwargs: Any) -> None:
         recipients = fs.recipients()
-        self._raw = fs.fs.open(path, mode)
+        self._target, self._exclusive = fs.fs, mode == "xb"
+        self._placing: Any = None      # replacing(path), entered: the local file until it has its name
+        if not self._exclusive and isinstance(fs.fs, LocalFileSystem):
+            if fs.fs.auto_mkdir:
+                fs.fs.makedirs(fs.fs._parent(path), exist_ok=True)
+            self._placing = replacing(path)
+            self._raw = self._placing.__enter__()
+        else:
+            self._raw = fs.fs.open(path, mode, autocommit=self._exclusive)
         try:
             self._encryptor = streaming.encryptor(self._raw, recipients, threads=fs.threads)
         except BaseException:
-            self._raw.close()
+            self._discard(path)
             raise
         super().__init__(fs, path, mode, block_size=block_size, **kwargs)
+
+    def _commit(self) -> None:
+        """The written file under its name."""
+        if self._placing is not None:
+            self._placing.__exit__(None, None, None)
+            return
+        self._raw.close()
+        commit = getattr(self._raw, "commit", None)
+        if not self._exclusive and commit is not None:
+            commit()
+
+    def _discard(self, path: str) -> None:
+        """The written file gone: never named, or (xb) removed."""
+        if self._placing is not None:
+            self._placing.__exit__(_Aborted, _Aborted(), None)
+            return
+        self._raw.close()
+        if self._exclusive:
+            self._target.rm(path)
+        elif (discard := getattr(self._raw, "discard", None)) is not None:
+            discard()
 
     def write(self, data: Buffer) -> int:
         # Straight to the encryptor, which gathers a batch of chunks of its
@@ -201,17 +241,19 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         # Called by close() (through flush(force=True)); the buffer stays empty.
         if final:
             self._encryptor.close()
-            self._raw.close()
+            self._commit()
         return True
 
     def abort(self) -> None:
-        """Stop without sealing the final chunk: the file will not decrypt."""
+        """Stop without sealing the final chunk: the file is not written."""
         if self.closed:
             return
         self._encryptor.abort()
-        self._raw.close()
         self.closed: bool = True
-        self.fs.invalidate_cache(self.path)
+        try:
+            self._discard(self.path)
+        finally:
+            self.fs.invalidate_cache(self.path)
 
     def close(self) -> None:
         if sys.exc_info()[1] is not None:

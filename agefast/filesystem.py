@@ -18,6 +18,7 @@ This module and agefast._filesystem_files are the only ones that import
 fsspec, which comes with the `data` extra.
 """
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import make_instance
 
 from . import keys
@@ -177,6 +179,23 @@ class AgeFileSystem(ChainedFileSystem):
                 self._loaded_recipients = found
             return self._loaded_recipients
 
+    def _refuse_key_file(self, path: str) -> None:
+        """PermissionError where `path`, on this machine's disk, is one of the identity or recipients files: as
+        agefast -o refuses them, a file written there would lose the key."""
+        if not isinstance(self.fs, LocalFileSystem):
+            return
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        for key in [*self._identity_files, *self._recipients_files]:
+            try:
+                kept = os.stat(os.path.expanduser(os.fspath(key)))
+            except OSError:
+                continue
+            if (kept.st_dev, kept.st_ino) == (st.st_dev, st.st_ino):
+                raise PermissionError(errno.EPERM, "a key file of this filesystem, not written over", path)
+
     # Sizes
 
     def _header_size(self, path: str, size: int) -> int:
@@ -268,5 +287,6 @@ class AgeFileSystem(ChainedFileSystem):
         if mode == "rb":
             return AgeReadFile(self, path, block_size=block_size, cache_options=cache_options, **kwargs)
         if mode in ("wb", "xb"):
+            self._refuse_key_file(path)
             return AgeWriteFile(self, path, mode, block_size=block_size, **kwargs)
         raise ValueError(f"mode {mode!r}: age files are read (rb) or written whole (wb, xb)")

@@ -5,6 +5,7 @@ Dask on worker processes is in test_filesystem_dask.py.
 """
 
 import io
+import os
 import pickle
 import subprocess
 import sys
@@ -320,39 +321,84 @@ def test_written_files_decrypt(tmp_path, key, make_plaintext, size):
 
 
 @pytest.mark.parametrize("opener", ["fsspec.open", "fs.open"])
-@pytest.mark.parametrize("size", [100, 6 << 20])  # nothing on disk yet, and sealed batches on disk
-def test_an_exception_in_the_with_block_leaves_a_file_that_fails(tmp_path, key, make_plaintext, opener, size):
-    url = f"age::file://{tmp_path}/x.age"
+@pytest.mark.parametrize("size", [100, 6 << 20])  # nothing written yet, and sealed batches written
+def test_an_exception_in_the_with_block_leaves_the_file_there_was(tmp_path, key, make_plaintext, opener, size):
+    out = tmp_path / "out"
+    out.mkdir()
+    url = f"age::file://{out}/x.age"
     fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
     open_it = {"fsspec.open": lambda: fsspec.open(url, "wb", age={"recipients": [key.recipient]}),
-               "fs.open": lambda: fs.open(str(tmp_path / "x.age"), "wb")}[opener]
-    with pytest.raises(RuntimeError):
-        with open_it() as f:
-            f.write(make_plaintext(size))
-            raise RuntimeError("interrupted")
-    with pytest.raises(PayloadError):
-        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+               "fs.open": lambda: fs.open(str(out / "x.age"), "wb")}[opener]
+    for before in (None, b"the file there was"):
+        if before is not None:
+            write_age(out / "x.age", before, key)
+        with pytest.raises(RuntimeError):
+            with open_it() as f:
+                f.write(make_plaintext(size))
+                raise RuntimeError("interrupted")
+        if before is None:
+            assert not (out / "x.age").exists()
+        else:
+            assert agefast.decrypt((out / "x.age").read_bytes(), [key.identity]) == before
+        assert sorted(os.listdir(out)) == ([] if before is None else ["x.age"])
 
 
-def test_a_close_while_an_exception_is_handled_does_not_seal(tmp_path, key):
+def test_a_close_while_an_exception_is_handled_or_none_names_nothing(tmp_path, key):
     fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
-    f = fs.open(str(tmp_path / "x.age"), "wb")
+    out = tmp_path / "out"
+    out.mkdir()
+    f = fs.open(str(out / "x.age"), "wb")
     f.write(b"half of it")
     try:
         raise OSError("the source went away")
     except OSError:
         f.close()
-    with pytest.raises(PayloadError):
-        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+    g = fs.open(str(out / "y.age"), "wb")
+    g.write(b"unfinished")
+    del g
+    h = fs.open(str(out / "z.age"), "xb")
+    h.write(b"given up")
+    h.abort()
+    assert os.listdir(out) == []
 
 
-def test_an_unclosed_file_is_never_sealed(tmp_path, key):
+def test_a_failure_before_the_first_write_leaves_the_file_there_was(tmp_path, key, monkeypatch):
+    from agefast import _filesystem_files
+
+    write_age(tmp_path / "x.age", b"the file there was", key)
+
+    def failing(*args, **kwargs):
+        raise agefast.errors.EncryptError("a plugin failed")
+
+    monkeypatch.setattr(_filesystem_files.streaming, "encryptor", failing)
     fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
-    f = fs.open(str(tmp_path / "x.age"), "wb")
-    f.write(b"unfinished")
-    del f
+    with pytest.raises(agefast.errors.EncryptError):
+        fs.open(str(tmp_path / "x.age"), "wb")
+    assert agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity]) == b"the file there was"
+
+
+def test_no_file_is_written_over_a_key_file(tmp_path, key):
+    recipients = tmp_path / "recipients.txt"
+    recipients.write_text(str(key.recipient) + "\n")
+    fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(tmp_path / "key.txt"),
+                           recipients_file=str(recipients))
+    for path in (tmp_path / "key.txt", recipients):
+        before = path.read_bytes()
+        with pytest.raises(PermissionError, match="a key file of this filesystem"):
+            fs.open(str(path), "wb")
+        assert path.read_bytes() == before
+
+
+def test_a_store_that_commits_nothing_shows_an_unfinished_file_that_fails(key):
+    # memory:// names a file when it is opened: what an interrupted write leaves there must not decrypt.
+    fs = fsspec.filesystem("age", target_protocol="memory", recipients=[key.recipient])
+    with pytest.raises(RuntimeError):
+        with fs.open("/unfinished.age", "wb") as f:
+            f.write(b"x" * 100)
+            raise RuntimeError("interrupted")
     with pytest.raises(PayloadError):
-        agefast.decrypt((tmp_path / "x.age").read_bytes(), [key.identity])
+        agefast.decrypt(fs.fs.cat_file("/unfinished.age"), [key.identity])
+    fs.fs.rm("/unfinished.age")
 
 
 # pickling and discovery
