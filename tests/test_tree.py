@@ -355,6 +355,16 @@ def test_a_folder_met_again_through_a_bind_mount_is_the_same_folder(tmp_path, ma
     assert (tmp_path / "src" / "x.age").read_bytes() == before
 
 
+def test_a_local_name_holding_two_colons_is_a_local_folder(tmp_path, make_plaintext):
+    # Not a chained fsspec URL ("a" is no protocol): encrypted into a::b itself, not into a folder "a:".
+    identity = x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext, [b"f"])
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "a::b", [identity.to_public()])
+    assert summary.done == 1
+    assert agefast.decrypt((tmp_path / "a::b" / "f.age").read_bytes(), [identity]) == contents[b"f"]
+    assert sorted(os.listdir(tmp_path)) == ["a::b", "src"]
+
+
 def test_a_destination_inside_the_source_is_refused(tmp_path, make_plaintext):
     _make_tree(tmp_path / "src", make_plaintext, [b"file"])
     with pytest.raises(tree.RootsRefused, match="inside the source"):

@@ -421,12 +421,27 @@ def stamp(info: dict[str, Any]) -> str | None:
     return None
 
 
+def _is_url(text: str) -> bool:
+    """Whether `text` is an fsspec URL: PROTOCOL://..., or a chained URL whose first protocol fsspec knows
+    (simplecache::s3://...); a local name that holds "::" (a::b) is a local name."""
+    if "://" in text:
+        return True
+    protocol, chained, _ = text.partition("::")
+    if not chained:
+        return False
+    try:
+        from fsspec.registry import known_implementations, registry
+    except ImportError:     # without fsspec no URL can be opened: a local name
+        return False
+    return protocol in known_implementations or protocol in registry
+
+
 def store_at(name: str, value: Any, storage_options: dict[str, Any] | None) -> Store:
     """The store at a path or URL: a URL with a protocol other than "file" (s3://, gs://) is an fsspec store, with
     `storage_options` (or, for S3, what s3fs reads from the environment); the rest is a local folder."""
     path = _arguments.path(name, value)
     text = os.fsdecode(path)
-    if "://" in text or "::" in text:
+    if _is_url(text):
         from fsspec.core import url_to_fs
 
         # A protocol unknown or whose library is missing is a StoreError too.
