@@ -141,6 +141,8 @@ def test_file_failures_are_told_in_one_line():
     assert describe(failed.value) == 'failed to open recipients file "a \\"b\\"\\n": No such file or directory'
     error = FileFailed("write", "output file", "out.age", OSError(28, "No space left on device", "out.age"))
     assert describe(error) == 'failed to write output file "out.age": No space left on device'
+    # agefast-tree names its files in bytes: shown as the file system decodes them, not as b'...'
+    assert describe(OSError(30, "Read-only file system", b"/ro/caf\xe9")) == "/ro/caf\udce9: Read-only file system"
 
 
 @pytest.mark.parametrize("flag", ["-h", "-help", "--help", "--h"])

@@ -115,6 +115,35 @@ def test_a_failure_replacing_a_file_leaves_it_and_no_temporary_name(failure, tmp
     assert _names(tmp_path) == ["out"]
 
 
+def test_a_full_disk_is_told_once_named_and_leaves_the_file(tmp_path, monkeypatch):
+    # On a full disk, closing after a failed write flushes what is buffered and fails again, unnamed: the error
+    # told is the write's, which names the file; a close that fails after the block is named too.
+    real_open = open
+
+    class Full:
+        def __init__(self, *args, **kwargs):
+            self._f = real_open(*args, **kwargs)
+
+        def write(self, data):
+            return self._f.write(data)
+
+        def close(self):
+            self._f.close()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(replace, "open", Full, raising=False)
+    out = tmp_path / "out"
+    out.write_bytes(b"old")
+    with pytest.raises(OSError) as failed, replace.replacing(out) as f:
+        f.write(b"new")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out))
+    assert failed.value.filename == str(out) and out.read_bytes() == b"old"
+    with pytest.raises(OSError) as failed, replace.replacing(out) as f:
+        f.write(b"new")
+    assert (failed.value.errno, failed.value.filename) == (errno.ENOSPC, str(out)) and out.read_bytes() == b"old"
+    assert _names(tmp_path) == ["out"]
+
+
 def test_a_new_file_takes_its_name_directly(tmp_path, monkeypatch, unnamed_files):
     # Where the name is free, no temporary name is made: no moment at all
     # could leave a second name behind.

@@ -355,6 +355,18 @@ def test_a_folder_met_again_through_a_bind_mount_is_the_same_folder(tmp_path, ma
     assert (tmp_path / "src" / "x.age").read_bytes() == before
 
 
+def test_a_file_named_only_age_fails_alone_with_a_clear_error(tmp_path):
+    identity = x25519.Identity.generate()
+    for name in (".age", "sub/.age", "sub/kept.age"):
+        (tmp_path / "enc" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "enc" / name).write_bytes(agefast.encrypt(name.encode(), [identity.to_public()]))
+    summary = tree.decrypt(tmp_path / "enc", tmp_path / "dec", [identity])
+    failed = {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"}
+    error = f"[Errno {errno.EINVAL}] a file named .age, which leaves its output no name"
+    assert failed == {".age": error, "sub/.age": error} and summary.done == 1
+    assert (tmp_path / "dec" / "sub" / "kept").read_bytes() == b"sub/kept.age"
+
+
 def test_a_local_name_holding_two_colons_is_a_local_folder(tmp_path, make_plaintext):
     # Not a chained fsspec URL ("a" is no protocol): encrypted into a::b itself, not into a folder "a:".
     identity = x25519.Identity.generate()

@@ -49,7 +49,9 @@ def describe(exc: Exception) -> str:
     if isinstance(exc, FileFailed):
         return f"failed to {exc.action} {exc.role} {go_quote(exc.path)}: {exc.reason}"
     if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
+        # A path given as bytes (agefast-tree's names are) is shown as the file system decodes it, not as b'...'.
+        name = os.fsdecode(exc.filename) if isinstance(exc.filename, bytes) else exc.filename
+        where = f"{name}: " if name else ""
         return where + (exc.strerror or str(exc))
     if isinstance(exc, errors.HeaderError) and str(exc).startswith("failed to read header"):
         return str(exc)

@@ -239,9 +239,16 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
             # The writer owns output.fd. Named by the caller's path, which a
             # failed write's OSError then names (agefast.io.writes.write_failed).
             f = DirectWriter(output.fd) if direct else open(path, "wb", opener=lambda _path, _flags: output.fd)
-            with f:
+            try:
                 yield f
+            except BaseException:
+                # A close after a failed write flushes what is left and fails
+                # again (a full disk), unnamed: the first error is the one to tell.
+                with contextlib.suppress(OSError):
+                    f.close()
+                raise
             with _naming(path):
+                f.close()
                 output.place(target, _replaced_mode(target))
         finally:
             output.close()

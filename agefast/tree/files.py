@@ -85,9 +85,12 @@ def output_name(job: Job, path: bytes) -> bytes | None:
 
 
 def check_output(job: Job, name: bytes) -> None:
-    """OSError for an output `name` that may not be written: the manifest's, or one inside the source tree."""
+    """OSError for an output `name` that may not be written: the manifest's, none at all, or one inside the source
+    tree."""
     if name == MANIFEST_NAME:
         raise OSError(errno.EPERM, "the manifest's name, not replaced", os.fsdecode(name))
+    if not os.path.basename(name):      # decrypting a file named .age
+        raise OSError(errno.EINVAL, "a file named .age, which leaves its output no name")
     inside = job.source_below
     if inside is not None and (name == inside or name.startswith(inside + b"/")):
         raise OSError(errno.EPERM, "inside the source, where an output could replace an input: not written",
@@ -191,6 +194,8 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
                         _write(job, name, lambda dst: _streamed(job, threads)(src, dst), record, manifest)
                 return record     # its line added by _write, before the output took its name
     except (AgeError, OSError) as e:
+        if isinstance(e, OSError) and isinstance(e.filename, bytes):     # named as the file system decodes it
+            e = type(e)(e.errno, e.strerror, os.fsdecode(e.filename))
         record.update(status="failed", error=str(e) or type(e).__name__)
         if isinstance(e, PayloadError) and job.operation != ENCRYPT:
             with store.open(found.path) as again:
