@@ -22,6 +22,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import cpu_target
 
 from . import _abi, _aead, _file_io, _shipped
+from ..io import trust
 
 # The cfunc wrapper Numba generates reports a failed call through Numba's C
 # runtime and CPython (numba_gil_ensure, numba_do_raise, PyErr_*), which a
@@ -210,9 +211,13 @@ _LINK_FLAGS = ("-shared", "-nostdlib")
 
 
 def _driver() -> list[str] | None:
-    """The C compiler driver that links ($CC, else cc), or None where there is none."""
+    """The C compiler driver that links ($CC, else cc), by the path it was found at, or None where there is none
+    or where it is not this user's or root's alone to change (agefast.io.trust): what it links is run."""
     driver = shlex.split(os.environ.get("CC") or "cc")
-    return driver if driver and shutil.which(driver[0]) is not None else None
+    found = shutil.which(driver[0]) if driver else None
+    if found is None or trust.program_refusal(found) is not None:
+        return None
+    return [found, *driver[1:]]
 
 
 def linker() -> str:

@@ -42,6 +42,8 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from ..io.trust import path_refusal, refusal
+
 # SHA-256 from hashlib, not from cryptography: the command starts sealing a
 # large file before it imports cryptography (agefast.cli.early_payload), and
 # cryptography's hashes module costs a fresh process 11-17 ms, hashlib 3-5 ms
@@ -54,7 +56,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # code that compiles it (agefast.kernels.__init__ and _native only call it),
 # and the rule for the size of the pieces the file kernel writes (io/pieces).
 _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_next_key.py", "_chunk.py", "_aead.py", "_stitched.py",
-            "_file_io.py", "_build.py", "_abi.py", os.path.join("..", "io", "pieces.py"))
+            "_file_io.py", "_build.py", "_abi.py", "_shipped.py", os.path.join("..", "io", "pieces.py"))
 # The environment that changes what is compiled: Numba's target and
 # optimisation, and the form of the batch kernel (_common._form).
 _BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "AGEFAST_KERNEL_FORM")
@@ -72,37 +74,6 @@ def directory() -> str:
     """The folder the cache is kept in where it passes the trust checks."""
     base, names = _locations()[0]
     return os.path.join(base, *names)
-
-
-def refusal(st: os.stat_result) -> str | None:
-    """Why a file or folder is not trusted to hold code this process runs, or None: another user's, or writable by others."""
-    if st.st_uid != os.geteuid():
-        return f"it is owned by uid {st.st_uid}, not by uid {os.geteuid()}"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"it is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-def path_refusal(path: str) -> str | None:
-    """Why code must not be loaded by path from the folder `path` (Numba's cache), or None.
-
-    The folder must pass refusal(), and no other account may rename or
-    replace anything on the way to it: every folder above is this user's or
-    root's, and writable by others only if sticky (as /tmp).
-    """
-    real = os.path.realpath(path)
-    why = refusal(os.stat(real))
-    if why:
-        return f"{real}: {why}"
-    above = real
-    while above != os.path.dirname(above):
-        above = os.path.dirname(above)
-        st = os.stat(above)
-        if st.st_uid not in (0, os.geteuid()):
-            return f"{real}: {above} is owned by uid {st.st_uid}"
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-            return f"{real}: {above} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
 
 
 _warned: set[str] = set()

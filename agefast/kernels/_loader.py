@@ -20,7 +20,7 @@ import warnings
 from typing import Any
 
 from . import _abi, _cache, _known_answer, _native, _shipped
-from ..io import portable
+from ..io import portable, trust
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
 _isa: str | None = None
@@ -111,19 +111,39 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
 
     obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as the kernel modules
     meta = {"cpu": cpu, "features": features}
-    with tempfile.TemporaryDirectory(prefix="agefast-kernels-") as scratch_dir:
-        shared = _build.link_shared(obj, scratch_dir)
-        if shared is None:
-            kind, data = "o", obj
-        else:
-            kind = "so"
-            with open(shared, "rb") as f:
-                data = f.read()
+    kind, data = "o", obj      # the object itself, loaded by llvmlite, where it cannot be linked here
+    folder = _link_folder()
+    if folder is not None:
+        with tempfile.TemporaryDirectory(prefix="agefast-kernels-", dir=folder) as scratch_dir:
+            shared = _build.link_shared(obj, scratch_dir)
+            if shared is not None:
+                with open(shared, "rb") as f:
+                    kind, data = "so", f.read()
     try:
         _cache.store(key, kind, data, meta)
     except OSError:
         pass    # an unwritable or untrusted cache: this process runs what it compiled, the next compiles again
     return _loaded(kind, data), _isa_of(features)
+
+
+def _link_folder() -> str | None:
+    """Where to link the kernels: the temporary folder, else the cache's, where no other account can rename or
+    replace what lies there; else None (the object is loaded as it is, unlinked).
+
+    The link reads the object and writes the library by path, in a new 0700
+    folder. In a TMPDIR another account may write (and not sticky), it could
+    rename that folder and put its own in its place, and hand the linker its
+    object: the library cached and run would be its code.
+    """
+    import tempfile
+
+    folder = tempfile.gettempdir()
+    if trust.above_refusal(os.path.realpath(folder)) is None:
+        return folder
+    folder = _cache.directory()
+    if os.path.isdir(folder) and trust.path_refusal(folder) is None:
+        return folder
+    return None
 
 
 def _loaded(kind: str, data: bytes) -> _native.Functions:

@@ -124,3 +124,26 @@ def test_a_build_here_is_tuned_as_its_class_is_shipped(monkeypatch, cpu_class):
 def test_a_cpu_of_no_class_is_emitted_for_its_own_name(monkeypatch):
     monkeypatch.setattr(_build.config, "CPU_NAME", None)
     assert _build._object_cpu(_Codegen("+64bit,+sse,+sse2,-avx2")) == "its-own-name"
+
+
+def test_a_c_compiler_driver_another_account_could_change_is_not_run(tmp_path, monkeypatch):
+    def driver(folder):
+        folder.mkdir()
+        cc = folder / "cc"
+        cc.write_text("#!/bin/sh\nexit 1\n")
+        cc.chmod(0o755)
+        return cc
+
+    open_folder = tmp_path / "open"
+    theirs = driver(open_folder)
+    open_folder.chmod(0o777)
+    mine = driver(tmp_path / "mine")
+    monkeypatch.setenv("CC", str(theirs))
+    assert _build._driver() is None
+    monkeypatch.setenv("CC", f"{mine} -v")
+    assert _build._driver() == [str(mine), "-v"]
+    # found in the current folder through a relative PATH entry
+    monkeypatch.setenv("CC", "cc")
+    monkeypatch.setenv("PATH", ".")
+    monkeypatch.chdir(mine.parent)
+    assert _build._driver() is None

@@ -124,13 +124,19 @@ def test_lookup_misses_on_a_damaged_entry(warm, monkeypatch, damage):
 def test_the_key_covers_every_module_the_kernels_are_compiled_from():
     # The build imports every module whose code goes into the compiled object;
     # each must be in the key, or an edit to it would load stale machine code.
-    probe = ("import sys\nfrom agefast import kernels\nbefore = set(sys.modules)\n"
+    # The snapshot is taken before agefast.kernels is imported: it imports _shipped, whose table names the CPU
+    # each class's object is emitted for, and a snapshot after it missed that.
+    probe = ("import sys\nimport agefast\nbefore = set(sys.modules)\n"
              "from agefast.kernels import _build\n"
              "print(*sorted(m for m in set(sys.modules) - before if m.startswith('agefast.')))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
-    compiled = {f"{name.rsplit('.', 1)[1]}.py" for name in done.stdout.split()}
+    imported = {f"{name.rsplit('.', 1)[1]}.py" for name in done.stdout.split()}
+    # What loads, calls and caches the kernels, not what they are compiled from.
+    running = {"kernels.py", "io.py", "cpus.py", "portable.py", "trust.py", "_batches.py", "_cache.py",
+               "_file_job.py", "_known_answer.py", "_loader.py", "_native.py", "_pool.py"}
+    compiled = imported - running
     assert {"_build.py", "_aead.py", "_stitched.py", "_file_io.py", "_chacha20.py", "_poly1305.py",
-            "_common.py"} <= compiled
+            "_common.py", "_shipped.py"} <= compiled
     assert compiled <= {os.path.basename(source) for source in _cache._SOURCES}
     # and the modules the entry points read constants from, imported before the build
     assert {"_abi.py", os.path.join("..", "io", "pieces.py")} <= set(_cache._SOURCES)
@@ -480,3 +486,25 @@ def test_numbas_own_cache_is_used_only_where_trusted(tmp_path):
     os.chown(second, NOBODY, -1)
     nowhere, err = located()
     assert str(nowhere) == "None" and err.count("RuntimeWarning") == 2
+
+
+def test_the_kernels_are_linked_only_where_no_other_account_can_change_the_folder(tmp_path, monkeypatch):
+    # The link reads and writes by path in a new folder: in a TMPDIR another account may write, it could put
+    # its own folder in that one's place and hand the linker its object, and the library cached and run would
+    # be its code. Such a TMPDIR gives way to the cache's folder, else to no link (the object, loaded unlinked).
+    import tempfile
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(theirs))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    assert _loader._link_folder() is None
+    (cache / "agefast-kernels").mkdir(parents=True, mode=0o700)
+    assert _loader._link_folder() == str(cache / "agefast-kernels")
+    sticky = tmp_path / "sticky"        # as /tmp: nobody renames what is not theirs
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(sticky))
+    assert _loader._link_folder() == str(sticky)
