@@ -148,3 +148,41 @@ def test_malformed_plugin_keys(text, error, fragment):
     cls = plugin.Recipient if error is agefast.RecipientError else plugin.Identity
     with pytest.raises(error, match=fragment):
         cls.from_str(text)
+
+
+def _shim(folder):
+    folder.mkdir(exist_ok=True)
+    shim = folder / "age-plugin-agefasttest"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{PLUGIN}" "$@"\n')
+    shim.chmod(0o755)
+    return shim
+
+
+def test_a_plugin_another_account_could_have_put_or_changed_is_not_run(tmp_path, monkeypatch):
+    # Nothing from a place another account can write is run: not a plugin found through a relative PATH entry
+    # (the current folder, as Go's exec.LookPath refuses it), nor one in or through a folder others may write,
+    # nor one others may write itself.
+    places = {}
+    places["a relative PATH entry"] = (".", _shim(tmp_path / "cwd").parent, "is found in the current folder")
+    open_folder = tmp_path / "open"
+    _shim(open_folder)
+    open_folder.chmod(0o777)
+    places["a folder others may write"] = (str(open_folder), None, "is writable by group or others")
+    writable = _shim(tmp_path / "plain")
+    writable.chmod(0o757)
+    places["a program others may write"] = (str(writable.parent), None, "is writable by group or others")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "age-plugin-agefasttest").symlink_to(open_folder / "age-plugin-agefasttest")
+    places["a link into a folder others may write"] = (str(linked), None, "is writable by group or others")
+    for what, (entry, cwd, error) in places.items():
+        monkeypatch.setenv("PATH", f"{entry}{os.pathsep}{os.environ['PATH']}")
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        with pytest.raises(agefast.errors.EncryptError, match=f"age-plugin-agefasttest is not run: .*{error}"):
+            _encrypt(agefast, b"plain data", Callbacks())
+        monkeypatch.undo()
+    # The same plugin from a folder of this user's alone runs.
+    monkeypatch.setenv("PATH", f"{tmp_path / 'cwd'}{os.pathsep}{os.environ['PATH']}")
+    assert _decrypt(agefast, b"plain data", _encrypt(agefast, b"plain data", Callbacks()), Callbacks()) == (
+        b"through a plugin")

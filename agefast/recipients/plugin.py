@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from .. import _arguments
 from . import plugin_protocol
 from ..format import bech32
+from ..io import trust
 from ..errors import DecryptError, EncryptError, IdentityError, RecipientError
 from ..format.grammar import Stanza
 
@@ -41,9 +42,14 @@ def find_binary(name: str) -> str | None:
 
 
 def _binary(name: str, error: type[Exception]) -> str:
+    """The plugin's program, by its absolute path: never one found in the current folder (a relative PATH entry,
+    as Go's exec.LookPath refuses it) nor one another account could have put or changed there."""
     binary = find_binary(name)
     if binary is None:
         raise error(f"could not find age-plugin-{name} on the PATH; is the plugin installed?")
+    why = trust.program_refusal(binary)
+    if why is not None:
+        raise error(f"age-plugin-{name} is not run: {why}")
     return binary
 
 
