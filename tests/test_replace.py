@@ -236,3 +236,25 @@ def test_where_no_call_takes_a_folder_descriptor_a_folder_names_outputs_by_path(
             raise ValueError
     assert _names(tmp_path) == ["old"]
     assert (tmp_path / "old").read_bytes() == b"replaced"
+
+
+@pytest.mark.requires_root("a symbolic link owned by another account")
+def test_a_link_another_account_made_in_a_sticky_folder_is_not_followed(tmp_path):
+    # As the kernel refuses to follow it (fs.protected_symlinks): another account's name in /tmp pointing at a file
+    # of yours must not have the output written over that file.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    precious = tmp_path / "precious"
+    precious.write_bytes(b"precious")
+    for name, owner in (("theirs", 65534), ("mine", os.geteuid())):
+        (sticky / name).symlink_to(precious)
+        os.lchown(sticky / name, owner, owner)
+    for through in (sticky / "theirs", sticky / "theirs" / ".." / "x"):
+        with pytest.raises(PermissionError, match="a symbolic link another account made in a sticky folder"):
+            with replace.replacing(through) as f:
+                f.write(b"output")
+    assert precious.read_bytes() == b"precious"
+    with replace.replacing(sticky / "mine") as f:
+        f.write(b"output")
+    assert precious.read_bytes() == b"output"

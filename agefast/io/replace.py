@@ -217,6 +217,33 @@ def _replaced_mode(target: str) -> int:
         return _creation_mode()
 
 
+def _refuse_foreign_links(path: str) -> None:
+    """PermissionError where a symbolic link on the way to `path` lies in a sticky folder others may write (as
+    /tmp) and is owned neither by this user nor by the folder's owner.
+
+    The kernel refuses to follow such a link (fs.protected_symlinks): it is
+    how another account would point a name in /tmp at a file of yours.
+    replacing() follows links itself (realpath, then a rename over what it
+    found), past the kernel's check, so it makes the check itself.
+    """
+    # Not abspath: its normalization takes "link/.." away before the link is looked at.
+    whole = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    parts = whole.split(os.sep)
+    for i in range(2, len(parts) + 1):
+        at = os.sep.join(parts[:i])
+        try:
+            st = os.lstat(at)
+        except OSError:
+            return      # nothing more on the way exists
+        if not stat.S_ISLNK(st.st_mode):
+            continue
+        folder = os.stat(os.path.dirname(at))
+        foreign = st.st_uid not in (os.geteuid(), folder.st_uid)
+        if foreign and folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH:
+            raise PermissionError(errno.EACCES, "a symbolic link another account made in a sticky folder, "
+                                  "not followed", path)
+
+
 @contextlib.contextmanager
 def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
     """A binary file to write the result to; it becomes `path` only if the
@@ -224,6 +251,7 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
     path = os.fsdecode(path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    _refuse_foreign_links(path)
     target = os.path.realpath(path)
     if os.path.exists(target) and not os.path.isfile(target):
         with open(target, "wb") as device:
