@@ -68,9 +68,12 @@ def _portable(key: Any) -> Any:
     return text if text.startswith(("AGE-SECRET-KEY-", "age1")) else key
 
 
-def _read_key_file(path: str | os.PathLike[str]) -> bytes:
+def _read_key_file(path: str | os.PathLike[str], error: type[Exception]) -> bytes:
     with open(os.path.expanduser(os.fspath(path)), "rb") as f:
-        return f.read()
+        data = f.read(keys.MAX_KEY_FILE + 1)
+    if len(data) > keys.MAX_KEY_FILE:
+        raise error(f"{os.fspath(path)}: larger than {keys.MAX_KEY_FILE >> 20} MiB, which no key file is")
+    return data
 
 
 class _HeadReader:
@@ -161,7 +164,7 @@ class AgeFileSystem(ChainedFileSystem):
             if self._loaded_identities is None:
                 found = list(self._identities)
                 for path in self._identity_files:
-                    found += keys.load_identities(_read_key_file(path), name=os.fspath(path))
+                    found += keys.load_identities(_read_key_file(path, IdentityError), name=os.fspath(path))
                 if not found:
                     raise IdentityError("reading age files needs identities or identity_file in the age options")
                 self._loaded_identities = found
@@ -173,7 +176,7 @@ class AgeFileSystem(ChainedFileSystem):
             if self._loaded_recipients is None:
                 found = list(self._recipients)
                 for path in self._recipients_files:
-                    found += keys.parse_recipients(_read_key_file(path).decode("utf-8"))
+                    found += keys.parse_recipients(_read_key_file(path, RecipientError).decode("utf-8"))
                 if not found:
                     raise RecipientError("writing age files needs recipients or recipients_file in the age options")
                 self._loaded_recipients = found

@@ -31,6 +31,10 @@ LoadedIdentity: TypeAlias = ("x25519.Identity | pq.Identity | plugin.IdentityPlu
 # as they appear in files, with the module of their type; the longer prefix
 # must be tried first. Modules other than x25519 are imported when a key of
 # theirs is met: together they cost a command ~25 ms of start-up.
+# Key files are read whole, up to this much (as Go age reads their lines): -i /dev/zero, a FIFO that never ends
+# or a huge file is an error at once, not all of the machine's memory.
+MAX_KEY_FILE = 16 << 20
+
 _IDENTITY_TYPES = (("AGE-SECRET-KEY-PQ-1", "pq"), ("AGE-SECRET-KEY-1", "x25519"))
 _RECIPIENT_TYPES = (("age1pq1", "pq"), ("age1tagpq1", "tagpq"), ("age1tag1", "tag"))
 

@@ -292,3 +292,29 @@ def test_sigkill_leaves_the_input_and_the_old_output_only(command, tmp_path, key
     for name, contents in there.items():
         if contents is not None:
             assert (work / name).read_bytes() == contents
+
+
+def test_stdin_as_an_input_is_never_the_output(tmp_path, key, run_agefast):
+    # -o /dev/stdin names the file the shell gave as standard input: with -i - (the key) or no INPUT (the data),
+    # writing it would replace the key or the ciphertext.
+    key_path, key_text, recipient = key
+    ciphertext = agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(recipient)])
+    src = tmp_path / "file.age"
+    src.write_bytes(ciphertext)
+    with open(key_path, "rb") as stdin:
+        _refused(run_agefast("-d", "-i", "-", "-o", "/dev/stdin", src, stdin=stdin), (key_path, key_text))
+    with open(src, "rb") as stdin:
+        _refused(run_agefast("-d", "-i", key_path, "-o", "/dev/stdin", stdin=stdin), (src, ciphertext))
+
+
+@pytest.mark.parametrize("flag", ["-i", "-R"])
+def test_a_key_file_that_never_ends_is_refused_at_once(tmp_path, key, flag, run_agefast):
+    # As Go age, which reads at most 16 MiB of one: -i /dev/zero once took all of the machine's memory.
+    src = tmp_path / "file.age"
+    src.write_bytes(agefast.encrypt(b"secret", [agefast.x25519.Recipient.from_str(key[2])]))
+    args = ("-d", "-i", "/dev/zero", src) if flag == "-i" else ("-R", "/dev/zero", "-o", tmp_path / "out", src)
+    done = run_agefast(*args, timeout=60)
+    assert done.returncode == 1
+    purpose = "identity file" if flag == "-i" else "recipients file"
+    assert done.stderr.decode() == f"agefast: error: {purpose} /dev/zero: larger than 16 MiB, which no key file is\n"
+    assert not (tmp_path / "out").exists()

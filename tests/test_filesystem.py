@@ -465,3 +465,11 @@ def test_s3_through_a_local_moto_server(key):
         pd.testing.assert_frame_equal(group, df.iloc[10_000:15_000].reset_index(drop=True))
         pd.testing.assert_frame_equal(pd.read_parquet(url, storage_options={
             "age": {"identity_file": str(key.path)}, "s3": s3}), df)
+
+
+def test_a_key_file_that_never_ends_is_refused_at_once(tmp_path, key):
+    fs = fsspec.filesystem("age", target_protocol="file", identity_file="/dev/zero", recipients_file="/dev/zero")
+    with pytest.raises(IdentityError, match="larger than 16 MiB"):
+        fs.identities()
+    with pytest.raises(agefast.errors.RecipientError, match="larger than 16 MiB"):
+        fs.recipients()

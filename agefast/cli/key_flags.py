@@ -44,12 +44,18 @@ _PLUGINS_PAGE = "visit https://age-encryption.org/awesome#plugins for a list of 
 
 def _read_bytes(path: str, purpose: str) -> bytes:
     """The file at `path` ("-": standard input), which is a `purpose` ("identity file")."""
+    from agefast import keys     # its keys are parsed next
+
     if path == "-":
-        return sys.stdin.buffer.read()
-    with files.named(purpose, path):
-        f = open(path, "rb")
-    with f, files.named(purpose, path, "read"):
-        return f.read()
+        data = sys.stdin.buffer.read(keys.MAX_KEY_FILE + 1)
+    else:
+        with files.named(purpose, path):
+            f = open(path, "rb")
+        with f, files.named(purpose, path, "read"):
+            data = f.read(keys.MAX_KEY_FILE + 1)
+    if len(data) > keys.MAX_KEY_FILE:
+        raise UsageError(f"{purpose} {path}: larger than {keys.MAX_KEY_FILE >> 20} MiB, which no key file is")
+    return data
 
 
 def read_key_file(path: str, purpose: str) -> str:

@@ -5,6 +5,7 @@ written, stdout, and a terminal that must not receive binary data.
 import contextlib
 import io
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, ContextManager
@@ -59,8 +60,21 @@ def refuse_output_onto_an_input(output: str | None, inputs: Iterable[str | None]
     except OSError:
         output_stat = None
     for path in inputs:
-        if path not in (None, "-") and _same_file(path, output, output_stat):
+        same = _same_as_stdin(output_stat) if path in (None, "-") else _same_file(path, output, output_stat)
+        if same:
             raise OutputRefused(f"input and output file are the same: {go_quote(output)}")
+
+
+def _same_as_stdin(output_stat: os.stat_result | None) -> bool:
+    """Whether the output is the regular file standard input reads (-o /dev/stdin < key.txt, with -i -), which
+    the path comparison cannot see. A terminal both types the input and may show armored output."""
+    if output_stat is None or not stat.S_ISREG(output_stat.st_mode):
+        return False
+    try:
+        st = os.fstat(0)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (output_stat.st_dev, output_stat.st_ino)
 
 
 def _is_printable(data: bytes) -> bool:
