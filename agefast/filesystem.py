@@ -176,7 +176,7 @@ class AgeFileSystem(ChainedFileSystem):
             if self._loaded_recipients is None:
                 found = list(self._recipients)
                 for path in self._recipients_files:
-                    found += keys.parse_recipients(_read_key_file(path, RecipientError).decode("utf-8"))
+                    found += keys.parse_recipients(keys.key_text(_read_key_file(path, RecipientError)))
                 if not found:
                     raise RecipientError("writing age files needs recipients or recipients_file in the age options")
                 self._loaded_recipients = found

@@ -31,6 +31,12 @@ LoadedIdentity: TypeAlias = ("x25519.Identity | pq.Identity | plugin.IdentityPlu
 # as they appear in files, with the module of their type; the longer prefix
 # must be tried first. Modules other than x25519 are imported when a key of
 # theirs is met: together they cost a command ~25 ms of start-up.
+def key_text(data: bytes) -> str:
+    """A key file's text. As Go age reads one, only its keys must be valid (ASCII, and checked as keys): a comment
+    may hold anything, Latin-1 included. Bytes that are not UTF-8 become U+FFFD, which no key holds."""
+    return data.decode("utf-8", "replace")
+
+
 # Key files are read whole, up to this much (as Go age reads their lines): -i /dev/zero, a FIFO that never ends
 # or a huge file is an error at once, not all of the machine's memory.
 MAX_KEY_FILE = 16 << 20
@@ -158,10 +164,7 @@ class EncryptedIdentityFile:
                 text = api.decrypt(self._data, [_module("scrypt").Identity(secret)])
             except DecryptError as e:
                 raise IdentityError(f"identity file {self._name}: cannot decrypt it: {e}") from None
-            try:
-                self._identities = parse_identities(text.decode("utf-8"), self._callbacks)
-            except UnicodeDecodeError:
-                raise IdentityError(f"identity file {self._name}: the decrypted file is not text") from None
+            self._identities = parse_identities(key_text(text), self._callbacks)
         return self._identities
 
     def recipients(self) -> "list[x25519.Recipient | pq.Recipient | plugin.RecipientPluginV1]":
@@ -215,8 +218,4 @@ def load_identities(data: bytes, *, name: str = "-", passphrase: Callable[[str],
         return [EncryptedIdentityFile(data, name, passphrase, callbacks)]
     if data.startswith(b"-----BEGIN"):
         return [_ssh_identity(data, name, passphrase, ssh_public_key)]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise IdentityError(f"identity file {name}: not a UTF-8 text file") from None
-    return list(parse_identities(text, callbacks))
+    return list(parse_identities(key_text(data), callbacks))

@@ -318,3 +318,22 @@ def test_a_key_file_that_never_ends_is_refused_at_once(tmp_path, key, flag, run_
     purpose = "identity file" if flag == "-i" else "recipients file"
     assert done.stderr.decode() == f"agefast: error: {purpose} /dev/zero: larger than 16 MiB, which no key file is\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_comment_that_is_not_utf8_is_a_comment(tmp_path, key, run_agefast, run_keygen):
+    # As Go age reads key files: only their keys must be valid; a Latin-1 comment is still a comment.
+    key_path, key_text, recipient = key
+    identities = tmp_path / "latin1-key.txt"
+    identities.write_bytes(b"# caf\xe9\n" + key_text)
+    recipients = tmp_path / "latin1-recipients.txt"
+    recipients.write_bytes(b"# caf\xe9\n" + recipient.encode() + b"\n")
+    src = tmp_path / "file.age"
+    done = run_agefast("-R", recipients, "-o", src, input=b"secret")
+    assert done.returncode == 0, done.stderr
+    done = run_agefast("-d", "-i", identities, src)
+    assert (done.returncode, done.stdout) == (0, b"secret"), done.stderr
+    done = run_keygen("-y", identities)
+    assert (done.returncode, done.stdout) == (0, recipient.encode() + b"\n"), done.stderr
+    from agefast.keys import load_identities
+
+    assert agefast.decrypt(src.read_bytes(), load_identities(identities.read_bytes())) == b"secret"

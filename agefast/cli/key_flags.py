@@ -59,10 +59,9 @@ def _read_bytes(path: str, purpose: str) -> bytes:
 
 
 def read_key_file(path: str, purpose: str) -> str:
-    try:
-        return _read_bytes(path, purpose).decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{purpose} {path}: not a UTF-8 text file") from None
+    from agefast import keys     # its keys are parsed next
+
+    return keys.key_text(_read_bytes(path, purpose))
 
 
 def _refuse_missing_plugins(names: Iterable[str]) -> None:
