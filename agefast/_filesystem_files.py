@@ -7,6 +7,7 @@ encryptor onto the wrapped filesystem's file, sealed on a clean close only.
 """
 
 import io
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -195,7 +196,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         self._placing: Any = None      # replacing(path), entered: the local file until it has its name
         if not self._exclusive and isinstance(fs.fs, LocalFileSystem):
             if fs.fs.auto_mkdir:
-                fs.fs.makedirs(fs.fs._parent(path), exist_ok=True)
+                fs.fs.makedirs(os.path.dirname(path), exist_ok=True)
             self._placing = replacing(path)
             self._raw = self._placing.__enter__()
         else:

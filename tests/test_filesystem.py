@@ -473,3 +473,11 @@ def test_a_key_file_that_never_ends_is_refused_at_once(tmp_path, key):
         fs.identities()
     with pytest.raises(agefast.errors.RecipientError, match="larger than 16 MiB"):
         fs.recipients()
+
+
+def test_a_target_that_makes_folders_still_makes_them(tmp_path, key):
+    target = fsspec.filesystem("file", auto_mkdir=True)
+    fs = fsspec.filesystem("age", fs=target, recipients=[key.recipient])
+    with fs.open(str(tmp_path / "a" / "b" / "x.age"), "wb") as f:
+        f.write(b"made its folders")
+    assert agefast.decrypt((tmp_path / "a" / "b" / "x.age").read_bytes(), [key.identity]) == b"made its folders"
