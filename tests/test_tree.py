@@ -297,6 +297,8 @@ def test_the_report_is_whole_or_not_at_all_and_never_over_the_jobs_files(tmp_pat
             tree.encrypt(tmp_path / "src", tmp_path / "dst", recipients, report=report)
     with pytest.raises(tree.RootsRefused, match="is a key file of this job"):
         tree.encrypt(tmp_path / "src", tmp_path / "dst", recipients, report=key, keep=[key])
+    with pytest.raises(tree.RootsRefused, match="is a key file of this job"):
+        tree.verify(tmp_path / "src", [identity], report=key, keep=[key])
     assert key.read_text() == str(identity) + "\n" and not (tmp_path / "dst").exists()
 
     report = tmp_path / "report.jsonl"

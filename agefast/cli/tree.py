@@ -116,7 +116,8 @@ def _operation(operation: str, args: Arguments, positional: list[str], client: A
         dst = positional[1] if len(positional) > 1 else None
         return tree.rekey(src, identities, recipients, dst, force=args.force, workers=workers, report=report,
                           progress=progress, client=client, keep=keep)
-    return tree.verify(src, identities, workers=workers, report=report, progress=progress, client=client)
+    return tree.verify(src, identities, workers=workers, report=report, progress=progress, client=client,
+                       keep=keep)
 
 
 def _tree(operation: str, args: Arguments, positional: list[str]) -> int:

@@ -133,7 +133,8 @@ def rekey(src: StrPath, identities: Iterable[Identity], recipients: Iterable[Rec
 
 def verify(src: StrPath, identities: Iterable[Identity], *, workers: int | None = None,
            report: StrPath | None = None, progress: bool = False, client: Any = None,
-           storage_options: dict[str, Any] | None = None) -> Summary:
-    """Decrypt and authenticate every age file under `src`, writing nothing; a failure's record names its chunk."""
-    job = Job(VERIFY, _stores(src, None, storage_options)[0], None, [], _unlocked(identities))
+           storage_options: dict[str, Any] | None = None, keep: Iterable[StrPath] = ()) -> Summary:
+    """Decrypt and authenticate every age file under `src`, writing nothing but the report (never over a file of
+    `keep`); a failure's record names its chunk."""
+    job = Job(VERIFY, _stores(src, None, storage_options, keep)[0], None, [], _unlocked(identities))
     return _run(job, False, workers, report, progress, client)
