@@ -101,20 +101,37 @@ class Encryptor(AbortOnError, io.RawIOBase):
         self._close_dst = close_dst
         self._out, key = begin_file(dst, recipients, armored)
         self._payload = PayloadWriter(self._out, key, choose(None, threads), write_position(self._out))
+        self._failed: str | None = None     # what a write raised: the stream can be neither written nor sealed
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: Buffer) -> int:
-        """Encrypt `data`; returns its length. Chunks are sealed and written as they fill."""
+        """Encrypt `data`; returns its length. Chunks are sealed and written as they fill.
+
+        A write that raises (dst failed, or would block) ends the stream: every
+        later write and close() raise EncryptError, and nothing more is sealed.
+        """
         if self.closed:
             raise EncryptError("write to a closed encryptor")
-        return self._payload.write(data)
+        if self._failed is not None:
+            raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
+        try:
+            return self._payload.write(data)
+        except BaseException as e:
+            # Which chunks reached dst is not known: going on would seal new
+            # plaintext under chunk numbers dst already has, the same keystream
+            # twice, which gives away both plaintexts' XOR.
+            self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            raise
 
     def close(self) -> None:
         """Seal the final chunk and finish the file (and close `dst` if close_dst)."""
         if self.closed:
             return
+        if self._failed is not None:
+            self.abort()
+            raise EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
         try:
             self._payload.close()
             finish_file(self._out, self._dst)

@@ -331,3 +331,36 @@ def test_a_lone_chunk_is_sealed_and_opened_as_the_batch_path_does(length):
         sealed[damaged] ^= 1
         assert engine.open_lone(key, memoryview(bytes(sealed))) is None
         sealed[damaged] ^= 1
+
+
+def test_an_encryptor_whose_destination_failed_writes_and_seals_nothing_more():
+    # Which chunks reached dst is not known after a failed write: going on would seal the next plaintext under
+    # chunk numbers dst already has (the same keystream twice, found by this session's probe with a full
+    # non-blocking pipe). Every later write and the close raise, and dst gets nothing more.
+    identity = agefast.x25519.Identity.generate()
+
+    class Failing:
+        def __init__(self):
+            self.out, self.failing = bytearray(), False
+
+        def write(self, data):
+            if self.failing:
+                raise BlockingIOError(11, "would block", 0)
+            self.out += data
+            return len(data)
+
+    dst = Failing()
+    enc = agefast.encryptor(dst, [identity.to_public()])
+    enc.write(bytes(3 << 20))
+    dst.failing = True
+    with pytest.raises(BlockingIOError):
+        enc.write(bytes(2 << 20))
+    written = len(dst.out)
+    dst.failing = False
+    with pytest.raises(agefast.errors.EncryptError, match="write to an encryptor that failed"):
+        enc.write(bytes(1 << 20))
+    with pytest.raises(agefast.errors.EncryptError, match="the file was not finished"):
+        enc.close()
+    assert len(dst.out) == written and enc.closed
+    with pytest.raises(PayloadError):
+        agefast.decrypt(bytes(dst.out), [identity])
