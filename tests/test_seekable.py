@@ -180,3 +180,21 @@ def test_seekable_real_file(tmp_path):
         assert r.pread(5 * CHUNK - 1, 10) == DATA[5 * CHUNK - 1:5 * CHUNK + 9]
         r.seek(-100, io.SEEK_END)
         assert r.read() == DATA[-100:]
+
+
+def test_a_compressed_file_object_reads_as_it_decompresses(tmp_path):
+    # gzip and bz2 files have a fileno(), of the compressed file: reading it at their offsets failed valid files.
+    import bz2
+    import gzip
+
+    identity = agefast.x25519.Identity.generate()
+    plain = os.urandom(200_000)
+    sealed = agefast.encrypt(plain, [identity.to_public()])
+    for opener in (gzip.open, bz2.open):
+        path = tmp_path / f"x.age.{opener.__module__}"
+        with opener(path, "wb") as f:
+            f.write(sealed)
+        with opener(path, "rb") as f:
+            reader = agefast.decryptor(f, [identity])
+            assert reader.read() == plain
+            assert reader.pread(65_000, 1_000) == plain[65_000:66_000]

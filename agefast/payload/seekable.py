@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from ..io.portable import pread, pread_into
+from ..io.reserve import positional_fd
 from .engine import Engine
 from ..errors import PayloadError, TruncatedError, again
 from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
@@ -33,11 +34,9 @@ class SeekablePayload:
         self._key = payload_key
         self._engine = engine
         self._lock = threading.Lock()
-        self._fd: int | None
-        try:
-            self._fd = src.fileno()
-        except (AttributeError, OSError, io.UnsupportedOperation):
-            self._fd = None
+        # Read at any offset by pread only where src is a standard file object over its descriptor: a gzip or
+        # bz2 file has a fileno() too, of the compressed file, which its offsets do not count.
+        self._fd = positional_fd(src)
         end: int = src.seek(0, io.SEEK_END)
         self._chunks = chunk_count(end - start)
         self.size = plaintext_size(end - start)
