@@ -364,3 +364,46 @@ def test_an_encryptor_whose_destination_failed_writes_and_seals_nothing_more():
     assert len(dst.out) == written and enc.closed
     with pytest.raises(PayloadError):
         agefast.decrypt(bytes(dst.out), [identity])
+
+
+class _Claiming:
+    """A writer that keeps what it is given and reports `report(n)` bytes written."""
+
+    def __init__(self, report):
+        self.out, self.report = bytearray(), report
+
+    def write(self, data):
+        self.out += data
+        return self.report(len(data))
+
+
+class _OverReading(io.BytesIO):
+    def readinto(self, b):
+        n = super().readinto(b)
+        return n + 5 if n else 0
+
+
+class _OverRead(io.BytesIO):
+    readinto = None
+
+    def read(self, n=-1):
+        return super().read(n + 7)
+
+
+@pytest.mark.parametrize("case", ["write more", "write none", "readinto more", "readinto -1", "read more"])
+def test_a_count_a_reader_or_writer_cannot_have_meant_is_an_error(case):
+    # As Python's buffered I/O checks a raw stream's counts: trusted, they skipped or repeated data (a file of
+    # other plaintext, a wrong output) or looped for ever (found by this session's third probe).
+    identity = agefast.x25519.Identity.generate()
+    plain = bytes(range(256)) * 800
+    sealed = agefast.encrypt(plain, [identity.to_public()])
+    runs = {
+        "write more": lambda: agefast.decrypt_io(io.BytesIO(sealed), _Claiming(lambda n: n + 5), [identity]),
+        "write none": lambda: agefast.encrypt_io(io.BytesIO(plain), _Claiming(lambda n: 0), [identity.to_public()]),
+        "readinto more": lambda: agefast.encrypt_io(_OverReading(plain), io.BytesIO(), [identity.to_public()]),
+        "readinto -1": lambda: agefast.encrypt_io(type("Negative", (io.BytesIO,), {"readinto": lambda s, b: -1})(),
+                                                  io.BytesIO(), [identity.to_public()]),
+        "read more": lambda: agefast.decryptor(_OverRead(sealed), [identity]).read(),
+    }
+    with pytest.raises(OSError, match=r"returned -?\d+ (bytes )?for"):
+        runs[case]()

@@ -16,16 +16,30 @@ from .._typing import Buffer
 ReadInto = Callable[[memoryview], "int | None"]
 
 
+def _invalid(count: object, size: int) -> OSError:
+    # As Python's buffered readers check a raw read: a count past the buffer (or a negative one) would hand on
+    # bytes that were never read.
+    return OSError(f"the source's read returned {count!r} bytes for a buffer of {size}")
+
+
 def readinto_of(reader: Any) -> ReadInto:
-    """A readinto callable for any reader, also one with only read()."""
+    """A readinto callable for any reader, also one with only read(); a count it cannot have read is an OSError."""
     readinto = getattr(reader, "readinto", None)
     if readinto is not None:
-        return readinto  # type: ignore[no-any-return]
+        def checked(b: memoryview) -> int | None:
+            n = readinto(b)
+            if n is not None and not 0 <= n <= len(b):
+                raise _invalid(n, len(b))
+            return n  # type: ignore[no-any-return]
+
+        return checked
 
     def from_read(b: memoryview) -> int | None:
         data = reader.read(len(b))
         if data is None:
             return None
+        if len(data) > len(b):
+            raise _invalid(len(data), len(b))
         b[:len(data)] = data
         return len(data)
 

@@ -33,6 +33,10 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
             raise write_failed(dst, e) from None
         if n is None:
             raise BlockingIOError("the destination accepted no data (non-blocking write returned None)")
+        if not 0 < n <= len(mv[:piece]):
+            # As Python's buffered writers check a raw write's count: more than it was given (or a negative
+            # count) would skip data, none at all would loop for ever.
+            raise OSError(f"the destination's write() returned {n!r} for {len(mv[:piece])} bytes")
         mv = mv[n:]
         piece = size if n == piece else piece - n
 
