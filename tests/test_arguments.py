@@ -267,3 +267,21 @@ def test_paths_may_be_str_bytes_or_pathlike(files, tmp_path):
         agefast.encrypt_file(path, out, [RECIPIENT])
         agefast.decrypt_file(os.fsencode(out), str(out) + ".plain", [IDENTITY])
         assert (tmp_path / f"out{i}.plain").read_bytes() == PLAINTEXT
+
+
+def test_threads_are_checked_at_every_entry_whatever_the_size():
+    # Before, only the kernels' path checked them: threads=0 passed for a small file and failed for a large one,
+    # and threads=10**6 started that many pipeline threads (found by this session's third probe).
+    identity = agefast.x25519.Identity.generate()
+    plain = bytes(200_000)
+    sealed = agefast.encrypt(plain, [identity.to_public()])
+    calls = [lambda t: agefast.encrypt(plain, [identity.to_public()], threads=t),
+             lambda t: agefast.decrypt(sealed, [identity], threads=t),
+             lambda t: agefast.encrypt_io(io.BytesIO(plain), io.BytesIO(), [identity.to_public()], threads=t),
+             lambda t: agefast.decrypt_io(io.BytesIO(sealed), io.BytesIO(), [identity], threads=t),
+             lambda t: agefast.decryptor(io.BytesIO(sealed), [identity], threads=t).read()]
+    for call in calls:
+        for bad, error in ((0, ValueError), (-1, ValueError), (True, TypeError), (2.5, TypeError), ("2", TypeError)):
+            with pytest.raises(error, match="threads must be"):
+                call(bad)
+        call(10**6)     # as many as MAX_THREADS

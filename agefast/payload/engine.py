@@ -326,9 +326,26 @@ class Engine:
         return bytes(plain) if self.open(key, 0, sealed, plain, True) == 1 else None
 
 
+# More threads than any machine agefast runs on has cores: a stream starts one per thread it is given.
+MAX_THREADS = 256
+
+
+def checked_threads(threads: object) -> int | None:
+    """`threads` as every API call takes it: None (every core) or an int of at least 1, at most MAX_THREADS;
+    TypeError or ValueError otherwise, whatever the size of the job."""
+    if threads is None:
+        return None
+    if not isinstance(threads, int) or isinstance(threads, bool):
+        raise TypeError(f"threads must be an int or None, not {type(threads).__name__}")
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    return min(threads, MAX_THREADS)
+
+
 def choose(size: int | None, threads: int | None) -> Engine:
     """The engine for a job of `size` bytes (None: not known, a stream) on
     `threads` cores (None: all), by the rules above."""
+    threads = checked_threads(threads)
     forced = _forced()
     if forced == "cryptography":
         return Engine(None, threads)
