@@ -1,5 +1,6 @@
 """encrypt_into / decrypt_into: age files into the caller's buffer."""
 
+import gc
 import random
 
 import pyrage
@@ -85,3 +86,21 @@ def test_a_header_longer_than_the_first_buffered_bytes():
     opened = bytearray(len(data))
     assert agefast.decrypt_into(sealed, [identities[-1]], opened) == len(data) and opened == data
     assert pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(str(identities[-1]))]) == data
+
+
+def test_a_failed_decrypt_into_leaves_the_buffer_free_at_once():
+    # The error, its traceback and the frame that raised it held each other, and with them a view of buf: a
+    # bytearray could not be resized until the garbage collector ran (found by this session's third probe).
+    identity = agefast.x25519.Identity.generate()
+    sealed = bytearray(agefast.encrypt(bytes(100_000), [identity.to_public()]))
+    sealed[-1] ^= 1
+    buf = bytearray(200_000)
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(agefast.errors.PayloadError):
+            agefast.decrypt_into(bytes(sealed), [identity], buf)
+        buf.clear()
+    finally:
+        if gc_was:
+            gc.enable()

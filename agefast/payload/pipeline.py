@@ -234,4 +234,7 @@ def open_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
 
     problem = _run(read_full, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads)
     if problem is not None:
-        raise problem
+        try:
+            raise problem
+        finally:
+            del problem     # as in steps.open_in_steps: no cycle that keeps the caller's buffer exported

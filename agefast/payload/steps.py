@@ -70,7 +70,12 @@ def open_in_steps(engine: Engine, key: bytes, payload: memoryview, view: memoryv
                              payload[first * SEALED_CHUNK_SIZE:stop * SEALED_CHUNK_SIZE],
                              view[first * CHUNK_SIZE:], stop == count)[2]
         if problem is not None:
-            raise problem
+            try:
+                raise problem
+            finally:
+                # Else this frame's name for the error, the error's traceback and this frame would be a cycle,
+                # keeping the view of the caller's buffer exported until the garbage collector runs.
+                del problem
 
 
 def seal_whole(engine: Engine, key: bytes, plaintext: memoryview, head: bytes) -> bytes:
