@@ -407,3 +407,38 @@ def test_a_count_a_reader_or_writer_cannot_have_meant_is_an_error(case):
     }
     with pytest.raises(OSError, match=r"returned -?\d+ (bytes )?for"):
         runs[case]()
+
+
+@pytest.mark.parametrize("ready", [120_000, 200_000, 333_333])
+def test_an_armored_file_from_a_non_blocking_source_reads_whole_when_retried(ready):
+    # Lines already decoded when the source ran dry were lost with the BlockingIOError, and the retry failed a
+    # valid file (found by this session's third probe): they are handed out first now.
+    identity = agefast.x25519.Identity.generate()
+    plain = bytes(random.Random(ready).randbytes(300_000))
+    armored = agefast.encrypt(plain, [identity.to_public()], armored=True)
+
+    class NonBlocking:
+        def __init__(self):
+            self.pos, self.ready = 0, ready
+
+        def readinto(self, b):
+            if self.pos >= self.ready:
+                return 0 if self.pos >= len(armored) else None
+            n = min(len(b), self.ready - self.pos)
+            b[:n] = armored[self.pos:self.pos + n]
+            self.pos += n
+            return n
+
+    src = NonBlocking()
+    reader = agefast.decryptor(src, [identity])
+    out = bytearray()
+    while True:
+        try:
+            piece = reader.read(65536)
+        except BlockingIOError:
+            src.ready = len(armored)
+            continue
+        if not piece:
+            break
+        out += piece
+    assert out == plain

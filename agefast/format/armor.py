@@ -189,24 +189,30 @@ class ArmorReader:
             raise again(self._error)
         mv = memoryview(b).cast("B")
         n = 0
-        while n < len(mv):
-            if self._pending:
-                take = min(len(self._pending), len(mv) - n)
-                mv[n:n + take] = self._pending[:take]
-                self._pending = self._pending[take:]
-                n += take
-                continue
-            if self._done:
-                break
-            if not self._started:
-                self._start()
-            if not self._exact_lines:
-                got = self._decode_block(mv[n:])
-                if got:
-                    n += got
+        try:
+            while n < len(mv):
+                if self._pending:
+                    take = min(len(self._pending), len(mv) - n)
+                    mv[n:n + take] = self._pending[:take]
+                    self._pending = self._pending[take:]
+                    n += take
                     continue
-            self._exact_lines -= 1
-            self._pending = self._next_line()
+                if self._done:
+                    break
+                if not self._started:
+                    self._start()
+                if not self._exact_lines:
+                    got = self._decode_block(mv[n:])
+                    if got:
+                        n += got
+                        continue
+                self._exact_lines -= 1
+                self._pending = self._next_line()
+        except BlockingIOError:
+            # A non-blocking source with nothing more ready: what was decoded into b is handed out now, or it
+            # would be lost with the error (the source has moved past it); the next call asks the source again.
+            if not n:
+                raise
         return n
 
 
