@@ -198,3 +198,21 @@ def test_a_compressed_file_object_reads_as_it_decompresses(tmp_path):
             reader = agefast.decryptor(f, [identity])
             assert reader.read() == plain
             assert reader.pread(65_000, 1_000) == plain[65_000:66_000]
+
+
+def test_a_damaged_chunk_fails_only_reads_that_reach_it():
+    # A small read at chunk 0 loads a window of chunks and stops at the damaged chunk 8; reads at chunk 20,
+    # and at chunk 0 again, raised chunk 8's error (found by this session's third probe).
+    identity = agefast.x25519.Identity.generate()
+    plain = os.urandom(32 * 65536)
+    sealed = bytearray(agefast.encrypt(plain, [identity.to_public()]))
+    sealed[len(sealed) - 32 * 65552 + 8 * 65552 + 5] ^= 1
+    reader = agefast.decryptor(io.BytesIO(bytes(sealed)), [identity])
+    assert reader.read(4) == plain[:4]
+    reader.seek(20 * 65536)
+    assert reader.read(4) == plain[20 * 65536:20 * 65536 + 4]
+    reader.seek(0)
+    assert reader.read(4) == plain[:4]
+    reader.seek(8 * 65536)
+    with pytest.raises(errors.PayloadError, match="chunk 8"):
+        reader.read(4)

@@ -57,7 +57,7 @@ class SeekablePayload:
         if problem is not None:
             raise problem
         self.pos = 0
-        self._pending: PayloadError | None = None  # why the chunk after the cached ones failed
+        self._pending: PayloadError | None = None  # why the chunk after the cached ones (_failed) failed
         self._error: PayloadError | None = None  # raised by every read once a read has failed
 
     def _pread(self, buf: memoryview, offset: int) -> int:
@@ -123,6 +123,11 @@ class SeekablePayload:
     def _cached(self, index: int) -> bool:
         return self._first <= index < self._first + self._count
 
+    def _failed(self, index: int) -> bool:
+        """Whether chunk `index` is the one that stopped the last load: a read elsewhere loads its own chunks
+        (before, any read the load's window did not cache raised that chunk's error)."""
+        return self._pending is not None and index == self._first + self._count
+
     def readinto(self, b: Any) -> int:
         if self._error is not None:
             raise again(self._error)
@@ -131,7 +136,7 @@ class SeekablePayload:
         while n < len(mv) and self.pos < self.size:
             index = self.pos // CHUNK_SIZE
             whole = min((len(mv) - n) // CHUNK_SIZE, DIRECT_CHUNKS)
-            if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and self._pending is None:
+            if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and not self._failed(index):
                 # Whole chunks are opened straight into the caller's buffer,
                 # which Engine.open never leaves unverified plaintext in.
                 got = self._direct(index, mv[n:n + whole * CHUNK_SIZE])
@@ -142,7 +147,7 @@ class SeekablePayload:
                         return n
                     raise again(self._error)
                 continue
-            if not self._cached(index) and self._pending is None:
+            if not self._cached(index) and not self._failed(index):
                 self._count = 0  # the buffer is about to be overwritten
                 self._count, self._pending = self._load(index, self._plain, self._sealed)
                 self._first = index
