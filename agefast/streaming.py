@@ -116,8 +116,9 @@ class Encryptor(AbortOnError, io.RawIOBase):
             raise EncryptError("write to a closed encryptor")
         if self._failed is not None:
             raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
+        view = memoryview(data).cast("B")      # an argument that is no buffer fails here, before anything moved
         try:
-            return self._payload.write(data)
+            return self._payload.write(view)
         except BaseException as e:
             # Which chunks reached dst is not known: going on would seal new
             # plaintext under chunk numbers dst already has, the same keystream

@@ -442,3 +442,15 @@ def test_an_armored_file_from_a_non_blocking_source_reads_whole_when_retried(rea
             break
         out += piece
     assert out == plain
+
+
+def test_an_encryptor_given_no_buffer_goes_on():
+    identity = agefast.x25519.Identity.generate()
+    out = io.BytesIO()
+    enc = agefast.encryptor(out, [identity.to_public()])
+    enc.write(b"before ")
+    with pytest.raises(TypeError):
+        enc.write("not bytes")
+    enc.write(b"after")
+    enc.close()
+    assert agefast.decrypt(out.getvalue(), [identity]) == b"before after"
