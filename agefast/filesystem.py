@@ -70,10 +70,7 @@ def _portable(key: Any) -> Any:
 
 def _read_key_file(path: str | os.PathLike[str], error: type[Exception]) -> bytes:
     with open(os.path.expanduser(os.fspath(path)), "rb") as f:
-        data = f.read(keys.MAX_KEY_FILE + 1)
-    if len(data) > keys.MAX_KEY_FILE:
-        raise error(f"{os.fspath(path)}: larger than {keys.MAX_KEY_FILE >> 20} MiB, which no key file is")
-    return data
+        return keys.read_key_file(f, os.fspath(path), error)
 
 
 class _HeadReader:

@@ -41,6 +41,14 @@ def key_text(data: bytes) -> str:
 # or a huge file is an error at once, not all of the machine's memory.
 MAX_KEY_FILE = 16 << 20
 
+
+def read_key_file(f: Any, name: str, error: type[Exception]) -> bytes:
+    """All of the key file open as `f`, up to MAX_KEY_FILE; `error` naming it `name` where it holds more."""
+    data: bytes = f.read(MAX_KEY_FILE + 1)
+    if len(data) > MAX_KEY_FILE:
+        raise error(f"{name}: larger than {MAX_KEY_FILE >> 20} MiB, which no key file is")
+    return data
+
 _IDENTITY_TYPES = (("AGE-SECRET-KEY-PQ-1", "pq"), ("AGE-SECRET-KEY-1", "x25519"))
 _RECIPIENT_TYPES = (("age1pq1", "pq"), ("age1tagpq1", "tagpq"), ("age1tag1", "tag"))
 

@@ -47,15 +47,11 @@ def _read_bytes(path: str, purpose: str) -> bytes:
     from agefast import keys     # its keys are parsed next
 
     if path == "-":
-        data = sys.stdin.buffer.read(keys.MAX_KEY_FILE + 1)
-    else:
-        with files.named(purpose, path):
-            f = open(path, "rb")
-        with f, files.named(purpose, path, "read"):
-            data = f.read(keys.MAX_KEY_FILE + 1)
-    if len(data) > keys.MAX_KEY_FILE:
-        raise UsageError(f"{purpose} {path}: larger than {keys.MAX_KEY_FILE >> 20} MiB, which no key file is")
-    return data
+        return keys.read_key_file(sys.stdin.buffer, f"{purpose} {path}", UsageError)
+    with files.named(purpose, path):
+        f = open(path, "rb")
+    with f, files.named(purpose, path, "read"):
+        return keys.read_key_file(f, f"{purpose} {path}", UsageError)
 
 
 def read_key_file(path: str, purpose: str) -> str:
