@@ -54,13 +54,6 @@ def _opening(data: memoryview, identities: Iterable[Identity], threads: int | No
     return key, payload, choose(len(payload), threads)
 
 
-def _writable(buf: Buffer) -> memoryview:
-    view = memoryview(buf)
-    if view.readonly:
-        raise TypeError("buf must be a writable buffer")
-    return view.cast("B")
-
-
 def _too_small(need: int) -> ValueError:
     return ValueError(f"buf must hold at least {need} bytes")
 
@@ -84,13 +77,16 @@ def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer
 
     As cryptography's encrypt_into: a caller who encrypts again and again
     reuses one buffer instead of faulting in a new result every time. `buf`
-    must not overlap `plaintext` and must hold the header (its size depends
-    on the recipients: one X25519 recipient makes 184 bytes with the nonce)
-    plus the sealed payload, len(plaintext) + 16 per 64 KiB chunk; a short
-    one raises ValueError naming the size needed, before anything is written.
+    must hold the header (its size depends on the recipients: one X25519
+    recipient makes 184 bytes with the nonce) plus the sealed payload,
+    len(plaintext) + 16 per 64 KiB chunk; a short one raises ValueError
+    naming the size needed, before anything is written, as does a `buf`
+    that shares memory with `plaintext`.
     """
-    view = _writable(buf)
-    head, key, data, engine = _sealing(plaintext, recipients, threads)
+    data = _arguments.buffer("plaintext", plaintext)
+    view = _arguments.writable_buffer("buf", buf)
+    _arguments.distinct_buffers("plaintext", data, view)
+    head, key, data, engine = _sealing(data, recipients, threads)
     size = len(head) + sealed_size(len(data))
     if len(view) < size:
         raise _too_small(size)
@@ -117,13 +113,15 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
     returns the length of the plaintext written at its start.
 
     A binary file's plaintext size is known from its length: a short `buf`
-    raises ValueError before anything is written. An armored file is decoded
+    raises ValueError before anything is written, as does a `buf` that
+    shares memory with `ciphertext` (no decryption in place). An armored file is decoded
     as it goes, so a `buf` it overflows holds verified plaintext when the
     ValueError comes. On a PayloadError `buf` holds the verified plaintext of
     the chunks before the failure, never anything unverified.
     """
     data = _arguments.buffer("ciphertext", ciphertext)
-    view = _writable(buf)
+    view = _arguments.writable_buffer("buf", buf)
+    _arguments.distinct_buffers("ciphertext", data, view)
     opening = _opening(data, identities, threads, armored)
     if opening is None:
         reader = Decryptor(MemoryReader(data), identities, armored=True, threads=threads)

@@ -157,10 +157,11 @@ def kernel_call(key: bytes, counter: int, src, dst, final: bool, seal: bool):
     once, none of the Python around it (the floor of agefast's one chunk per call). The callable
     raises if the chunk does not seal (all its bytes written) or open (verified). It keeps the
     lends' holds, so neither buffer can be resized while it lives."""
+    from agefast.io import lending
     from agefast.kernels import _abi, _loader, _native
 
     batch = _loader.functions().batch
-    (s_at, n, s_hold), (d_at, m, d_hold) = _native.lend(src, writable=False), _native.lend(dst, writable=True)
+    (s_at, n, s_hold), (d_at, m, d_hold) = lending.lend(src, writable=False), lending.lend(dst, writable=True)
     mode = _abi.SEAL if seal else _abi.OPEN
     expect = n + _abi.TAG if seal else 1      # bytes written, chunks verified
 

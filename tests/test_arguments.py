@@ -228,6 +228,21 @@ def test_wrong_types_are_type_errors(call):
         call()
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda strided, buf: agefast.encrypt(strided, [RECIPIENT]), "plaintext"),
+    (lambda strided, buf: agefast.decrypt(strided, [IDENTITY]), "ciphertext"),
+    (lambda strided, buf: agefast.encrypt_into(strided, [RECIPIENT], buf), "plaintext"),
+    (lambda strided, buf: agefast.encrypt_into(b"x", [RECIPIENT], strided), "buf"),
+    (lambda strided, buf: agefast.decrypt_into(CT, [IDENTITY], strided), "buf"),
+    (lambda strided, buf: agefast.decrypt_into(CT, [IDENTITY], bytes(1000)), "buf"),
+])
+def test_a_buffer_that_will_not_do_is_a_type_error_naming_it(call, name):
+    # A strided view had failed in memoryview.cast, its message naming neither the argument nor what was wrong.
+    strided = memoryview(bytearray(2000))[::2]
+    with pytest.raises(TypeError, match=f"argument '{name}'"):
+        call(strided, bytearray(1000))
+
+
 def test_a_refused_decryptor_leaves_src_open_and_its_finaliser_nothing_to_fail_on():
     # IOBase's finaliser closes even a decryptor whose __init__ raised; close()
     # then found no `src` (AttributeError, printed as "Exception ignored" by

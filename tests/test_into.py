@@ -104,3 +104,27 @@ def test_a_failed_decrypt_into_leaves_the_buffer_free_at_once():
     finally:
         if gc_was:
             gc.enable()
+
+
+@pytest.mark.parametrize("n", [100, 3 * CHUNK])
+def test_buffers_that_overlap_the_input_are_refused_before_anything_is_written(n):
+    # Sealing over plaintext not yet read gave a file of other plaintext; opening in place a false PayloadError.
+    whole = bytearray(plaintext(n)) + bytearray([SENTINEL]) * (2 * n + 4096)
+    view = memoryview(whole)
+    before = bytes(whole)
+    for buf in (view[n // 2:], view[:n // 2 + len(agefast.encrypt(b"", [RECIPIENT])) + 16], whole):
+        with pytest.raises(ValueError, match="buf must not overlap plaintext"):
+            agefast.encrypt_into(view[:n], [RECIPIENT], buf)
+        with pytest.raises(ValueError, match="buf must not overlap plaintext"):
+            agefast.encrypt_into(view[:n].toreadonly(), [RECIPIENT], buf)
+    assert whole == before
+    sealed = agefast.encrypt(plaintext(n), [RECIPIENT])
+    whole[:len(sealed)] = sealed
+    before = bytes(whole)
+    for buf in (whole, view[len(sealed) - 1:]):
+        with pytest.raises(ValueError, match="buf must not overlap ciphertext"):
+            agefast.decrypt_into(view[:len(sealed)], [IDENTITY], buf, threads=2)
+    assert whole == before
+    # next to each other is not overlapping
+    assert agefast.decrypt_into(view[:len(sealed)], [IDENTITY], view[len(sealed):]) == n
+    assert whole[len(sealed):len(sealed) + n] == plaintext(n)

@@ -5,7 +5,7 @@ The arguments are checked here; the compiled kernel never raises on them.
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..io import cpus
+from ..io import cpus, lending
 from . import _abi, _loader, _native
 from ._pool import map_spans
 
@@ -101,7 +101,7 @@ def _run(mode: int, k: bytes, counter: int, s_at: int, n: int, dst: object, need
     (`need` bytes or more), split into ranges for its threads, under age's nonces or `nonces`; bytes
     written (SEAL) or leading chunks verified (OPEN)."""
     try:
-        d_at, m, d_hold = _native.lend(dst, writable=True)
+        d_at, m, d_hold = lending.lend(dst, writable=True)
     except BufferError:
         raise TypeError("dst must be a writable buffer") from None
     try:
@@ -117,7 +117,7 @@ def _run(mode: int, k: bytes, counter: int, s_at: int, n: int, dst: object, need
             _native.set_nonce_mask_and_aad(call, *nonces)
         return _checked(_loader.functions().batch(call))
     finally:
-        _native.release(d_hold)
+        lending.release(d_hold)
 
 
 def _run_spans(mode: int, k: bytes, counter: int, s_at: int, n: int, d_at: int, m: int, final: bool, parts: int,
@@ -151,7 +151,7 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     """
     k, ctr = _key(key), _counter(counter)
     final = bool(final)
-    s_at, n, s_hold = _native.lend(src, writable=False)
+    s_at, n, s_hold = lending.lend(src, writable=False)
     try:
         if not final and (n == 0 or n % CHUNK_SIZE):
             raise ValueError("a non-final batch must hold whole chunks")
@@ -159,7 +159,7 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
         return _run(_abi.SEAL, k, ctr, s_at, n, dst, n + chunks * TAG_SIZE, final, threads, chunks, CHUNK_SIZE,
                     SEALED_CHUNK_SIZE)
     finally:
-        _native.release(s_hold)
+        lending.release(s_hold)
 
 
 def open_chunk(key: bytes, counter: int, sealed: bytes, final: bool) -> bytes | None:
@@ -196,7 +196,7 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     """
     k, ctr = _key(key), _counter(counter)
     final = bool(final)
-    s_at, n, s_hold = _native.lend(src, writable=False)
+    s_at, n, s_hold = lending.lend(src, writable=False)
     try:
         if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
             raise ValueError("a batch must hold whole sealed chunks")
@@ -204,4 +204,4 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
         return _run(_abi.OPEN, k, ctr, s_at, n, dst, max(0, n - chunks * TAG_SIZE), final, threads, chunks,
                     SEALED_CHUNK_SIZE, CHUNK_SIZE)
     finally:
-        _native.release(s_hold)
+        lending.release(s_hold)

@@ -5,6 +5,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..io import lending
 from . import _abi, _loader, _native
 from ._batches import key_buffer, threads_for
 
@@ -46,9 +47,9 @@ class FileJob:
                                           self._lock.address)
                     self._results[i] = (result, _native.last_errno())
                 finally:
-                    _native.release(dst_hold)
+                    lending.release(dst_hold)
             finally:
-                _native.release(src_hold)
+                lending.release(src_hold)
         except BaseException as e:     # raised by wait(), in the caller's thread
             self._results[i] = e
 

@@ -14,6 +14,7 @@ it against cryptography); then it must open back, and not with a bit flipped.
 import ctypes
 import hashlib
 
+from ..io import lending
 from . import _abi, _native
 
 KEY = bytes(range(32))
@@ -29,11 +30,11 @@ class WrongAnswer(RuntimeError):
 
 def _call(functions: _native.Functions, mode: int, counter: int, src: bytes, size: int) -> tuple[int, bytes]:
     dst = ctypes.create_string_buffer(size)
-    at, n, hold = _native.lend(src, writable=False)
+    at, n, hold = lending.lend(src, writable=False)
     try:
         done = functions.batch(_native.batch_call(KEY, counter, at, n, ctypes.addressof(dst), size, True, mode))
     finally:
-        _native.release(hold)
+        lending.release(hold)
     return done, dst.raw
 
 

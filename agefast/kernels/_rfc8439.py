@@ -16,7 +16,8 @@ import contextlib
 import struct
 from typing import Any
 
-from . import _abi, _native
+from ..io import lending
+from . import _abi
 from ._batches import _key, _run, CHUNK_SIZE, Nonces, SEALED_CHUNK_SIZE, TAG_SIZE
 
 NONCE_SIZE = 12
@@ -46,10 +47,10 @@ def _under_nonce(mode: int, key: Any, nonce: Any, aad: Any, src: object, dst: ob
     """
     k, data = _key(key), _nonce(nonce)
     with contextlib.ExitStack() as lent:
-        aad_at, aad_size, aad_hold = _native.lend(aad, writable=False)
-        lent.callback(_native.release, aad_hold)
-        s_at, n, s_hold = _native.lend(src, writable=False)
-        lent.callback(_native.release, s_hold)
+        aad_at, aad_size, aad_hold = lending.lend(aad, writable=False)
+        lent.callback(lending.release, aad_hold)
+        s_at, n, s_hold = lending.lend(src, writable=False)
+        lent.callback(lending.release, s_hold)
         if mode == _abi.SEAL:
             chunks = max(1, -(-n // CHUNK_SIZE))
             size, steps = n + chunks * TAG_SIZE, (CHUNK_SIZE, SEALED_CHUNK_SIZE)
