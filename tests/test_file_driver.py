@@ -111,6 +111,31 @@ def test_a_damaged_chunk_fails_as_the_pipeline_fails(tmp_path, engine_setting, k
     assert str(kernel.value) == str(pipeline.value) == f"failed to authenticate payload chunk {min(damaged)}"
 
 
+def test_a_failure_leaves_what_the_output_held_past_the_verified_prefix(tmp_path, kernel_calls):
+    # As `age -d < f.age 1<> out` leaves out: the verified prefix written over its start, the rest as it was.
+    # Cutting back the workers' writes had cut out's own bytes too; where out has any, they are not used.
+    data = random.Random(3).randbytes(SIZE)
+    (tmp_path / "plain").write_bytes(data)
+    agefast.encrypt_file(tmp_path / "plain", tmp_path / "sealed", [RECIPIENT])
+    corrupt(tmp_path / "sealed", 300)
+    old = random.Random(4).randbytes(SIZE + MiB)
+    (tmp_path / "out").write_bytes(old)
+    with open(tmp_path / "sealed", "rb") as src, open(tmp_path / "out", "r+b") as dst:
+        with pytest.raises(PayloadError, match="chunk 300"):
+            agefast.decrypt_io(src, dst, [IDENTITY])
+    verified = 300 * kernels.CHUNK_SIZE
+    assert (tmp_path / "out").read_bytes() == data[:verified] + old[verified:]
+    assert kernel_calls["open"] == []
+    # An output with nothing past where the payload goes still takes the workers (and is cut back).
+    with open(tmp_path / "out", "r+b") as dst:
+        dst.write(b"o" * 4095)
+        dst.truncate()
+        with open(tmp_path / "sealed", "rb") as src, pytest.raises(PayloadError, match="chunk 300"):
+            agefast.decrypt_io(src, dst, [IDENTITY])
+    assert (tmp_path / "out").read_bytes() == b"o" * 4095 + data[:verified]
+    assert kernel_calls["open"]
+
+
 def test_a_final_chunk_in_the_middle_is_trailing_data(tmp_path, kernel_calls):
     # Chunk 40 of 600 sealed as the final one: the payload goes on after it.
     plain = random.Random(2).randbytes(600 * kernels.CHUNK_SIZE)

@@ -117,15 +117,24 @@ class _Head:
         self._writer.seek(end)
 
 
+def _nothing_after(fd: int, at: int) -> bool:
+    """Whether the file ends at or before `at`: then cutting the output back
+    after a failure takes only what the workers wrote. A file opened to be
+    written over (`1<> out`) keeps its bytes past the verified prefix, as
+    age's in-order writes leave them: the pipeline writes those outputs."""
+    return os.fstat(fd).st_size <= at
+
+
 @contextlib.contextmanager
 def _started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int | None, write_at: int | None,
              size: int, engine: Engine) -> Iterator[_Head | None]:
     """The whole batches but the last of a payload of `size` bytes (the input's)
     sealed or opened from `reader` at `read_at` into `writer` at `write_at`;
     None where the file kernel does not apply (offsets not known, not regular
-    files, under engine.ENGINE_AFTER, below which a job stays on cryptography
-    by default and starting workers would not pay back, or a job the engine
-    leaves to cryptography).
+    files, an output with bytes of its own past `write_at`, under
+    engine.ENGINE_AFTER, below which a job stays on cryptography by default
+    and starting workers would not pay back, or a job the engine leaves to
+    cryptography).
 
     The workers are stopped before the block is left, however it is left: the
     files are never closed under them. Left before finish() returned, the
@@ -134,7 +143,7 @@ def _started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int 
     head = None
     src_fd, dst_fd = positional_fd(reader), positional_fd(writer)
     if read_at is not None and write_at is not None and src_fd is not None and dst_fd is not None \
-            and size >= ENGINE_AFTER:
+            and size >= ENGINE_AFTER and _nothing_after(dst_fd, write_at):
         kernels = engine.kernels
         if kernels is not None:
             writer.flush()      # what a buffered writer holds lands before the workers' writes
