@@ -93,7 +93,7 @@ def _regular_file(f: Any) -> os.stat_result | None:
 
 
 def _same(a: os.stat_result | None, b: os.stat_result | None) -> bool:
-    return a is not None and b is not None and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    return a is not None and b is not None and os.path.samestat(a, b)
 
 
 def distinct_files(src: object, dst: object) -> None:

@@ -193,7 +193,7 @@ class AgeFileSystem(ChainedFileSystem):
                 kept = os.stat(os.path.expanduser(os.fspath(key)))
             except OSError:
                 continue
-            if (kept.st_dev, kept.st_ino) == (st.st_dev, st.st_ino):
+            if os.path.samestat(kept, st):
                 raise PermissionError(errno.EPERM, "a key file of this filesystem, not written over", path)
 
     # Sizes

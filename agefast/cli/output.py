@@ -41,7 +41,7 @@ def _same_file(path: str, output: str, output_stat: os.stat_result | None) -> bo
         st = os.stat(path)
     except OSError:
         return False
-    return (st.st_dev, st.st_ino) == (output_stat.st_dev, output_stat.st_ino)
+    return os.path.samestat(st, output_stat)
 
 
 def refuse_output_onto_an_input(output: str | None, inputs: Iterable[str | None]) -> None:
@@ -74,7 +74,7 @@ def _same_as_stdin(output_stat: os.stat_result | None) -> bool:
         st = os.fstat(0)
     except OSError:
         return False
-    return (st.st_dev, st.st_ino) == (output_stat.st_dev, output_stat.st_ino)
+    return os.path.samestat(st, output_stat)
 
 
 def _is_printable(data: bytes) -> bool:
