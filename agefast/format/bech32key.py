@@ -50,3 +50,9 @@ class Bech32Key:
 
     def __hash__(self) -> int:
         return hash((type(self), self._raw))
+
+    def __reduce__(self) -> tuple[type[Self], tuple[bytes]]:
+        # Pickled as its raw bytes (cryptography's key objects do not pickle),
+        # so that a tree job's workers (agefast.tree) can receive it: an
+        # identity's pickle is as secret as the key.
+        return type(self), (self._raw,)

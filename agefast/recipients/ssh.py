@@ -159,6 +159,10 @@ class Recipient:
     def __repr__(self) -> str:
         return f"<ssh.Recipient {self.type} {_tag(self._wire)}>"
 
+    def __reduce__(self) -> tuple[Callable[[str], "Recipient"], tuple[str]]:
+        # Pickled as its authorized_keys line (cryptography's key objects do not pickle), for a tree job's workers.
+        return Recipient.from_str, (str(self),)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Recipient) and other._wire == self._wire
 
@@ -230,6 +234,13 @@ class Identity:
 
     def __repr__(self) -> str:
         return f"<ssh.Identity {self.type} {_tag(self._wire)}>"
+
+    def __reduce__(self) -> tuple[Callable[[bytes], "Identity"], tuple[bytes]]:
+        # Pickled as an unencrypted OpenSSH private key (cryptography's key objects do not pickle), for a tree
+        # job's workers: the pickle is as secret as the key.
+        data = self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                       serialization.NoEncryption())
+        return Identity.from_buffer, (data,)
 
     def to_public(self) -> Recipient:
         """The recipient (the SSH public key) that files for this identity are encrypted to."""

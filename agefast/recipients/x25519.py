@@ -129,10 +129,6 @@ class Recipient(Bech32Key):
     def __repr__(self) -> str:
         return f"<x25519.Recipient {self}>"
 
-    def __reduce__(self) -> tuple[type["Recipient"], tuple[bytes]]:
-        # Pickled as its bytes: cryptography's key object does not pickle.
-        return type(self), (self._raw,)
-
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """One X25519 stanza: the file key wrapped for this key, through a fresh ephemeral share."""
         share, secret = self._share_and_secret()
@@ -171,12 +167,6 @@ class Identity(Bech32Key):
 
     def __repr__(self) -> str:
         return f"<x25519.Identity for {self.to_public()}>"
-
-    def __reduce__(self) -> tuple[type["Identity"], tuple[bytes]]:
-        # Pickled as its secret key's bytes (cryptography's key object does not
-        # pickle), so that a tree job's workers (agefast.tree) can receive it:
-        # the pickle is as secret as the key.
-        return type(self), (self._raw,)
 
     def to_public(self) -> Recipient:
         """The recipient (public key) that files for this identity are encrypted to."""
