@@ -58,8 +58,12 @@ def _module(name: str) -> ModuleType:
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
+    """The numbered key lines of a key file, as Go age scans one (bufio.ScanLines): a line ends at "\n" alone,
+    less one "\r" before it, and is taken as it is. str.splitlines() also ends lines at "\r", "\f", U+2028 and
+    more: a key after one of them inside a comment was a recipient that age, and a reader of the file, did not
+    see. So a comment is a line whose first character is "#", and a key with spaces around it is malformed."""
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if line and not line.startswith("#"):
             yield number, line
 

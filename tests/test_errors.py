@@ -260,6 +260,33 @@ def test_malformed_keys(text, error):
         parse(text)
 
 
+@pytest.mark.parametrize("brk", ["\r", "\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_a_key_after_a_line_break_inside_a_comment_is_part_of_the_comment(brk):
+    # As Go age scans key files (bufio.ScanLines): lines end at "\n" alone. str.splitlines() had made the key
+    # after the break a recipient too, one that age and a reader of the file do not see.
+    hidden = agefast.x25519.Identity.generate()
+    text = f"{RECIPIENT}\n# owner: alice{brk}{hidden.to_public()}\n"
+    assert agefast.parse_recipients(text) == [RECIPIENT]
+    with pytest.raises(agefast.IdentityError, match="no identities found"):
+        agefast.parse_identities(f"# note{brk}{hidden}\n")
+
+
+@pytest.mark.parametrize("line", [" {key}", "{key} ", "\t{key}", " # {key}"])
+def test_a_key_line_is_taken_as_it_is(line):
+    # Go age neither trims a key line nor takes "#" after spaces for a comment: each is malformed.
+    identity = agefast.x25519.Identity.generate()
+    with pytest.raises(agefast.RecipientError, match="line 2"):
+        agefast.parse_recipients(f"{RECIPIENT}\n" + line.format(key=identity.to_public()))
+    with pytest.raises(agefast.IdentityError, match="line 1"):
+        agefast.parse_identities(line.format(key=identity) + "\r\n")
+
+
+def test_crlf_key_files_parse():
+    identity = agefast.x25519.Identity.generate()
+    assert agefast.parse_recipients(f"# comment\r\n{RECIPIENT}\r\n\r\n") == [RECIPIENT]
+    assert agefast.parse_identities(f"{identity}\r\n") == [identity]
+
+
 @pytest.mark.parametrize("share", [bytes(32), b"\x01" + bytes(31)])
 def test_post_quantum_low_order_share_is_a_header_failure(share):
     identity = agefast.pq.Identity.generate()
