@@ -116,6 +116,28 @@ def test_output_to_a_fifo_writes_into_it(tmp_path, key):
     assert agefast.decrypt(got, agefast.parse_identities(key_path.read_text())) == b"into a pipe"
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/fd"), reason="no /dev/fd on this system")
+@pytest.mark.parametrize("output", ["/dev/stdout", "/dev/fd/{fd}"])
+def test_output_to_a_pipe_by_a_path_writes_into_it(key, output):
+    # As `age -o /dev/stdout | ...` and `age -o >(tar x)` write into the pipe: realpath() had made the path
+    # /proc/PID/fd/pipe:[N], which names nothing, and the command failed to open its output.
+    key_path, _, recipient = key
+    read_end, write_end = os.pipe()
+    try:
+        done = subprocess.run([*AGEFAST, "-r", recipient, "-o", output.format(fd=write_end)], input=b"into a pipe",
+                              stdout=write_end if output == "/dev/stdout" else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, pass_fds=(write_end,), timeout=60)
+        os.close(write_end)
+        with open(read_end, "rb") as f:
+            got = f.read()
+    finally:
+        for fd in (read_end, write_end):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    assert done.returncode == 0, done.stderr
+    assert agefast.decrypt(got, agefast.parse_identities(key_path.read_text())) == b"into a pipe"
+
+
 def test_output_onto_a_symlink_writes_through_it(tmp_path, key, run_agefast):
     key_path, _, recipient = key
     (tmp_path / "real").mkdir()

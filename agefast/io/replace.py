@@ -252,11 +252,17 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     _refuse_foreign_links(path)
-    target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
-        with open(target, "wb") as device:
+    # What is there, as opening `path` finds it: realpath() turns /dev/stdout
+    # or /dev/fd/N over a pipe into /proc/PID/fd/pipe:[N], which names nothing.
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        there = None
+    if there is not None and not stat.S_ISREG(there.st_mode):
+        with open(path, "wb") as device:     # a pipe, a FIFO, a terminal, /dev/null: written into, as age does
             yield device
         return
+    target = os.path.realpath(path)
     directory, name = os.path.split(target)
     proc = _proc_folder()
     try:
