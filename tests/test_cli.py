@@ -263,6 +263,17 @@ def test_output_file_replaced_only_when_whole(tmp_path, age_key, run_agefast, ma
     assert decrypted.stdout == src.read_bytes()
 
 
+def test_an_empty_output_or_input_is_standard_output_or_input(age_key, run_agefast, run_keygen):
+    # As in Go age (name != "" && name != "-"); agefast had failed to open output file "".
+    key_path, recipient = age_key
+    encrypted = run_agefast("-r", recipient, "-o", "", "", input=b"standard streams")
+    assert encrypted.returncode == 0, encrypted.stderr
+    decrypted = run_agefast("-d", "-i", key_path, "-o", "", "", input=encrypted.stdout)
+    assert (decrypted.returncode, decrypted.stdout) == (0, b"standard streams"), decrypted.stderr
+    made = run_keygen("-o", "")
+    assert made.returncode == 0 and made.stdout.startswith(b"# created: "), made.stderr
+
+
 def test_closed_stdout_is_one_error_line(age_key, encrypt_to_age_key):
     key_path, _ = age_key
     proc = subprocess.Popen([*AGEFAST, "-d", "-i", key_path], stdin=subprocess.PIPE,

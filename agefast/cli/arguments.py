@@ -27,5 +27,8 @@ class Arguments:
 
     def __init__(self, values: dict[str, Any], positional: list[str]) -> None:
         self.__dict__.update(values)
-        self.input = positional[0] if positional else None
+        # As in Go age, an empty OUTPUT or INPUT is standard output or input, as when it is not given.
+        if values.get("output") == "":
+            self.output = None
+        self.input = (positional[0] or None) if positional else None
         self.identities = [value for kind, value in self.identity_flags if kind == "i"]

@@ -53,7 +53,7 @@ def _flags() -> goflag.FlagSet:
 
 def _open_output(path: str | None) -> TextIO:
     """Standard output, or a new file only its owner can read."""
-    if path is None or path == "-":
+    if not path or path == "-":        # not given, or empty: standard output, as age-keygen -o "" writes there
         return os.fdopen(os.dup(sys.stdout.fileno()), "w")
     # O_EXCL: a key file is never silently replaced, as with age-keygen.
     with files.named("output file", path):
