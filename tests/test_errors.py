@@ -229,6 +229,15 @@ def test_scrypt_work_factor_cap():
         agefast.decrypt(ct, [passphrase.Identity("wrong", max_work_factor=12)])
 
 
+@pytest.mark.parametrize("work_factor", ["123", "9" * 5000], ids=["3 digits", "5000 digits"])
+def test_a_work_factor_of_many_digits_is_above_the_limit(work_factor):
+    # int() of more than 4,300 digits had raised a bare ValueError past DecryptError.
+    ct = agefast.encrypt(b"secret", [passphrase.Recipient("pw", work_factor=2)])
+    forged = ct.replace(b" 2\n", f" {work_factor}\n".encode(), 1)
+    with pytest.raises(errors.HeaderError, match=f"work factor {work_factor[:8]} is above the limit of 22"):
+        agefast.decrypt(forged, [passphrase.Identity("pw")])
+
+
 def test_scrypt_cannot_be_mixed():
     with pytest.raises(agefast.EncryptError):
         agefast.encrypt(b"x", [passphrase.Recipient("pw", work_factor=2), RECIPIENT])

@@ -102,10 +102,11 @@ class Identity:
                 raise HeaderError("invalid scrypt stanza: salt is not 16 bytes")
             if not _WORK_FACTOR.fullmatch(s.args[1]):
                 raise HeaderError("invalid scrypt stanza: malformed work factor")
-            log_n = int(s.args[1])
-            if log_n > self._max_work_factor:
+            # More digits than the limit's is above it (no leading zeros): int() of more than 4,300 digits raises.
+            if len(s.args[1]) > len(str(self._max_work_factor)) or int(s.args[1]) > self._max_work_factor:
                 raise HeaderError(
                     f"scrypt work factor {s.args[1][:8]} is above the limit of {self._max_work_factor}")
+            log_n = int(s.args[1])
             if len(s.body) != FILE_KEY_SIZE + 16:
                 raise HeaderError("invalid scrypt stanza: body is not 32 bytes")
             file_key = unwrap_file_key(_wrap_key(self._passphrase, salt, log_n), s.body)
