@@ -3,6 +3,7 @@
 Keys are made once per session with ssh-keygen (see ssh_keys.py).
 """
 
+import base64
 import subprocess
 
 import pyrage
@@ -83,6 +84,18 @@ def test_protected_key_errors(ssh_keys):
         ssh.Identity.from_buffer(data)
     with pytest.raises(agefast.IdentityError, match="wrong passphrase"):
         ssh.Identity.from_buffer(data, "not it")
+
+
+def test_a_corrupt_key_that_is_not_protected_is_an_identity_error_with_a_passphrase_too(ssh_keys):
+    # Given a passphrase, a key that has none was loaded again without one, outside the error mapping: a bare
+    # ValueError ("Corrupt data: ed25519 field mismatch") for a corrupt key.
+    lines = ssh_keys["ed25519"].read_bytes().split(b"\n")
+    blob = bytearray(base64.b64decode(b"".join(lines[1:-2])))
+    blob[65] ^= 1       # in the public key, which the private section repeats
+    data = b"\n".join([lines[0], base64.b64encode(blob), lines[-2], b""])
+    for passphrase in (None, "pw"):
+        with pytest.raises(agefast.IdentityError, match="malformed SSH private key"):
+            ssh.Identity.from_buffer(data, passphrase)
 
 
 def test_ed25519_conversion_matches_the_private_key(ssh_keys):

@@ -197,7 +197,7 @@ def _load_private_key(data: bytes, passphrase: bytes | None) -> Any:
         # and for "password given but not encrypted".
         if passphrase is None:
             raise PassphraseNeededError("the SSH key is passphrase-protected: a passphrase is needed") from None
-        return loader(data, None)
+        return _load_private_key(data, None)     # not protected: loaded (or refused) as without a passphrase
     except (ValueError, UnsupportedAlgorithm) as e:
         if passphrase is not None:
             # Both loaders report a wrong passphrase as corrupt data.
