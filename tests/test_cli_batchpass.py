@@ -1,6 +1,7 @@
 """`agefast -j batchpass`: passphrases from the environment, as age 1.3's age-plugin-batchpass."""
 
 import os
+import resource
 
 import pytest
 
@@ -78,3 +79,17 @@ def test_refuses_files_without_a_passphrase(batch_env, run_agefast):
     done = run_agefast("-d", "-j", "batchpass", input=encrypted, env=batch_env(AGE_PASSPHRASE="pw"))
     assert done.returncode == 1
     assert b"file is not passphrase-encrypted" in done.stderr
+
+
+def test_a_scrypt_the_memory_will_not_take_is_one_error_line(batch_env, run_agefast):
+    # Work factor 22 needs 4 GiB; under a 1 GiB address space the command had ended in a MemoryError traceback.
+    encrypted = agefast.encrypt(b"x", [agefast.passphrase.Recipient("pw", work_factor=5)])
+    forged = encrypted.replace(b" 5\n", b" 22\n", 1)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    done = run_agefast("-d", "-j", "batchpass", input=forged, env=batch_env(AGE_PASSPHRASE="pw"), preexec_fn=limit)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "agefast: error: not enough memory for scrypt with work factor 22: it needs 4096 MiB"]

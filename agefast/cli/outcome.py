@@ -77,6 +77,8 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         message = describe(e)
     except (TerminalError, errors.AgeError, OSError, FileFailed) as e:
         message = describe(e)
+    except MemoryError as e:    # scrypt's memory refused (agefast.recipients.scrypt), or any other allocation
+        message = str(e) or "out of memory"
     except KeyboardInterrupt:
         message = "interrupted"
     print(f"{command}: error: {message}", file=sys.stderr)
