@@ -186,7 +186,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
     engine = choose(None if size is None else payload, threads)
     with reserve.reserving(writer, write_at, size):
         open_payload(reader, writer, key, engine, read_at=offset, write_at=write_at, size=payload,
-                     read_full=source.readinto)
+                     fill=source.fill)
         flush(writer)
 
 

@@ -109,7 +109,12 @@ class ArmorReader:
             if not self._pending:
                 if self._done:
                     break
-                self._pending = self._next_line()
+                try:
+                    self._pending = self._next_line()
+                except ArmorError:
+                    if not n:
+                        raise
+                    break       # the lines before the flaw now, the error at the next read
                 continue
             take = min(len(self._pending), len(mv) - n)
             mv[n:n + take] = self._pending[:take]

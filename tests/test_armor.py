@@ -9,6 +9,7 @@ error. The encoder must write what the old one wrote for any write steps.
 """
 
 import io
+import random
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -203,3 +204,31 @@ def test_whitespace_within_the_limits_is_accepted(before, after):
     out = bytearray(len(data) + 1)
     assert reader.readinto(out) == len(data)
     assert out[:len(data)] == data
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("route", ["decrypt_io", "decryptor"])
+def test_a_flaw_in_the_armor_releases_every_chunk_age_opens_before_it(route, threads):
+    # As age's readers: every chunk read whole with a byte after it, before the line that fails. A read that
+    # failed had taken the batch it fell in with it (decrypt_io released 1 chunk of the 21 here).
+    import agefast
+    from agefast.payload.rules import SEALED_CHUNK_SIZE
+
+    identity = agefast.x25519.Identity.generate()
+    data = random.Random(7).randbytes(1_500_000)
+    binary = agefast.encrypt(data, [identity.to_public()])
+    armored = bytearray(agefast.encrypt(data, [identity.to_public()], armored=True))
+    flawed = armored.index(b"\n", 1_900_000)
+    armored[flawed:flawed] = b" "
+    lines_before = armored[:flawed].count(b"\n") - 1     # whole body lines before the flawed one (not BEGIN)
+    payload_at = binary.index(b"\n", binary.index(b"\n---") + 1) + 1 + 16    # after the header and the nonce
+    chunks = (lines_before * armor.BYTES_PER_LINE - payload_at - 1) // SEALED_CHUNK_SIZE
+    out = io.BytesIO()
+    with pytest.raises(ArmorError, match="line longer than 64 columns"):
+        if route == "decrypt_io":
+            agefast.decrypt_io(io.BytesIO(armored), out, [identity], threads=threads)
+        else:
+            with agefast.decryptor(io.BytesIO(armored), [identity], threads=threads) as reader:
+                while piece := reader.read(100_000):
+                    out.write(piece)
+    assert chunks == 21 and out.getvalue() == data[:chunks * 65536]

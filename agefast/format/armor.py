@@ -213,6 +213,11 @@ class ArmorReader:
             # would be lost with the error (the source has moved past it); the next call asks the source again.
             if not n:
                 raise
+        except ArmorError:
+            # As age's armor reader hands out every line before a flaw: what was decoded into b first, the
+            # error (kept in self._error) at the next call.
+            if not n:
+                raise
         return n
 
 

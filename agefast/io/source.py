@@ -180,24 +180,38 @@ class Source:
 
     def readinto(self, b: Buffer) -> int:
         """Fill `b` completely unless the source ends; return the count."""
+        n, error = self.fill(b)
+        if error is not None:
+            raise error
+        return n
+
+    def fill(self, b: Buffer) -> tuple[int, Exception | None]:
+        """Fill `b` completely unless the source ends or fails: (the count, and
+        the error that cut it short or None). What was read before a failure
+        is handed out with it, so that a payload's chunks before a flaw in the
+        armor around them are opened, as age opens them. A non-blocking
+        source with nothing ready raises BlockingIOError, and what was read
+        stays for the retry."""
         mv = memoryview(b).cast("B")
         n = min(len(self._buf), len(mv))
         if n:
             mv[:n] = self._buf[:n]
             del self._buf[:n]
+        error = None
         while n < len(mv) and not self._eof:
             try:
                 got = self._raw_read(mv[n:])
             except BlockingIOError:
-                # Keep what was read for the caller's retry, so a non-blocking
-                # source loses nothing.
                 self._buf[:0] = mv[:n]
                 raise
+            except Exception as e:
+                error = e
+                break
             if got == 0:
                 self._eof = True
             n += got
         self.consumed += n
-        return n
+        return n, error
 
 
 # What a MemorySource copies of the buffer at first: more than a

@@ -39,7 +39,7 @@ from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE
 from .stream import open_batch
 
 if TYPE_CHECKING:
-    from .pipeline import ReadFull
+    from .pipeline import Fill
 
 _SEAL, _OPEN = "seal", "open"
 
@@ -161,7 +161,7 @@ def _started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int 
 
 
 def _move(direction: str, reader: Any, writer: Any, key: bytes, engine: Engine, read_at: int | None,
-          write_at: int | None, size: int, read_full: "ReadFull | None", meanwhile: Callable[[], None] | None) -> None:
+          write_at: int | None, size: int, fill: "Fill | None", meanwhile: Callable[[], None] | None) -> None:
     with _started(direction, reader, writer, key, read_at, write_at, size, engine) as head:
         # Imported once the workers are under way, which the command's head start wants as early as can be.
         from ..io.source import Source
@@ -172,9 +172,9 @@ def _move(direction: str, reader: Any, writer: Any, key: bytes, engine: Engine, 
         counter = 0
         if head is not None:
             read_at, write_at, counter = head.finish()
-            read_full = None    # the rest is read from where the batches ended, past anything read ahead
+            fill = None    # the rest is read from where the batches ended, past anything read ahead
         stream = seal_stream if direction == _SEAL else open_stream
-        stream(Source(reader).readinto if read_full is None else read_full, writer, key, engine, read_at=read_at,
+        stream(Source(reader).fill if fill is None else fill, writer, key, engine, read_at=read_at,
                write_at=write_at, counter=counter)
 
 
@@ -193,14 +193,14 @@ def seal_payload(reader: Any, writer: Any, key: bytes, engine: Engine, *, read_a
 
 
 def open_payload(reader: Any, writer: Any, key: bytes, engine: Engine, *, read_at: int | None,
-                 write_at: int | None, size: int, read_full: "ReadFull | None" = None) -> None:
+                 write_at: int | None, size: int, fill: "Fill | None" = None) -> None:
     """Open the payload of `reader` (`size` bytes from `read_at`, after the
     header, where it is a file) under `key` onto `writer` (at `write_at`),
-    as seal_payload seals one. `read_full`, if given, reads the payload where
+    as seal_payload seals one. `fill`, if given, reads the payload where
     the file kernel does not apply (the header's reader, which may have read
     ahead of `reader`).
 
     Only verified plaintext is written: on a PayloadError `writer` holds the
     plaintext of every chunk before the first that failed, and nothing after.
     """
-    _move(_OPEN, reader, writer, key, engine, read_at, write_at, size, read_full, None)
+    _move(_OPEN, reader, writer, key, engine, read_at, write_at, size, fill, None)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..io import cpus, malloc
 from ..io.portable import anonymous_memory, page_size
 from .engine import Engine
-from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE
+from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE, opened_before_failure
 from ..errors import PayloadError
 from ..io.writes import write_all
 from .stream import open_batch
@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 PAGE = page_size()
 
 # Fills a buffer unless the input ends first; returns the count.
-ReadFull = Callable[[memoryview], int]
+# fill(buffer) -> (bytes read, the error that cut the reading short or None): agefast.io.source.Source.fill
+Fill = Callable[[memoryview], tuple[int, Exception | None]]
 # process(counter, data, out, final) -> (bytes of `out` to write, why the payload is invalid or None)
 Process = Callable[[int, memoryview, memoryview, bool], tuple[int, PayloadError | None]]
 
@@ -60,12 +61,13 @@ def workers_for(threads: int | None) -> int:
 class _Workers:
     """The shared state of the workers of one stream."""
 
-    def __init__(self, read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int,
+    def __init__(self, fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int,
                  out_chunk: int, process: Process, carry: bytes, threads: int | None) -> None:
-        self._read_full = read_full
-        self._offset = read_at     # of the next byte read_full returns in its file, if known
+        self._fill = fill
+        self._offset = read_at     # of the next byte fill reads in its file, if known
         self._write_at = write_at  # where in its file batch 1 lands in dst, if known
         self._dst = dst
+        self._in_chunk = in_chunk
         self._in_size = PIPELINE_BATCH * in_chunk
         self._out_size = PIPELINE_BATCH * out_chunk
         self._process = process
@@ -82,8 +84,9 @@ class _Workers:
         self.error: BaseException | None = None
         self.problem: PayloadError | None = None
 
-    def _read(self, buf: "mmap.mmap") -> tuple[int, memoryview, bool] | None:
-        """Read the next batch (and one byte more) into `buf`; (index, the batch, final) or None at the end."""
+    def _read(self, buf: "mmap.mmap") -> tuple[int, memoryview, bool, Exception | None] | None:
+        """Read the next batch (and one byte more) into `buf`; (index, the batch, final, the error that cut
+        it short) or None at the end. A batch cut short holds the chunks age opens before the error."""
         with self._reading:
             if self._ended or self._stopped:
                 return None
@@ -93,19 +96,23 @@ class _Workers:
             place = 0 if self._offset is None else (self._offset - carried) % PAGE
             view = memoryview(buf)[place:place + self._in_size + 1]
             view[:carried] = self._carry
-            got = self._read_full(view[carried:])
+            got, error = self._fill(view[carried:])
             if self._offset is not None:
                 self._offset += got
             n = carried + got
+            if error is not None:
+                self._ended = True
+                return index, view[:opened_before_failure(n, self._in_chunk)], False, error
             final = n <= self._in_size
             if final:
                 self._ended = True
             else:
                 self._carry = bytes(view[self._in_size:n])
                 n = self._in_size
-            return index, view[:n], final
+            return index, view[:n], final, None
 
-    def _write(self, index: int, out: memoryview, size: int, problem: PayloadError | None, at: int | None) -> None:
+    def _write(self, index: int, out: memoryview, size: int, problem: PayloadError | None, error: Exception | None,
+               at: int | None) -> None:
         with self._turn:
             while self._next_write != index and not self._stopped:
                 self._turn.wait()
@@ -123,6 +130,9 @@ class _Workers:
                 if written:
                     if problem is not None:
                         self.problem = problem
+                        self._stopped = True
+                    elif error is not None:     # the read that cut this batch short, after all before it
+                        self.error = error
                         self._stopped = True
                     self._next_write += 1
                 self._turn.notify_all()
@@ -148,43 +158,51 @@ class _Workers:
         whole = anonymous_memory(self._out_size + PAGE)
         try:
             while (batch := self._read(data)) is not None:
-                index, view, final = batch
+                index, view, final, error = batch
                 counter = PIPELINE_FIRST + (index - 1) * PIPELINE_BATCH
                 # Every batch before a final one is full, so where this one lands is known.
                 at = None if self._write_at is None else self._write_at + (index - 1) * self._out_size
                 place = 0 if at is None else at % PAGE
                 out = memoryview(whole)[place:place + self._out_size]
-                if self._sealing is None:
+                if error is not None and not len(view):     # cut short before a whole chunk: none to process
+                    size, problem = 0, None
+                elif self._sealing is None:
                     size, problem = self._process(counter, view, out, final)
                 else:
                     with self._sealing:
                         size, problem = self._process(counter, view, out, final)
-                self._write(index, out, size, problem, at)
+                self._write(index, out, size, problem, error, at)
         except BaseException as e:  # raised in the calling thread
             self._stop(e)
 
 
-def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int, out_chunk: int,
+def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int, out_chunk: int,
          process: Process, threads: int | None) -> PayloadError | None:
     """Feed the input batch by batch to `process`, which fills `out`, and
     write each output in order; returns the first problem `process` reported
     (after writing the output of its batch, and nothing after it).
 
-    read_full(buffer) fills the buffer unless the input ends first, from
-    `read_at` in its file where that is known (else None); `dst` is written
+    fill(buffer) fills the buffer unless the input ends or fails first, from
+    `read_at` in its file where that is known (else None); a failure is
+    raised after the output of the chunks before it (those age opens before
+    it reports one: agefast.payload.rules.opened_before_failure), unless a
+    problem came first. `dst` is written
     from `write_at` in its file where known. Inputs come in chunks of
     `in_chunk` bytes, outputs in chunks of `out_chunk`.
     """
     first = bytearray(PIPELINE_FIRST * in_chunk + 1)
-    n = read_full(memoryview(first))
-    final = n < len(first)
+    n, error = fill(memoryview(first))
+    final = n < len(first) and error is None
     out = bytearray(PIPELINE_FIRST * out_chunk)
-    size, problem = process(0, memoryview(first)[:min(n, len(first) - 1)], memoryview(out), final)
+    take = opened_before_failure(n, in_chunk) if error is not None else min(n, len(first) - 1)
+    size, problem = process(0, memoryview(first)[:take], memoryview(out), final) if take or final else (0, None)
     write_all(dst, memoryview(out)[:size], write_at)
     if final or problem is not None:
         return problem
+    if error is not None:
+        raise error
     malloc.large_job()
-    batches = _Workers(read_full, None if read_at is None else read_at + n, dst,
+    batches = _Workers(fill, None if read_at is None else read_at + n, dst,
                        None if write_at is None else write_at + size, in_chunk, out_chunk, process,
                        bytes(first[-1:]), threads)
     helpers = [threading.Thread(target=batches.work, name="agefast-pipeline", daemon=True)
@@ -203,9 +221,9 @@ def _run(read_full: ReadFull, read_at: int | None, dst: Any, write_at: int | Non
     return batches.problem
 
 
-def seal_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
+def seal_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *,
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
-    """Encrypt everything `read_full` yields as the STREAM payload onto `dst`,
+    """Encrypt everything `fill` reads as the STREAM payload onto `dst`,
     its first chunk with the nonce counter `counter` (the rest of a payload
     whose first chunks were sealed elsewhere: agefast.payload.file_driver).
 
@@ -215,12 +233,12 @@ def seal_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
     def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, PayloadError | None]:
         return engine.seal(key, counter + index, plain, sealed, final, split=False), None
 
-    _run(read_full, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads)
+    _run(fill, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads)
 
 
-def open_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
+def open_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *,
                 read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
-    """Decrypt the STREAM payload `read_full` yields onto `dst` (`read_at`,
+    """Decrypt the STREAM payload `fill` reads onto `dst` (`read_at`,
     `write_at` and `counter` as for seal_stream).
 
     Verified plaintext is written as it is opened; a PayloadError is raised
@@ -232,7 +250,7 @@ def open_stream(read_full: ReadFull, dst: Any, key: bytes, engine: Engine, *,
         _, size, problem = open_batch(engine, key, counter + index, sealed, plain, final, split=False)
         return size, problem
 
-    problem = _run(read_full, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads)
+    problem = _run(fill, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads)
     if problem is not None:
         try:
             raise problem

@@ -57,6 +57,14 @@ KERNEL_MIN_CHUNKS = 4
 KERNEL_SPLIT_CHUNKS = 16
 
 
+def opened_before_failure(read: int, chunk: int) -> int:
+    """Of `read` bytes of chunks of `chunk` bytes read before the input
+    failed, the bytes of the chunks age opens before it reports the failure:
+    those with a byte after them (age reads each chunk and one byte more,
+    which tells a middle chunk from the final one)."""
+    return max(read - 1, 0) // chunk * chunk
+
+
 def payload_key(file_key: bytes, nonce: bytes, hmac_sha256: "Callable[[bytes, bytes], bytes] | None" = None) -> bytes:
     """HKDF-SHA-256(file key, salt=nonce, info="payload"), age's payload key:
     one block of HKDF output (RFC 5869).

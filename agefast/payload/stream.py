@@ -10,7 +10,7 @@ plaintext only of chunks whose tags verified.
 from typing import TYPE_CHECKING, Any
 
 from .engine import Engine
-from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem
+from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem, opened_before_failure
 from .._typing import Buffer
 from ..errors import PayloadError, TruncatedError, again
 from ..io.writes import write_all
@@ -186,18 +186,19 @@ class PayloadReader:
         self._end = 0
         self._counter = 0
         self._done = False
-        self._error: PayloadError | None = None  # raised once the verified plaintext is drained
+        self._error: Exception | None = None  # raised once the verified plaintext is drained
 
     def _next_batch(self, plain: memoryview) -> int:
         """Open the next batch into `plain`; return the plaintext size."""
         sealed = memoryview(self._sealed)
-        n = self._carry + self._src.readinto(sealed[self._carry:])
-        more = n == len(sealed)
-        size = n - 1 if more else n
+        got, failure = self._src.fill(sealed[self._carry:])
+        n = self._carry + got
+        more = n == len(sealed) or failure is not None
+        size = opened_before_failure(n, SEALED_CHUNK_SIZE) if failure is not None else n - 1 if more else n
         done, released, problem = open_batch(self._engine, self._key, self._counter, sealed[:size], plain, not more)
         self._counter += done
-        if problem is not None:
-            self._error = problem
+        if problem is not None or failure is not None:
+            self._error = problem or failure    # a chunk that failed comes before the read that failed after it
             self._done = True
         elif more:
             sealed[0] = sealed[n - 1]
