@@ -19,11 +19,7 @@ MAX_WHITESPACE = 1024
 
 
 def _strip_eol(line: bytes) -> bytes:
-    if line.endswith(b"\r\n"):
-        return line[:-2]
-    if line.endswith(b"\n"):
-        return line[:-1]
-    return line
+    return line.removesuffix(b"\n").removesuffix(b"\r")
 
 
 class ArmorReader:
@@ -60,8 +56,8 @@ class ArmorReader:
                 self._fail(f"more than {MAX_WHITESPACE} bytes of whitespace before the BEGIN line")
             if text:
                 break
-        if text not in (BEGIN + b"\n", BEGIN + b"\r\n"):
-            self._fail(f"bad BEGIN line {text[:len(BEGIN) + 2]!r}")
+        if line not in (BEGIN + b"\n", BEGIN + b"\r\n"):     # spaces before BEGIN on its line too
+            self._fail(f"bad BEGIN line {line[:len(BEGIN) + 2]!r}")
         self._started = True
 
     def _finish(self) -> None:

@@ -130,6 +130,9 @@ def test_block_edges(text, step, size):
     *[armor.BEGIN + b"\n" + body(2) + armor.END + ws for ws in [
         b"\n" * 1024, b"\n" * 1025, b"\n" * 1023 + b"x", b"\n" * 1024 + b"x", b"\r\n" * 511 + b"\n", b"\r\n" * 512]],
     b"\n" * 1024, b"\n" * 1025,
+    # Whitespace on the BEGIN line itself (age 1.3 skips only whole lines of it).
+    b" " + armor.BEGIN + b"\n" + body(2) + armor.END + b"\n",
+    b"\n\n \t" + armor.BEGIN + b"\n" + body(2) + armor.END + b"\n",
 ])
 @pytest.mark.parametrize("step", [1, 1 << 20])
 def test_whitespace_edges(text, step):
@@ -193,7 +196,7 @@ def test_trailing_whitespace_is_read_only_to_the_limit():
 
 @pytest.mark.parametrize("before, after", [
     (b"\n" * 1024, b"\n" * 1023),
-    (b" \t\v\f\r\n" * 170 + b"    ", b"\r\n" * 511 + b"\n"),
+    (b" \t\v\f\r\n" * 170 + b"   \n", b"\r\n" * 511 + b"\n"),
     (b"\r\n" * 512, b""),
 ])
 def test_whitespace_within_the_limits_is_accepted(before, after):
@@ -232,3 +235,20 @@ def test_a_flaw_in_the_armor_releases_every_chunk_age_opens_before_it(route, thr
                 while piece := reader.read(100_000):
                     out.write(piece)
     assert chunks == 21 and out.getvalue() == data[:chunks * 65536]
+
+
+@pytest.mark.parametrize("text, accepted", [
+    (b" " + armor.BEGIN + b"\n" + body(1) + armor.END + b"\n", False),
+    (b"\n \n\r\n" + armor.BEGIN + b"\n" + body(1) + armor.END + b"\n", True),
+    (armor.BEGIN + b"\n" + body(1) + armor.END + b"\r", True),
+])
+def test_the_lines_around_the_body_as_age_reads_them(text, accepted):
+    # age 1.3's armor.Reader: whitespace lines skipped whole, the first other line exactly BEGIN; a line loses
+    # its "\n", then its "\r", so an END line may end the file in "\r".
+    reader = armor.ArmorReader(Source(io.BytesIO(text)))
+    buf = bytearray(100)
+    if accepted:
+        assert buf[:reader.readinto(buf)] == bytes(range(48))
+    else:
+        with pytest.raises(ArmorError, match="bad BEGIN line"):
+            reader.readinto(buf)

@@ -3,10 +3,10 @@
 Armored files are malleable unless the parser is strict, so only the
 canonical encoding is accepted: 64-column lines of padded base64, no headers,
 no blank lines, no trailing spaces. The only leniencies are the ones age
-allows: CRLF line endings, whitespace before and after the PEM block, and a
-missing newline after the END line. The whitespace is bounded as in age
-(MAX_WHITESPACE), so a file of nothing but whitespace fails after reading
-a kilobyte of it, not at its end.
+allows: CRLF line endings, lines of whitespace before the PEM block and
+whitespace after it, and a missing newline (or a lone CR) after the END
+line. The whitespace is bounded as in age (MAX_WHITESPACE), so a file of
+nothing but whitespace fails after reading a kilobyte of it, not at its end.
 
 The body is decoded and encoded in blocks of many lines through pybase64's
 SIMD codec. A block is decoded whole only where every line in it is a full
@@ -62,11 +62,8 @@ def starts_armored(source: "HeaderSource") -> bool:
 
 
 def _strip_eol(line: bytes) -> bytes:
-    if line.endswith(b"\r\n"):
-        return line[:-2]
-    if line.endswith(b"\n"):
-        return line[:-1]
-    return line
+    # As age's getLine: "\n", then "\r", each if there (an END line may end the file in "\r").
+    return line.removesuffix(b"\n").removesuffix(b"\r")
 
 
 def _leading(data: bytes, chars: bytes) -> int:
@@ -100,10 +97,13 @@ class ArmorReader:
         return _strip_eol(line)
 
     def _start(self) -> None:
-        blank = _leading(self._src.peek(MAX_WHITESPACE + 1), _WHITESPACE)
+        head = self._src.peek(MAX_WHITESPACE + 1)
+        blank = _leading(head, _WHITESPACE)
         if blank > MAX_WHITESPACE:
             self._fail(f"more than {MAX_WHITESPACE} bytes of whitespace before the BEGIN line")
-        self._src.skip(blank)
+        # Whole lines of whitespace, as age skips them: spaces before BEGIN on its line are a bad BEGIN line
+        # (whitespace to the end of the input is no BEGIN line).
+        self._src.skip(blank if blank == len(head) else head.rfind(b"\n", 0, blank) + 1)
         line = self._src.readline(len(BEGIN) + 2)
         if not line:
             self._fail("no BEGIN line")
