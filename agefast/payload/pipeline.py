@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 PAGE = page_size()
 
-# Fills a buffer unless the input ends first; returns the count.
 # fill(buffer) -> (bytes read, the error that cut the reading short or None): agefast.io.source.Source.fill
 Fill = Callable[[memoryview], tuple[int, Exception | None]]
 # process(counter, data, out, final) -> (bytes of `out` to write, why the payload is invalid or None)
@@ -186,9 +185,9 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
     `read_at` in its file where that is known (else None); a failure is
     raised after the output of the chunks before it (those age opens before
     it reports one: agefast.payload.rules.opened_before_failure), unless a
-    problem came first. `dst` is written
-    from `write_at` in its file where known. Inputs come in chunks of
-    `in_chunk` bytes, outputs in chunks of `out_chunk`.
+    problem came first. `dst` is written from `write_at` in its file where
+    known. Inputs come in chunks of `in_chunk` bytes, outputs in chunks of
+    `out_chunk`.
     """
     first = bytearray(PIPELINE_FIRST * in_chunk + 1)
     n, error = fill(memoryview(first))
