@@ -85,7 +85,7 @@ def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer
     """
     data = _arguments.buffer("plaintext", plaintext)
     view = _arguments.writable_buffer("buf", buf)
-    _arguments.distinct_buffers("plaintext", data, view)
+    _arguments.distinct_buffers("plaintext", plaintext, buf)
     head, key, data, engine = _sealing(data, recipients, threads)
     size = len(head) + sealed_size(len(data))
     if len(view) < size:
@@ -121,7 +121,7 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
     """
     data = _arguments.buffer("ciphertext", ciphertext)
     view = _arguments.writable_buffer("buf", buf)
-    _arguments.distinct_buffers("ciphertext", data, view)
+    _arguments.distinct_buffers("ciphertext", ciphertext, buf)
     opening = _opening(data, identities, threads, armored)
     if opening is None:
         reader = Decryptor(MemoryReader(data), identities, armored=True, threads=threads)
