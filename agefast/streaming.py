@@ -8,6 +8,7 @@ halves that every other way in (agefast.api) shares.
 
 import io
 import os
+import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -175,6 +176,10 @@ class Decryptor(io.RawIOBase):
 
     Over a seekable, unarmored source the stream is seekable too: the final
     chunk is authenticated on construction, and seek/tell/pread work anywhere.
+    There a damaged chunk fails the reads that reach it, and no other.
+
+    Reads, seeks and tells from several threads take turns, as on a Python
+    file; pread needs no turn.
 
     A non-blocking source must have the header ready when the decryptor is
     made; after that a read that finds nothing raises BlockingIOError, and
@@ -194,6 +199,9 @@ class Decryptor(io.RawIOBase):
                 self._payload = SeekablePayload(src, start + source.consumed, key, choose(None, threads))
             else:
                 self._payload = PayloadReader(source, key, choose(None, threads))
+            # One reader at a time moves the position and fills the payload's buffers: two at once had read
+            # into one buffer together, and got misplaced plaintext or a false PayloadError.
+            self._turn = threading.Lock()
         except BaseException:
             # Refused: closed here (`src` stays the caller's), as IOBase's
             # finaliser would close it with nothing set up.
@@ -207,6 +215,8 @@ class Decryptor(io.RawIOBase):
         return isinstance(self._payload, SeekablePayload)
 
     def _seekable_payload(self) -> SeekablePayload:
+        if self.closed:
+            raise ValueError("I/O operation on a closed decryptor")
         if not isinstance(self._payload, SeekablePayload):
             raise io.UnsupportedOperation("the source is not seekable (or is armored)")
         return self._payload
@@ -216,21 +226,34 @@ class Decryptor(io.RawIOBase):
 
         Seekable decryptors only (io.UnsupportedOperation otherwise); a position
         past the end reads nothing."""
-        return self._seekable_payload().seek(offset, whence)
+        payload = self._seekable_payload()
+        with self._turn:
+            return payload.seek(offset, whence)
 
     def tell(self) -> int:
         """The position in the plaintext (seekable decryptors only)."""
-        return self._seekable_payload().pos
+        payload = self._seekable_payload()
+        with self._turn:
+            return payload.pos
 
     def pread(self, offset: int, size: int) -> bytes:
         """Thread-safe positional read; does not move the stream position."""
         return self._seekable_payload().pread(offset, size)
 
+    def read(self, size: int | None = -1, /) -> bytes | None:
+        """At most `size` bytes (all the rest if negative or None); b"" at the end."""
+        size = -1 if size is None else size
+        if size > 0 and isinstance(self._payload, SeekablePayload):
+            # RawIOBase.read makes a buffer of `size` first: a read(2**62) of a small file was a MemoryError.
+            size = min(size, max(self._payload.size - self._payload.pos, 0))
+        return super().read(size)
+
     def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with verified plaintext; returns the count, 0 at the end."""
         if self.closed:
             raise ValueError("read from a closed decryptor")
-        return self._payload.readinto(b)
+        with self._turn:
+            return self._payload.readinto(b)
 
     def readall(self) -> bytes:
         """All the rest of the plaintext."""

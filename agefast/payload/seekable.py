@@ -11,6 +11,7 @@ at a chunk boundary).
 """
 
 import io
+import operator
 import threading
 from typing import Any
 
@@ -57,8 +58,8 @@ class SeekablePayload:
         if problem is not None:
             raise problem
         self.pos = 0
-        self._pending: PayloadError | None = None  # why the chunk after the cached ones (_failed) failed
-        self._error: PayloadError | None = None  # raised by every read once a read has failed
+        # The chunk a load stopped at last, and why: the reads that reach it fail, reads elsewhere load their own.
+        self._failure: tuple[int, PayloadError] | None = None
 
     def _pread(self, buf: memoryview, offset: int) -> int:
         if self._fd is not None:
@@ -123,41 +124,36 @@ class SeekablePayload:
     def _cached(self, index: int) -> bool:
         return self._first <= index < self._first + self._count
 
-    def _failed(self, index: int) -> bool:
-        """Whether chunk `index` is the one that stopped the last load: a read elsewhere loads its own chunks
-        (before, any read the load's window did not cache raised that chunk's error)."""
-        return self._pending is not None and index == self._first + self._count
+    def _failed(self, index: int) -> PayloadError | None:
+        """Why chunk `index` failed, if it is the one a load stopped at last."""
+        return self._failure[1] if self._failure is not None and self._failure[0] == index else None
 
     def readinto(self, b: Any) -> int:
-        if self._error is not None:
-            raise again(self._error)
         mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv) and self.pos < self.size:
             index = self.pos // CHUNK_SIZE
+            failed = self._failed(index)
+            if failed is not None:
+                # The verified chunks before it first; the reads that reach it fail, and no other.
+                if n:
+                    return n
+                raise again(failed)
             whole = min((len(mv) - n) // CHUNK_SIZE, DIRECT_CHUNKS)
-            if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index) and not self._failed(index):
+            if whole and self.pos % CHUNK_SIZE == 0 and not self._cached(index):
                 # Whole chunks are opened straight into the caller's buffer,
                 # which Engine.open never leaves unverified plaintext in.
                 got = self._direct(index, mv[n:n + whole * CHUNK_SIZE])
                 n += got
                 self.pos += got
-                if self._error is not None:
-                    if n:
-                        return n
-                    raise again(self._error)
                 continue
-            if not self._cached(index) and not self._failed(index):
-                self._count = 0  # the buffer is about to be overwritten
-                self._count, self._pending = self._load(index, self._plain, self._sealed)
-                self._first = index
             if not self._cached(index):
-                # Chunks before the failed one were released; from here on
-                # every read fails.
-                self._error = self._pending
-                if n:
-                    return n
-                raise again(self._error)  # type: ignore[arg-type]  # set: the chunk is not cached because _load failed
+                self._count = 0  # the buffer is about to be overwritten
+                self._count, error = self._load(index, self._plain, self._sealed)
+                self._first = index
+                if error is not None:
+                    self._failure = (index + self._count, error)
+                continue
             offset = self.pos - self._first * CHUNK_SIZE
             take = min(len(mv) - n, self._count * CHUNK_SIZE - offset, self.size - self.pos)
             mv[n:n + take] = memoryview(self._plain)[offset:offset + take]
@@ -167,15 +163,16 @@ class SeekablePayload:
 
     def _direct(self, index: int, out: memoryview) -> int:
         """Open chunks from `index` on into `out`; return the plaintext bytes
-        verified before any failure, which becomes the reader's error."""
+        verified before any failure, which is kept as the failed chunk's."""
         if len(self._sealed) < len(out) // CHUNK_SIZE * SEALED_CHUNK_SIZE:
             self._sealed = bytearray(len(out) // CHUNK_SIZE * SEALED_CHUNK_SIZE)
         ok, error = self._load(index, out, self._sealed)
         if error is not None:
-            self._error = error
+            self._failure = (index + ok, error)
         return min(ok * CHUNK_SIZE, self.size - index * CHUNK_SIZE)
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        offset, whence = operator.index(offset), operator.index(whence)   # TypeError for 1.5, as files give
         if whence == io.SEEK_SET:
             pos = offset
         elif whence == io.SEEK_CUR:
