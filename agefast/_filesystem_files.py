@@ -24,6 +24,12 @@ from .payload.rules import CHUNK_SIZE, DIRECT_CHUNKS
 from .errors import PayloadError
 
 
+def armored_error(path: str) -> ValueError:
+    """What opening, or sizing, an armored file through age:: is: its size and offsets are not known."""
+    return ValueError(f"{path} is armored: armored age files have no random access; "
+                      "decrypt them whole with agefast.decrypt")
+
+
 class KeyedFileSystem(Protocol):
     """What the files need of their filesystem (AgeFileSystem): the wrapped one, the keys and the threads.
 
@@ -76,8 +82,7 @@ class AgeReadFile(AbstractBufferedFile):
         try:
             self._payload = streaming.decryptor(self._raw, fs.identities(), threads=fs.threads)
             if not self._payload.seekable():
-                raise ValueError(f"{path} is armored: armored age files have no random access; "
-                                 "decrypt them whole with agefast.decrypt")
+                raise armored_error(path)
         except BaseException:
             self._raw.close()
             raise

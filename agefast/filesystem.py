@@ -30,10 +30,11 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import make_instance
 
 from . import keys
-from ._filesystem_files import CACHED_CHUNKS, AgeReadFile, AgeWriteFile
+from ._filesystem_files import CACHED_CHUNKS, AgeReadFile, AgeWriteFile, armored_error
 from .io.source import Source
 from .payload.rules import NONCE_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, RecipientError
+from .format import armor
 from .format.grammar import parse_header
 
 __all__ = ["CACHED_CHUNKS", "AgeFileSystem", "AgeReadFile", "AgeWriteFile"]
@@ -201,6 +202,8 @@ class AgeFileSystem(ChainedFileSystem):
     def _header_size(self, path: str, size: int) -> int:
         """Bytes before the first chunk: the header and the payload nonce."""
         source = Source(_HeadReader(self.fs, path, size))
+        if armor.starts_armored(source):     # else parsed as a binary header: "not an age file"
+            raise armored_error(path)
         try:
             parse_header(source)
         except HeaderError as e:
