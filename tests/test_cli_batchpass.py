@@ -45,6 +45,12 @@ def test_passphrase_from_a_file_descriptor(batch_env, run_agefast):
     ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_FD": "3"}, b"mutually exclusive"),
     ({}, b"either AGE_PASSPHRASE or AGE_PASSPHRASE_FD must be set"),
     ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_WORK_FACTOR": "31"}, b"between 1 and 30"),
+    ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_WORK_FACTOR": "9" * 5000}, b"between 1 and 30"),
+    # A descriptor that is no number, or none a process can have, had ended in a traceback.
+    ({"AGE_PASSPHRASE_FD": "-1"}, b"invalid AGE_PASSPHRASE_FD: '-1' is not a number"),
+    ({"AGE_PASSPHRASE_FD": "1_0"}, b"is not a number"),
+    ({"AGE_PASSPHRASE_FD": "\u0663"}, b"is not a number"),
+    ({"AGE_PASSPHRASE_FD": "4294967296"}, b"fd 4294967296: Bad file descriptor"),
 ])
 def test_encryption_errors(variables, fragment, batch_env, run_agefast, tmp_path):
     out = tmp_path / "out.age"

@@ -25,6 +25,20 @@ class BatchpassError(Exception):
     """The environment does not give a usable passphrase or work factor."""
 
 
+# The largest descriptor a C int holds: open() takes no larger (an OverflowError).
+_MAX_FD = 2**31 - 1
+
+
+def _number(variable: str, text: str) -> int:
+    """The number `text` of the environment `variable`: ASCII digits only, as Go's strconv.Atoi reads them
+    here (int() also takes "-1", "1_0" and other scripts' digits, and "-1" went on to a ValueError)."""
+    if not (text.isascii() and text.isdigit()):
+        raise BatchpassError(f"invalid {variable}: {text!r} is not a number")
+    # More than 19 digits is above every bound here, and int() refuses more than 4,300.
+    digits = text.lstrip("0")
+    return int(digits or "0") if len(digits) <= 19 else 10 ** 19
+
+
 def _passphrase() -> str:
     value = os.environ.get("AGE_PASSPHRASE", "")
     fd_text = os.environ.get("AGE_PASSPHRASE_FD", "")
@@ -34,10 +48,9 @@ def _passphrase() -> str:
         raise BatchpassError("either AGE_PASSPHRASE or AGE_PASSPHRASE_FD must be set")
     if value:
         return value
-    try:
-        fd = int(fd_text)
-    except ValueError:
-        raise BatchpassError(f"invalid AGE_PASSPHRASE_FD: {fd_text!r} is not a number") from None
+    fd = _number("AGE_PASSPHRASE_FD", fd_text)
+    if fd > _MAX_FD:
+        raise BatchpassError(f"failed to read passphrase from fd {fd}: Bad file descriptor")
     try:
         with open(fd, "rb", closefd=True) as f:
             data = f.read(_MAX_PASSPHRASE_SIZE + 1)
@@ -55,10 +68,7 @@ def _work_factor(variable: str) -> int | None:
     text = os.environ.get(variable, "")
     if not text:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise BatchpassError(f"invalid {variable}: {text!r} is not a number") from None
+    value = _number(variable, text)
     if not 1 <= value <= 30:
         raise BatchpassError(f"{variable} must be between 1 and 30")
     return value
