@@ -109,5 +109,5 @@ def rekey(infile: StrPath, outfile: StrPath, identities: Iterable[Identity],
     with open(source, "rb") as src:
         opened = open_file(src, checked_identities)
         header = new_header(opened, checked_recipients)
-        with replacing(target) as dst:
+        with replacing(target, durable=True) as dst:    # in place, the file it replaces is the only copy
             write_file(opened, header, dst)

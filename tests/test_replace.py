@@ -258,3 +258,86 @@ def test_a_link_another_account_made_in_a_sticky_folder_is_not_followed(tmp_path
     with replace.replacing(sticky / "mine") as f:
         f.write(b"output")
     assert precious.read_bytes() == b"output"
+
+
+def _as_account(uid, work):
+    """work() with the effective user `uid` where this is root (a user's own permissions otherwise)."""
+    if os.geteuid() != 0:
+        return work()
+    os.seteuid(uid)
+    try:
+        return work()
+    finally:
+        os.seteuid(0)
+
+
+def test_a_read_only_file_is_not_replaced():
+    # As age's open(O_WRONLY) refuses it: the rename that replaces a file needs only the folder's permission,
+    # and `agefast -o archive.age` had replaced a chmod 444 archive.
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(dir="/tmp")      # not under pytest's 0700 folder: another account must reach it
+    try:
+        owner = 65534 if os.geteuid() == 0 else os.geteuid()
+        target = os.path.join(folder, "archive.age")
+        with open(target, "wb") as f:
+            f.write(b"the only copy")
+        os.chown(folder, owner, -1)
+        os.chown(target, owner, -1)
+        os.chmod(target, 0o444)
+
+        def replace_it():
+            with replace.replacing(target) as f:
+                f.write(b"output")
+
+        with pytest.raises(PermissionError) as refused:
+            _as_account(owner, replace_it)
+        assert refused.value.filename == target
+        assert open(target, "rb").read() == b"the only copy" and os.listdir(folder) == ["archive.age"]
+        os.chmod(target, 0o644)
+        _as_account(owner, replace_it)
+        assert open(target, "rb").read() == b"output"
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.requires_root("a file of another account's")
+@pytest.mark.parametrize("fallback", [None, *FALLBACKS])
+def test_the_result_keeps_the_owner_and_attributes_of_the_file_it_replaces(tmp_path, monkeypatch, fallback):
+    # Root rekeying a user's file in place had handed it to root, and dropped its ACLs and attributes.
+    if fallback is not None:
+        FALLBACKS[fallback](monkeypatch, tmp_path)
+    target = tmp_path / "user.age"
+    target.write_bytes(b"old")
+    os.chown(target, 65534, 65534)
+    target.chmod(0o640)
+    try:
+        os.setxattr(target, "user.note", b"kept")
+    except OSError:
+        pytest.skip("this file system takes no user.* attributes")
+    with replace.replacing(target) as f:
+        f.write(b"new")
+    st = target.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o640)
+    assert target.read_bytes() == b"new"
+    if fallback is None:    # the fallbacks keep the owner: the name-only route off Linux has no attributes to copy
+        assert os.getxattr(target, "user.note") == b"kept"
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_durable_syncs_the_result_before_it_replaces_a_file(tmp_path, monkeypatch, exists):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(replace.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    target = tmp_path / "in-place.age"
+    if exists:
+        target.write_bytes(b"the only copy")
+    with replace.replacing(target, durable=True) as f:
+        f.write(b"rekeyed")
+    assert target.read_bytes() == b"rekeyed"
+    assert len(synced) == (2 if exists else 0)      # the file, then its folder
+    synced.clear()
+    with replace.replacing(target) as f:
+        f.write(b"again")
+    assert synced == []

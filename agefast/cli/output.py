@@ -129,12 +129,12 @@ def check_terminal_output(output: str | None, decrypting: bool, armored: bool) -
 
 
 @contextlib.contextmanager
-def _output_file(path: str) -> Iterator[Writer]:
+def _output_file(path: str, durable: bool) -> Iterator[Writer]:
     """The OUTPUT file, written whole or not at all (agefast.io.replace); if it
     can't be created or written, the failure names it as the output file."""
     opened = False
     try:
-        with replacing(path) as dst:
+        with replacing(path, durable=durable) as dst:
             opened = True
             yield dst
     except OSError as e:
@@ -145,14 +145,16 @@ def _output_file(path: str) -> Iterator[Writer]:
         raise FileFailed("write" if opened else "open", "output file", path, e) from None
 
 
-def open_output(output: str | None, decrypting: bool, input_is_terminal: bool) -> ContextManager[Writer]:
+def open_output(output: str | None, decrypting: bool, input_is_terminal: bool, *,
+                durable: bool = False) -> ContextManager[Writer]:
     """A context manager giving the binary stream the result is written to.
 
     OUTPUT "-" names stdout on purpose, which is how age lets a user force
-    binary output onto a terminal.
+    binary output onto a terminal. `durable`: an OUTPUT file that replaces
+    one is synced first (agefast.io.replace.replacing).
     """
     if output is not None and output != "-":
-        return _output_file(output)
+        return _output_file(output, durable)
     if is_terminal(sys.stdout):
         check = output is None and decrypting
         if check or input_is_terminal:

@@ -101,7 +101,8 @@ def _rekey(args: Arguments) -> None:
         header = rekeying.new_header(opened, recipients)
         if args.output is None and not opened.armored and is_terminal(sys.stdout):
             raise OutputRefused("refusing to output binary to the terminal", 'force anyway with "-o -"')
-        with output.open_output(args.output, False, False) as dst:
+        # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload.
+        with output.open_output(args.output, False, False, durable=True) as dst:
             rekeying.write_file(opened, header, dst)
 
 

@@ -88,6 +88,11 @@ class _Partial:
         os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         self._placed = True
 
+    def keep_owner(self, replaced: os.stat_result, target: str) -> None:
+        """The owner and group of the file this one replaces, where this account may give them."""
+        with contextlib.suppress(OSError):
+            os.chown(self._tmp, replaced.st_uid, replaced.st_gid, dir_fd=self._folder, follow_symlinks=False)
+
     def close(self) -> None:
         if not self._placed:
             # Not found: a signal's exception landed just after the rename.
@@ -142,6 +147,16 @@ class _Unnamed:
         # without one it calls link(2), which would link the symlink itself
         # (EXDEV: it is on /proc).
         os.link(str(self._kept), path, src_dir_fd=self._proc, dst_dir_fd=self._folder)
+
+    def keep_owner(self, replaced: os.stat_result, target: str) -> None:
+        """The owner and group of the file at `target` that this one replaces, where this account may give them
+        (root may, a user only a group of theirs), and its extended attributes, ACLs among them."""
+        with contextlib.suppress(OSError):
+            os.fchown(self._kept, replaced.st_uid, replaced.st_gid)
+        with contextlib.suppress(OSError):
+            for attribute in os.listxattr(target):
+                with contextlib.suppress(OSError):   # security.* and trusted.* need privileges
+                    os.setxattr(self._kept, attribute, os.getxattr(target, attribute))
 
     def place(self, target: str, mode: int) -> None:
         os.fchmod(self._kept, mode)
@@ -209,12 +224,21 @@ def _creation_mode() -> int:
     return 0o666 & ~umask
 
 
-def _replaced_mode(target: str) -> int:
-    """The mode the result gets: an existing file's own, else a new file's under the umask."""
-    try:
-        return os.stat(target).st_mode & 0o7777
-    except FileNotFoundError:
-        return _creation_mode()
+def _sync_folder(directory: str) -> None:
+    """Make a rename in `directory` durable; best effort (some file systems refuse a folder's fsync)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _writable(path: str) -> bool:
+    """Whether open(path, "wb") would be allowed: a rename over it needs only the folder's permission."""
+    if os.access in os.supports_effective_ids:
+        return os.access(path, os.W_OK, effective_ids=True)
+    return os.access(path, os.W_OK)
 
 
 def _refuse_foreign_links(path: str) -> None:
@@ -245,9 +269,17 @@ def _refuse_foreign_links(path: str) -> None:
 
 
 @contextlib.contextmanager
-def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
+def replacing(path: str | bytes, direct: bool = False, durable: bool = False) -> Iterator[Writer]:
     """A binary file to write the result to; it becomes `path` only if the
-    block ends without an exception. direct=True writes with O_DIRECT."""
+    block ends without an exception. direct=True writes with O_DIRECT.
+
+    A file it replaces must be one open() could write (a read-only file is a
+    PermissionError, as age's open gives), and the result keeps its mode,
+    and, where this account may give them, its owner, group and extended
+    attributes. durable=True syncs the result before it replaces a file,
+    and the folder after (agefast-rekey in place: a crash after the rename
+    must not leave the only copy unwritten).
+    """
     path = os.fsdecode(path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
@@ -262,6 +294,8 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
         with open(path, "wb") as device:     # a pipe, a FIFO, a terminal, /dev/null: written into, as age does
             yield device
         return
+    if there is not None and not _writable(path):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
     target = os.path.realpath(path)
     directory, name = os.path.split(target)
     proc = _proc_folder()
@@ -282,8 +316,15 @@ def replacing(path: str | bytes, direct: bool = False) -> Iterator[Writer]:
                     f.close()
                 raise
             with _naming(path):
+                if durable and there is not None:
+                    f.flush()
+                    os.fsync(f.fileno())
                 f.close()
-                output.place(target, _replaced_mode(target))
+                if there is not None:
+                    output.keep_owner(there, target)
+                output.place(target, _creation_mode() if there is None else there.st_mode & 0o7777)
+                if durable and there is not None:
+                    _sync_folder(directory)
         finally:
             output.close()
     finally:
