@@ -170,3 +170,29 @@ def test_a_header_past_the_limit_is_too_long_at_any_size():
                     assert outcome[3] == len(header)
                 else:
                     assert outcome == "header line or header too long"
+
+
+def test_no_header_is_written_that_the_parser_refuses():
+    # agefast had written a header of 10,700 post-quantum recipients (17 MB) that it could not read back.
+    from agefast.errors import EncryptError
+    from agefast.io.source import MemorySource
+
+    def round_trip(stanzas):
+        header = grammar.encode_header_without_mac(stanzas) + grammar.encode_mac_line(bytes(32))
+        return grammar.parse_header(MemorySource(header + bytes(16)))
+
+    longest = grammar.MAX_LINE - len("-> x ")
+    assert round_trip([Stanza("x", ["a" * longest], b"")])
+    with pytest.raises(EncryptError, match="too long for agefast to read back"):
+        round_trip([Stanza("x", ["a" * (longest + 1)], b"")])
+    # The whole header: the largest body that fits, and one byte more.
+    def header_size(body):
+        chars = (4 * body + 2) // 3         # unpadded base64, in lines of 64 and a last short one
+        return len(grammar.VERSION_LINE) + len(b"-> x\n") + chars + chars // 64 + 1 + len(b"---") + 45
+
+    body = grammar.MAX_HEADER * 3 // 4
+    while header_size(body) >= grammar.MAX_HEADER:
+        body -= 1
+    assert round_trip([Stanza("x", [], bytes(body))])
+    with pytest.raises(EncryptError):
+        round_trip([Stanza("x", [], bytes(body + 1))])

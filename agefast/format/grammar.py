@@ -9,7 +9,7 @@ import binascii
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import HeaderError
+from ..errors import EncryptError, HeaderError
 from .stanza import COLUMNS, STANZA_PREFIX, b64encode_bytes
 # Stanza and b64encode live in stanza.py (a leaf the public types import); the
 # recipients take them from here, with the parser.
@@ -27,6 +27,7 @@ BYTES_PER_LINE = COLUMNS // 4 * 3
 MAX_LINE = 64 * 1024
 MAX_HEADER = 16 * 1024 * 1024
 _AFTER_VERSION_LINE = MAX_HEADER - len(VERSION_LINE)
+_MAC_LINE_SIZE = len(b" \n") + 43    # after "---": a space, the base64 of the 32-byte MAC, a newline
 
 # Checks of a whole string at once: bytes.translate deleting these leaves
 # nothing exactly when every byte is one of them (a loop over the bytes in
@@ -119,7 +120,15 @@ class Header:
 
 
 def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
-    return VERSION_LINE + b"".join(s.encode() for s in stanzas) + MAC_PREFIX
+    """The header's text up to its MAC; EncryptError where parse_header would refuse the header whole (a
+    stanza's line or the header too long): agefast would write a file it could not read back."""
+    encoded = [s.encode() for s in stanzas]
+    header = VERSION_LINE + b"".join(encoded) + MAC_PREFIX
+    if len(header) + _MAC_LINE_SIZE >= MAX_HEADER or any(s.index(b"\n") > MAX_LINE for s in encoded):
+        raise EncryptError(f"the header would be too long for agefast to read back ({len(header) >> 10} KiB for "
+                           f"{len(stanzas)} stanzas; at most {MAX_HEADER >> 20} MiB, lines of at most "
+                           f"{MAX_LINE >> 10} KiB)")
+    return header
 
 
 def encode_mac_line(mac: bytes) -> bytes:
