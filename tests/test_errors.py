@@ -174,8 +174,10 @@ def test_failed_reader_keeps_failing(seekable):
         with pytest.raises(errors.PayloadError) as again:
             r.read(10)
         assert again.value is info.value
-    if seekable:
+    if seekable:    # a damaged chunk fails the reads that reach it, and no other
         r.seek(0)
+        assert r.read(10) == DATA[:10]
+        r.seek(CHUNK)
         with pytest.raises(errors.PayloadError):
             r.read(10)
 
@@ -349,7 +351,9 @@ def test_armored_says_what_the_file_must_be(decrypt):
         decrypt(CT, armored=True)
     with pytest.raises(errors.HeaderError):
         decrypt(ARMORED, armored=False)
-    assert decrypt(b" \r\n\t" + ARMORED, armored=True) == DATA[:1000]
+    assert decrypt(b" \r\n\t\n" + ARMORED, armored=True) == DATA[:1000]    # whole lines of whitespace, as age
+    with pytest.raises(errors.ArmorError, match="bad BEGIN line"):
+        decrypt(b" \r\n\t" + ARMORED, armored=True)                       # age 1.3: "invalid first line"
     assert decrypt(CT, armored=False) == DATA
     with pytest.raises(TypeError):
         decrypt(ARMORED, armored="yes")
