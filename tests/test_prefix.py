@@ -339,3 +339,32 @@ def test_decrypt_io_onto_a_full_tmpfs(full_tmpfs, files):
             agefast.decrypt_io(src, dst, identities(key))
     assert failed.value.filename == str(full_tmpfs / "out")
     assert_whole_batches((full_tmpfs / "out").read_bytes(), plain)
+
+
+def test_keygen_on_a_full_disk_leaves_no_key_file_and_tells_no_public_key(full_tmpfs):
+    # It had printed "Public key: ..." for a secret it never kept (a script could encrypt to it) and left an
+    # empty key file, which a retry then found in the way; the failed write named no file.
+    with open(full_tmpfs / "fill", "wb") as f:
+        with pytest.raises(OSError):
+            while True:
+                f.write(bytes(MiB))
+    key = full_tmpfs / "key.txt"
+    done = subprocess.run([sys.executable, "-m", "agefast.cli.keygen", "-o", key], capture_output=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f'agefast-keygen: error: failed to write output file "{key}": No space left on device']
+    assert not key.exists()
+
+
+def test_rekey_on_a_full_disk_names_its_output_and_keeps_its_input(full_tmpfs, files):
+    _, key, _, sealed = files
+    target = full_tmpfs / "data.age"
+    target.write_bytes(sealed.read_bytes()[:12 * MiB])      # whole header, a payload cut short: rekey copies it
+    before = target.read_bytes()
+    new = agefast.x25519.Identity.generate().to_public()
+    done = subprocess.run([sys.executable, "-m", "agefast.cli.rekey", "-i", key, "-r", str(new), "-o", target, target],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f'agefast-rekey: error: failed to write output file "{target}": No space left on device']
+    assert target.read_bytes() == before and os.listdir(full_tmpfs) == ["data.age"]

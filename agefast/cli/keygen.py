@@ -7,6 +7,7 @@ Output matches age-keygen's, so key files move freely between the two tools:
     AGE-SECRET-KEY-1...
 """
 
+import contextlib
 import datetime
 import os
 import stat
@@ -19,6 +20,7 @@ from agefast.recipients import pq, x25519
 from agefast.cli.terminal import is_terminal
 from agefast.cli.key_flags import read_key_file
 from agefast.cli.outcome import UsageError, describe
+from agefast.cli.output import STDOUT_NAME
 
 USAGE = """\
 Usage:
@@ -71,12 +73,22 @@ def _generate(output: str | None, post_quantum: bool) -> None:
     identity = (pq.Identity if post_quantum else x25519.Identity).generate()
     public = str(identity.to_public())
     with _open_output(output) as out:
-        if not is_terminal(out):
-            print(f"Public key: {public}", file=sys.stderr)
         mode = os.fstat(out.fileno()).st_mode
         if stat.S_ISREG(mode) and mode & stat.S_IROTH:
             print("agefast-keygen: warning: writing secret key to a world-readable file", file=sys.stderr)
-        out.write(f"# created: {_created_line()}\n# public key: {public}\n{identity}\n")
+        try:
+            out.write(f"# created: {_created_line()}\n# public key: {public}\n{identity}\n")
+            out.flush()
+        except OSError as e:
+            # No key file that holds no key (a retry would find the name taken), and no public key told for a
+            # secret that was never kept: a script could encrypt to it.
+            with contextlib.suppress(OSError):     # its flush fails again; closed now, not at the block's end
+                out.close()
+            if output is not None and output != "-" and stat.S_ISREG(mode):
+                os.unlink(output)
+            raise files.FileFailed("write", "output file", output or STDOUT_NAME, e) from None
+        if not is_terminal(out):
+            print(f"Public key: {public}", file=sys.stderr)
 
 
 def _convert(path: str | None, output: str | None) -> None:

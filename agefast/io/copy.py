@@ -14,7 +14,7 @@ from typing import Any
 from .portable import copy_file_range
 from .reserve import positional_fd
 from .source import Source
-from .writes import flush, write_all
+from .writes import flush, write_all, write_failed
 
 _BLOCK = 1 << 20
 _KERNEL_STEP = 1 << 30
@@ -29,6 +29,8 @@ _ALIGN = 1 << 16
 # without it): those are copied through a buffer instead. Only the first call
 # may fail this way; later, such an error is a real one.
 _UNSUPPORTED = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF})
+# What a copy's failure says of its output alone.
+_WRITE_SIDE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _in_kernel(src_fd: int, src_at: int, dst_fd: int, dst_at: int) -> int | None:
@@ -65,7 +67,11 @@ def copy_rest(source: Source, dst: Any, src_at: tuple[int, int] | None = None) -
         head = os.pread(src_fd, -at % max(_ALIGN, os.fstat(dst_fd).st_blksize), offset)
         write_all(dst, head)
         flush(dst)
-        copied = _in_kernel(src_fd, offset + len(head), dst_fd, at + len(head))
+        try:
+            copied = _in_kernel(src_fd, offset + len(head), dst_fd, at + len(head))
+        except OSError as e:
+            # A full disk or a file too large is the output's to name, as a failed write names it.
+            raise (write_failed(dst, e) if e.errno in _WRITE_SIDE else e) from None
         if copied is not None:
             dst.seek(at + len(head) + copied)
             return
