@@ -274,6 +274,25 @@ def test_an_empty_output_or_input_is_standard_output_or_input(age_key, run_agefa
     assert made.returncode == 0 and made.stdout.startswith(b"# created: "), made.stderr
 
 
+@pytest.mark.parametrize("command, closed", [
+    (["agefast.cli.keygen"], 1), (["agefast.cli.inspect"], 0), (["agefast", "-d", "-i", "KEY"], 0),
+    (["agefast", "-d", "-i", "KEY", "SEALED"], 1), (["agefast.cli.rekey", "-i", "KEY", "-r", "R", "-o", "/dev/null"], 0),
+])
+def test_a_closed_standard_stream_is_one_error_line(command, closed, age_key, encrypt_to_age_key, tmp_path):
+    # `cmd >&-` or `cmd <&-`: Python leaves sys.stdout None, and each command's use of it was a traceback.
+    key_path, recipient = age_key
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(encrypt_to_age_key(b"x"))
+    args = [{"KEY": str(key_path), "SEALED": str(sealed), "R": recipient}.get(a, a) for a in command]
+    done = subprocess.run([sys.executable, "-m", *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, preexec_fn=lambda: os.close(closed), timeout=60)
+    name = args[0].rsplit(".", 1)[-1]
+    name = "agefast" if name == "agefast" else f"agefast-{name}"
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{name}: error: ") and "Bad file descriptor" in lines[0], lines
+
+
 def test_closed_stdout_is_one_error_line(age_key, encrypt_to_age_key):
     key_path, _ = age_key
     proc = subprocess.Popen([*AGEFAST, "-d", "-i", key_path], stdin=subprocess.PIPE,

@@ -9,7 +9,11 @@ agefast.cli.outcome tells FileFailed in those words.
 """
 
 import contextlib
+import errno
+import os
+import sys
 from collections.abc import Iterator
+from typing import NoReturn
 
 
 class FileFailed(Exception):
@@ -28,3 +32,37 @@ def named(role: str, path: str, action: str = "open") -> Iterator[None]:
         yield
     except OSError as e:
         raise FileFailed(action, role, path, e) from None
+
+
+class _ClosedStream:
+    """A standard stream whose descriptor was closed when the command started
+    (`agefast-keygen >&-`), where Python leaves sys.stdout None: every read or
+    write fails as age's does, "bad file descriptor" naming it, and it is no
+    terminal."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def buffer(self) -> "_ClosedStream":
+        return self
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        """Nothing was written: the interpreter's flush at exit has nothing to fail on."""
+
+    def _bad(self, *args: object) -> NoReturn:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF), self.name)
+
+    fileno = read = readinto = readline = write = _bad
+
+
+def mend_closed_streams() -> None:
+    """Stand a _ClosedStream in for standard input or output where it was closed (sys.stdin None): each
+    command's use of it had been an AttributeError's traceback."""
+    if sys.stdin is None:
+        sys.stdin = _ClosedStream("/dev/stdin")
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream("/dev/stdout")

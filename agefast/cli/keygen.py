@@ -99,6 +99,7 @@ def _convert(path: str | None, output: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    files.mend_closed_streams()
     parsed, status = goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
     if parsed is None:
         return status

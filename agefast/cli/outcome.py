@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Any
 
 from agefast import errors
+from agefast.cli import files
 from agefast.cli.files import FileFailed
 from agefast.cli.output import OutputRefused, go_quote
 from agefast.cli.terminal import TerminalError
@@ -127,7 +128,9 @@ def _cleanup_on_termination() -> Iterator[None]:
 
 
 def run_cleaning_up(run: Callable[[list[str]], int], argv: list[str]) -> int:
-    """run(argv), with SIGTERM and SIGHUP unwinding it so that a temporary OUTPUT is removed."""
+    """run(argv), with SIGTERM and SIGHUP unwinding it so that a temporary OUTPUT is removed, and a closed
+    standard input or output failing as a file that can't be read or written (files.mend_closed_streams)."""
+    files.mend_closed_streams()
     try:
         with _cleanup_on_termination():
             return run(argv)
