@@ -21,7 +21,7 @@ from .header import make_header, open_header
 from .io.source import Source, file_position
 from .io.writes import flush, write_all
 from .payload.engine import choose
-from .payload.rules import NONCE_SIZE, payload_key
+from .payload.rules import CHUNK_SIZE, NONCE_SIZE, payload_key
 from .payload.seekable import SeekablePayload
 from .payload.stream import PayloadReader, PayloadWriter
 
@@ -148,13 +148,17 @@ class Encryptor(AbortOnError, io.RawIOBase):
 
 
 
-def read_all(readinto: Callable[[bytearray], int | None]) -> bytes:
-    """Everything a stream's readinto gives, read 1 MiB at a time (the
-    default readall reads 8 KiB at a time)."""
+def read_all(readinto: Callable[[bytearray], int | None], left: int | None = None) -> bytes:
+    """Everything a stream's readinto gives, in reads of 64 KiB growing to
+    1 MiB (the default readall reads 8 KiB at a time), or, where the size
+    `left` is known, of that: a buffer of 1 MiB for every call was most of
+    reading a small file."""
     out = bytearray()
-    buf = bytearray(_READ_SIZE)
+    buf = bytearray(min(_READ_SIZE, CHUNK_SIZE if left is None else left + 1))
     while n := readinto(buf):
         out += memoryview(buf)[:n]
+        if n == len(buf) < _READ_SIZE:
+            buf = bytearray(min(2 * n, _READ_SIZE))
     return bytes(out)
 
 
@@ -257,7 +261,9 @@ class Decryptor(io.RawIOBase):
 
     def readall(self) -> bytes:
         """All the rest of the plaintext."""
-        return read_all(self.readinto)
+        payload = self._payload
+        return read_all(self.readinto, max(payload.size - payload.pos, 0)
+                        if isinstance(payload, SeekablePayload) else None)
 
     def close(self) -> None:
         """Close the stream (and `src` if close_src)."""

@@ -46,8 +46,10 @@ class SeekablePayload:
         # be a final chunk (a tag or less), the chunk before them too, which
         # tells a cut (it verifies as a middle chunk) from bytes after a whole
         # final chunk (it verifies as the final one), as in a stream.
-        self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
-        self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
+        # No larger than the file: buffers of STREAM_BATCH chunks were most of opening a small one (2026-12-06).
+        batch = max(1, min(STREAM_BATCH, self._chunks))
+        self._plain = bytearray(batch * CHUNK_SIZE)
+        self._sealed = bytearray(batch * SEALED_CHUNK_SIZE)
         rest = (end - start) % SEALED_CHUNK_SIZE
         # the cached chunks: [first, first + count)
         self._first = max(0, self._chunks - (2 if 0 < rest <= TAG_SIZE else 1))
