@@ -130,7 +130,10 @@ def main(argv=None) -> int:
             d = group[0]
             print(f"DISAGREE {party.name} {d.stratum}/{d.axis} reference {d.reference} vs {d.outcome}: "
                   f"{len(group)} cases, first {d.case}: {d.problem}")
-    status = 1 if run.failures else 0
+    # A run that judged nothing (an axis no target takes) must not pass in CI as if all agreed.
+    status = 1 if run.failures else 0 if run.cases else 2
+    if not run.cases:
+        print("nothing was tested: no target takes these axes and strata", file=sys.stderr)
     if args.report:
         _write_report(args.report, run, strata, seconds, status)
         print(f"report: {os.path.join(args.report, 'index.html')}")

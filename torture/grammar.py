@@ -63,9 +63,18 @@ def cases(f: Forged, rng):
     sixbits = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
     loose = sixbits[sixbits.index(last) ^ 1:][:1]
     yield "non-canonical base64 body (an unused bit set)", _file(f, header(args + body[:-2] + loose + b"\n")), {HEADER}
+    # The share (32 bytes, 43 characters) too: a second spelling of one header (C2SP x25519_not_canonical_share).
+    share = args.rstrip(b"\n")
+    loose_share = sixbits[sixbits.index(share[-1:]) ^ 1:][:1]
+    yield "non-canonical base64 share (an unused bit set)", _file(f, header(share[:-1] + loose_share + b"\n" + body)), {
+        HEADER}
+
 
     # The MAC line.
     mac = b64(header_mac(f.file_key, header(x25519)))
     yield "MAC line without its space", _file(f, header(x25519), mac + b"\n"), {HEADER}
     yield "MAC with base64 padding", _file(f, header(x25519), b" " + mac + b"=\n"), {HEADER}
     yield "MAC of 31 bytes", _file(f, header(x25519), b" " + b64(rng.randbytes(31)) + b"\n"), {HEADER}
+    # 32 bytes take 43 characters, 2 bits of the last unused (C2SP hmac_not_canonical).
+    loose_mac = mac[:-1] + sixbits[sixbits.index(mac[-1:]) ^ 1:][:1]
+    yield "non-canonical base64 MAC (an unused bit set)", _file(f, header(x25519), b" " + loose_mac + b"\n"), {HEADER}

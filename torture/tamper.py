@@ -105,6 +105,18 @@ def _armor(f: forge.Forged):
     yield "armor with garbage after END", data + b"junk\n", {ARMOR}
     if len(lines) > 4:
         yield "armor with a 65-column line", b"\n".join(lines[:1] + [lines[1] + lines[2][:1], lines[2][1:]] + lines[3:]), {ARMOR}
+        # The C2SP armor vectors: a full line cut in two (armor_short_line), an empty line (armor_empty_line_*).
+        yield "armor with a short line in the middle", b"\n".join(lines[:1] + [lines[1][:32], lines[1][32:]] + lines[2:]), {
+            ARMOR}
+    yield "armor with an empty line after BEGIN", b"\n".join(lines[:1] + [b""] + lines[1:]), {ARMOR}
+    # The last body line's last character, an unused bit set where it has one (armor_not_canonical).
+    last = len(lines) - 3
+    body = lines[last].rstrip(b"=")
+    if (len(body) * 6) % 8:
+        sixbits = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        loose = body[:-1] + sixbits[sixbits.index(body[-1:]) ^ 1:][:1] + lines[last][len(body):]
+        yield "armor with non-canonical base64 (an unused bit set)", b"\n".join(
+            lines[:last] + [loose] + lines[last + 1:]), {ARMOR}
 
 
 def run_axis(run, stratum) -> None:

@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from .reference import ARMOR, HEADER, MAC, NO_MATCH, OK, PAYLOAD
 WORKERS = 4
 PROCESS_TIMEOUT = 120
 FAILED = "failed"  # a failure whose kind the target's message does not name
+CRASHED = "crashed"  # killed by a signal, or no answer in PROCESS_TIMEOUT: never a right answer
 _TYPED_NAMES = [  # exception class names in a message or MRO, most specific first
     (re.compile(r"HeaderMACError"), MAC), (re.compile(r"NoIdentityMatchError"), NO_MATCH),
     (re.compile(r"PayloadError"), PAYLOAD), (re.compile(r"ArmorError"), ARMOR), (re.compile(r"HeaderError"), HEADER),
@@ -91,6 +93,8 @@ def disagreement(expected: reference.Verdict, got: Outcome) -> str | None:
     the same kind where the target names one, and on failure nothing released
     beyond the plaintext the reference verified.
     """
+    if got.kind == CRASHED:     # whatever the file, a crash or a hang is a bug (a segfault had agreed as a failure)
+        return f"reference says {expected.kind}, target {got.message}"
     if (expected.kind == OK) != (got.kind == OK):
         return f"reference says {expected.kind}, target says {got.kind}{_said(got)}"
     if got.kind == OK:
@@ -241,6 +245,7 @@ class CommandTarget(Target):
         self.declared.append(PASSPHRASE_ON_A_TERMINAL)
         self._dir = tempfile.mkdtemp(prefix="agetorture-")
         self._keyfiles: dict[tuple, str] = {}
+        self._keyfiles_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(WORKERS)
 
     def argv_for(self, value: str) -> list[str]:
@@ -248,19 +253,24 @@ class CommandTarget(Target):
 
     def keyfile(self, identities) -> str:
         key = tuple(s.secret for s in identities)
-        if key not in self._keyfiles:
-            path = os.path.join(self._dir, f"key{len(self._keyfiles)}.txt")
-            with open(path, "w") as f:
-                f.write(identity_file_text(identities))
-            self._keyfiles[key] = path
-        return self._keyfiles[key]
+        # Streams on several threads ask at once: two had taken one name for different keys, and a correct
+        # target was then blamed for "no identity matched".
+        with self._keyfiles_lock:
+            if key not in self._keyfiles:
+                path = os.path.join(self._dir, f"key{len(self._keyfiles)}.txt")
+                with open(path, "w") as f:
+                    f.write(identity_file_text(identities))
+                self._keyfiles[key] = path
+            return self._keyfiles[key]
 
     def _run(self, data: bytes, keyfile: str) -> Outcome:
         try:
             p = subprocess.run(self.argv_for(keyfile), input=data, capture_output=True, timeout=PROCESS_TIMEOUT)
         except subprocess.TimeoutExpired as e:
-            return Outcome(FAILED, e.stdout or b"", f"timed out after {PROCESS_TIMEOUT} s")
+            return Outcome(CRASHED, e.stdout or b"", f"timed out after {PROCESS_TIMEOUT} s")
         message = p.stderr.decode(errors="replace").strip()
+        if p.returncode < 0:
+            return Outcome(CRASHED, p.stdout, f"killed by signal {-p.returncode}: {message[:200]}")
         if p.returncode == 0:
             return Outcome(OK, p.stdout, message)
         return Outcome(classify([_TYPED_NAMES, _AGE_MESSAGES, _RAGE_MESSAGES], message), p.stdout,

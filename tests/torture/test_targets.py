@@ -141,3 +141,48 @@ def test_a_broken_encryptor_is_caught(tmp_path):
 def test_usage_errors_exit_2(args):
     p = torture(*args, "--strata", "Micro", "--axes", "tamper") if "--strata" not in args else torture(*args)
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_a_run_that_tests_nothing_exits_2():
+    # --axes encrypt without an encrypting target judges no file; it printed "0 cases, 0 failures" and passed.
+    p = torture("--strata", "Micro", "--axes", "encrypt")
+    assert p.returncode == 2 and "nothing was tested" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+
+
+@needs_age
+def test_a_target_that_crashes_or_hangs_disagrees(tmp_path, monkeypatch):
+    # A decryptor that dies of SIGSEGV on every file it refuses had agreed with the reference's failures.
+    from torture import reference, targets
+
+    crash = tmp_path / "crash.sh"
+    crash.write_text("#!/bin/sh\nage \"$@\" || kill -SEGV $$\n")
+    crash.chmod(0o755)
+    p = torture("--strata", "Micro", "--axes", "tamper", "--target", f"cmd:{crash} -d -i {{identity}}")
+    assert p.returncode == 1 and "killed by signal 11" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    refused = reference.Verdict(reference.HEADER, b"", "bad header")
+    assert targets.disagreement(refused, targets.Outcome(targets.CRASHED, b"", "timed out after 120 s"))
+
+
+def test_identity_files_made_at_once_on_two_threads_are_two_files(monkeypatch):
+    # Streams on several threads asked at once: both took key0.txt, and a correct target was blamed.
+    import threading
+    import time
+
+    from torture import keys, targets
+
+    real = targets.identity_file_text
+    monkeypatch.setattr(targets, "identity_file_text", lambda ids: time.sleep(0.05) or real(ids))
+    target = targets.CommandTarget("cmd:cat {identity}", "cat {identity}")
+    try:
+        specs = [[keys.KeySpec("x25519", bytes([i]) * 32)] for i in (1, 2)]
+        paths = [None, None]
+        threads = [threading.Thread(target=lambda i=i: paths.__setitem__(i, target.keyfile(specs[i]))) for i in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert paths[0] != paths[1]
+        for spec, path in zip(specs, paths):
+            assert spec[0].age_identity() in open(path).read()
+    finally:
+        target.close()
