@@ -39,7 +39,7 @@ def run_torture(adapter, profile: Profile, seed: int, strata_names=None, axes=No
     try:
         for stratum in strata:
             for name, axis in AXES.items():
-                if axes is None or name in axes:
+                if (axes is None or name in axes) and (stratum.axes is None or name in stratum.axes):
                     axis(run, stratum)
             run.flush()
             if log:

@@ -10,6 +10,7 @@ class Stratum:
     name: str
     sizes: tuple[int, ...]
     streams: int = 1  # > 1: that many streams at once, on threads
+    axes: frozenset[str] | None = None  # the axes it is run on, where not all
 
 
 def _boundary_sizes() -> tuple[int, ...]:
@@ -27,4 +28,8 @@ def all_strata(multistream_streams: int) -> list[Stratum]:
         Stratum("Jumbo", (1 << 20,)),
         Stratum("MultiStream", ((4 << 20) // multistream_streams,), streams=multistream_streams),
         Stratum("Boundary", _boundary_sizes()),
+        # Past the 256th chunk, where a counter of one byte wraps, and across an implementation's batches of
+        # 16, 32 or 256 chunks (none of the others reaches 17): the round trip is enough to see both, and
+        # tampering with 17 MiB files in every way would take minutes.
+        Stratum("Long", (257 * CHUNK_SIZE + 1,), axes=frozenset({"roundtrip+adversarial-io"})),
     ]
