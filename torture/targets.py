@@ -17,6 +17,7 @@ What a target cannot do is found by a probe (or declared) before the run and
 counted as "not run", never as agreement.
 """
 
+import contextlib
 import datetime
 import importlib
 import os
@@ -24,6 +25,7 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -264,17 +266,20 @@ class CommandTarget(Target):
             return self._keyfiles[key]
 
     def _run(self, data: bytes, keyfile: str) -> Outcome:
-        try:
-            p = subprocess.run(self.argv_for(keyfile), input=data, capture_output=True, timeout=PROCESS_TIMEOUT)
-        except subprocess.TimeoutExpired as e:
-            return Outcome(CRASHED, e.stdout or b"", f"timed out after {PROCESS_TIMEOUT} s")
-        message = p.stderr.decode(errors="replace").strip()
-        if p.returncode < 0:
-            return Outcome(CRASHED, p.stdout, f"killed by signal {-p.returncode}: {message[:200]}")
-        if p.returncode == 0:
-            return Outcome(OK, p.stdout, message)
-        return Outcome(classify([_TYPED_NAMES, _AGE_MESSAGES, _RAGE_MESSAGES], message), p.stdout,
-                       f"exit {p.returncode}: {message}")
+        # No plaintext is longer than its ciphertext: a target that writes more is wrong, and is not read
+        # further (a target looping on its output had held gigabytes, for every file of a batch).
+        returncode, out, err, too_much = _capped_run(self.argv_for(keyfile), data, len(data))
+        message = err.decode(errors="replace").strip()
+        if returncode is None:
+            return Outcome(CRASHED, out, f"timed out after {PROCESS_TIMEOUT} s")
+        if too_much:
+            return Outcome(CRASHED, out, f"wrote more than the {len(data)} bytes of its input")
+        if returncode < 0:
+            return Outcome(CRASHED, out, f"killed by signal {-returncode}: {message[:200]}")
+        if returncode == 0:
+            return Outcome(OK, out, message)
+        return Outcome(classify([_TYPED_NAMES, _AGE_MESSAGES, _RAGE_MESSAGES], message), out,
+                       f"exit {returncode}: {message}")
 
     def decrypt_many(self, jobs) -> list[Outcome]:
         """`jobs` are (data, identities) pairs; outcomes come back in order."""
@@ -295,6 +300,57 @@ class CommandTarget(Target):
     def close(self) -> None:
         self._pool.shutdown()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_MESSAGE_CAP = 64 << 10    # of a target's stderr: its error message
+
+
+def _capped_run(argv: list[str], data: bytes, cap: int) -> tuple[int | None, bytes, bytes, bool]:
+    """Run `argv` with `data` on stdin: (exit status, or None when it ran past PROCESS_TIMEOUT; its stdout,
+    at most `cap` bytes; its stderr, at most _MESSAGE_CAP; whether it wrote more than `cap`, and was killed)."""
+    # A session of its own, killed whole: a shell's child holding the pipes would keep the reads waiting.
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as p:
+        err = bytearray()
+
+        def kill() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+
+        def feed() -> None:
+            try:
+                p.stdin.write(data)     # type: ignore[union-attr]
+                p.stdin.close()         # type: ignore[union-attr]
+            except OSError:             # it stopped reading: its answer says why
+                pass
+
+        def drain_errors() -> None:
+            while chunk := p.stderr.read1(65536):    # type: ignore[union-attr]
+                err.extend(chunk[:max(0, _MESSAGE_CAP - len(err))])
+
+        helpers = [threading.Thread(target=feed, daemon=True), threading.Thread(target=drain_errors, daemon=True)]
+        for helper in helpers:
+            helper.start()
+        timed_out = threading.Event()
+        timer = threading.Timer(PROCESS_TIMEOUT, lambda: (timed_out.set(), kill()))
+        timer.start()
+        out = bytearray()
+        too_much = False
+        while chunk := p.stdout.read1(65536):        # type: ignore[union-attr]
+            out += chunk
+            if len(out) > cap:
+                too_much = True
+                kill()
+                break
+        # Ended, not yet reaped, so that its pid still names only its own group: what it left behind (a
+        # shell's child holding stderr) goes with it.
+        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+        timer.cancel()
+        kill()
+        p.wait()
+        for helper in helpers:
+            helper.join()
+        return None if timed_out.is_set() else p.returncode, bytes(out[:cap]), bytes(err), too_much
 
 
 def parse(spec: str, encrypting: bool = False) -> Target:

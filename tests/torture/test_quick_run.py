@@ -13,7 +13,7 @@ def test_quick_run_passes(tmp_path):
     assert {"strata", "oracles", "cases", "failures", "axes", "not_run", "disagreements"} <= data.keys()
     assert {"age-cli", "pyrage", "reference"} <= set(data["oracles"])
     assert all(data["oracle_files"].get(o, 0) > 100 for o in ("age-cli", "pyrage", "reference")), data["oracle_files"]
-    assert data["strata"] == ["Micro", "SubSIMD", "Nominal", "Edge", "Jumbo", "MultiStream", "Boundary"]
+    assert data["strata"] == ["Micro", "SubSIMD", "Nominal", "Edge", "Jumbo", "MultiStream", "Boundary", "Long"]
     assert data["cases"] >= 1000
     assert data["failures"] == 0
     assert {r["axis"] for r in data["axes"]} == {"roundtrip", "adversarial-io", "keys", "tamper"}

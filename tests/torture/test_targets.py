@@ -98,7 +98,9 @@ def test_what_a_target_cannot_do_is_not_run(tmp_path):
     r = party(tmp_path, "module:x25519_only_age")
     assert r["not_run"]["passphrase: the module has no passphrase.decrypt"] == 10
     armor = [n for reason, n in r["not_run"].items() if reason.startswith("armor: the probe's armored file")]
-    assert armor == [4]  # the armored genuine file and three broken armors (64 bytes: no 65-column case)
+    # The armored genuine file and five broken armors (no END line, garbage after it, a 65-column line, a short
+    # middle line, an empty line: at this size the last line has no unused bit to set).
+    assert armor == [6]
     assert not any("armor" in c["case"] or "passphrase" in c["case"] for g in r["disagreements"] for c in g["cases"])
     assert p.returncode == 1  # pyrage underneath: its three leniencies
 
@@ -186,3 +188,16 @@ def test_identity_files_made_at_once_on_two_threads_are_two_files(monkeypatch):
             assert spec[0].age_identity() in open(path).read()
     finally:
         target.close()
+
+
+def test_a_target_is_read_no_further_than_its_input_and_no_longer_than_the_timeout(monkeypatch):
+    # `yes` as a target had been read whole until the timeout: gigabytes held for every file of a batch.
+    from torture import targets
+
+    returncode, out, _, too_much = targets._capped_run(["sh", "-c", "yes"], b"abc", 3)
+    assert too_much and out == b"y\ny" and returncode is not None
+    monkeypatch.setattr(targets, "PROCESS_TIMEOUT", 0.5)
+    returncode, out, err, too_much = targets._capped_run(["sh", "-c", "echo said >&2; sleep 30"], b"", 10)
+    assert returncode is None and not too_much and err == b"said\n"
+    returncode, out, err, _ = targets._capped_run(["cat"], b"plain", 5)
+    assert (returncode, out, err) == (0, b"plain", b"")
