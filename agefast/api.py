@@ -39,16 +39,21 @@ def _sealing(plaintext: Buffer, recipients: Iterable[Recipient], threads: int | 
     return header + nonce, key, data, choose(len(data), threads)
 
 
-def _opening(data: memoryview, identities: Iterable[Identity], threads: int | None,
+def _opening(data: memoryview, identities: list[Identity], threads: int | None,
              armored: bool | None) -> tuple[bytes, memoryview, Engine] | None:
     """Open the header of a binary age file; return (payload key, payload
     after its nonce, engine), or None if the file is armored (its size is
-    unknown until it is decoded)."""
-    identities = _arguments.identities(identities)
+    unknown until it is decoded). `identities` are checked (a list: a
+    generator would be spent by the time an armored file's reader used it)."""
     source = MemorySource(data)
     armored = _arguments.armored_or_not(armored)
     if armored or (armored is None and armor.starts_armored(source)):
         return None
+    return _open_binary(data, source, identities, threads)
+
+
+def _open_binary(data: memoryview, source: MemorySource, identities: list[Identity],
+                 threads: int | None) -> tuple[bytes, memoryview, Engine]:
     key = open_header(source, identities)
     payload = data[source.consumed:]
     return key, payload, choose(len(payload), threads)
@@ -100,9 +105,14 @@ def decrypt(ciphertext: Buffer, identities: Iterable[Identity], *, armored: bool
 
     `armored` is as for Decryptor: None tells armor from binary by the start."""
     data = _arguments.buffer("ciphertext", ciphertext)
-    opening = _opening(data, identities, threads, armored)
+    checked = _arguments.identities(identities)
+    opening = _opening(data, checked, threads, armored)
     if opening is None:
-        return Decryptor(MemoryReader(data), identities, armored=True, threads=threads).readall()
+        binary = armor.decode_whole(data)
+        if binary is None:
+            return Decryptor(MemoryReader(data), checked, armored=True, threads=threads).readall()
+        # Armor as a writer makes it cannot fail: the file fails as the stream would fail it.
+        opening = _open_binary(memoryview(binary), MemorySource(binary), checked, threads)
     key, payload, engine = opening
     return open_whole(engine, key, payload)
 
@@ -122,9 +132,10 @@ def decrypt_into(ciphertext: Buffer, identities: Iterable[Identity], buf: Buffer
     data = _arguments.buffer("ciphertext", ciphertext)
     view = _arguments.writable_buffer("buf", buf)
     _arguments.distinct_buffers("ciphertext", ciphertext, buf)
-    opening = _opening(data, identities, threads, armored)
+    checked = _arguments.identities(identities)
+    opening = _opening(data, checked, threads, armored)
     if opening is None:
-        reader = Decryptor(MemoryReader(data), identities, armored=True, threads=threads)
+        reader = Decryptor(MemoryReader(data), checked, armored=True, threads=threads)
         n = 0
         got: int | None
         while n < len(view) and (got := reader.readinto(view[n:])):
