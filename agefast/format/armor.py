@@ -208,14 +208,10 @@ class ArmorReader:
                         continue
                 self._exact_lines -= 1
                 self._pending = self._next_line()
-        except BlockingIOError:
-            # A non-blocking source with nothing more ready: what was decoded into b is handed out now, or it
-            # would be lost with the error (the source has moved past it); the next call asks the source again.
-            if not n:
-                raise
-        except ArmorError:
-            # As age's armor reader hands out every line before a flaw: what was decoded into b first, the
-            # error (kept in self._error) at the next call.
+        except (BlockingIOError, ArmorError):
+            # What was decoded into b is handed out now, or it would be lost with the error (the source has
+            # moved past it). A non-blocking source with nothing more ready is asked again at the next call;
+            # a flaw is raised then (self._error), as age's armor reader hands out every line before one.
             if not n:
                 raise
         return n
