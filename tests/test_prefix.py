@@ -354,6 +354,16 @@ def test_keygen_on_a_full_disk_leaves_no_key_file_and_tells_no_public_key(full_t
     assert done.stderr.decode().splitlines() == [
         f'agefast-keygen: error: failed to write output file "{key}": No space left on device']
     assert not key.exists()
+    # To standard output (-o "" or -o -), on the same disk: it is named, and nothing is removed (an -o ""
+    # had tried to remove "", and told "No such file or directory").
+    for output in ("", "-"):
+        with open(full_tmpfs / "stdout", "wb") as stdout:
+            done = subprocess.run([sys.executable, "-m", "agefast.cli.keygen", "-o", output], stdout=stdout,
+                                  stderr=subprocess.PIPE, timeout=60)
+        assert done.returncode == 1
+        assert done.stderr.decode().splitlines()[-1] == (
+            'agefast-keygen: error: failed to write output file "/dev/stdout": No space left on device')
+        assert (full_tmpfs / "stdout").exists()
 
 
 def test_rekey_on_a_full_disk_names_its_output_and_keeps_its_input(full_tmpfs, files):

@@ -12,7 +12,7 @@ import datetime
 import os
 import stat
 import sys
-from typing import TextIO
+from typing import TextIO, TypeGuard
 
 import agefast
 from agefast.cli import files, goflag
@@ -53,9 +53,15 @@ def _flags() -> goflag.FlagSet:
     return f
 
 
+def _a_file(path: str | None) -> TypeGuard[str]:
+    """Whether OUTPUT names a file: not when it is not given, empty (age-keygen -o "" writes to standard
+    output) or "-"."""
+    return bool(path) and path != "-"
+
+
 def _open_output(path: str | None) -> TextIO:
     """Standard output, or a new file only its owner can read."""
-    if not path or path == "-":        # not given, or empty: standard output, as age-keygen -o "" writes there
+    if not _a_file(path):
         return os.fdopen(os.dup(sys.stdout.fileno()), "w")
     # O_EXCL: a key file is never silently replaced, as with age-keygen.
     with files.named("output file", path):
@@ -84,9 +90,10 @@ def _generate(output: str | None, post_quantum: bool) -> None:
             # secret that was never kept: a script could encrypt to it.
             with contextlib.suppress(OSError):     # its flush fails again; closed now, not at the block's end
                 out.close()
-            if output is not None and output != "-" and stat.S_ISREG(mode):
-                os.unlink(output)
-            raise files.FileFailed("write", "output file", output or STDOUT_NAME, e) from None
+            if not _a_file(output):
+                raise files.FileFailed("write", "output file", STDOUT_NAME, e) from None
+            os.unlink(output)
+            raise files.FileFailed("write", "output file", output, e) from None
         if not is_terminal(out):
             print(f"Public key: {public}", file=sys.stderr)
 
