@@ -290,11 +290,16 @@ class CommandTarget(Target):
         """`jobs` are (plaintext, recipient KeySpec) pairs."""
         def one(job):
             plain, spec = job
-            p = subprocess.run(self.argv_for(recipient_string(spec)), input=plain, capture_output=True,
-                               timeout=PROCESS_TIMEOUT)
-            if p.returncode:
-                return RuntimeError(f"exit {p.returncode}: {p.stderr.decode(errors='replace').strip()[:200]}")
-            return p.stdout
+            # Read no further than any age file of `plain` could be (armored: 4/3 of it, and a header).
+            cap = 2 * len(plain) + (1 << 20)
+            returncode, out, err, too_much = _capped_run(self.argv_for(recipient_string(spec)), plain, cap)
+            if returncode is None:
+                return RuntimeError(f"timed out after {PROCESS_TIMEOUT} s")
+            if too_much:
+                return RuntimeError(f"wrote more than {cap} bytes for {len(plain)} of plaintext")
+            if returncode:
+                return RuntimeError(f"exit {returncode}: {err.decode(errors='replace').strip()[:200]}")
+            return out
         return list(self._pool.map(one, jobs))
 
     def close(self) -> None:
