@@ -249,7 +249,7 @@ class Decryptor(io.RawIOBase):
         size = -1 if size is None else size
         if size > 0 and isinstance(self._payload, SeekablePayload):
             # RawIOBase.read makes a buffer of `size` first: a read(2**62) of a small file was a MemoryError.
-            size = min(size, max(self._payload.size - self._payload.pos, 0))
+            size = min(size, self._payload.left())
         return super().read(size)
 
     def readinto(self, b: Buffer) -> int:
@@ -262,8 +262,7 @@ class Decryptor(io.RawIOBase):
     def readall(self) -> bytes:
         """All the rest of the plaintext."""
         payload = self._payload
-        return read_all(self.readinto, max(payload.size - payload.pos, 0)
-                        if isinstance(payload, SeekablePayload) else None)
+        return read_all(self.readinto, payload.left() if isinstance(payload, SeekablePayload) else None)
 
     def close(self) -> None:
         """Close the stream (and `src` if close_src)."""

@@ -63,6 +63,10 @@ class SeekablePayload:
         # The chunk a load stopped at last, and why: the reads that reach it fail, reads elsewhere load their own.
         self._failure: tuple[int, PayloadError] | None = None
 
+    def left(self) -> int:
+        """The bytes from the position to the end (none past it)."""
+        return max(self.size - self.pos, 0)
+
     def _pread(self, buf: memoryview, offset: int) -> int:
         if self._fd is not None:
             n = 0
