@@ -61,6 +61,15 @@ def b64(data: bytes) -> bytes:
     return base64.b64encode(data).rstrip(b"=")
 
 
+_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def loosened(text: bytes) -> bytes:
+    """`text`, base64 whose last character carries unused bits, with the lowest of them set (flipped):
+    the same bytes to a lenient decoder, a non-canonical encoding to a strict one."""
+    return text[:-1] + _ALPHABET[_ALPHABET.index(text[-1:]) ^ 1:][:1]
+
+
 def b64_strict(text: bytes) -> bytes | None:
     """Decode canonical unpadded base64, or None."""
     if b"=" in text or b"\r" in text or b"\n" in text or len(text) % 4 == 1:

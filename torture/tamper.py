@@ -9,7 +9,7 @@ from . import adversarial_io as aio
 from . import forge, grammar, keys
 from .armor import armor
 from .judge import oneshot_decrypt, outcome, stream_decrypt, verdict_problem
-from .primitives import NONCE_SIZE, SEALED_CHUNK_SIZE
+from .primitives import NONCE_SIZE, SEALED_CHUNK_SIZE, loosened
 from .reference import ARMOR, HEADER, MAC, NO_MATCH, OK, PAYLOAD
 
 _REGION_INTENT = {"version": {HEADER}, "mac": {HEADER, MAC}, "nonce": {PAYLOAD}}
@@ -113,8 +113,7 @@ def _armor(f: forge.Forged):
     last = len(lines) - 3
     body = lines[last].rstrip(b"=")
     if (len(body) * 6) % 8:
-        sixbits = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-        loose = body[:-1] + sixbits[sixbits.index(body[-1:]) ^ 1:][:1] + lines[last][len(body):]
+        loose = loosened(body) + lines[last][len(body):]
         yield "armor with non-canonical base64 (an unused bit set)", b"\n".join(
             lines[:last] + [loose] + lines[last + 1:]), {ARMOR}
 
