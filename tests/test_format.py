@@ -82,7 +82,7 @@ def test_header_reencodes_to_the_same_bytes(path):
 
 
 def test_header_needs_a_stanza():
-    with pytest.raises(HeaderError):
+    with pytest.raises(HeaderError, match="header has no recipient stanzas"):
         parse_header(Source(io.BytesIO(b"age-encryption.org/v1\n--- " + b"A" * 43 + b"\n")))
 
 

@@ -86,6 +86,19 @@ def _passphrases(run, stratum, size, rng) -> None:
     f = forge.forge(b"", fk, rng.randbytes(16), [stanza])
     _check(run, stratum, "scrypt work factor 23", f.data, keys.passphrase("empty", 2), {HEADER},
            external=False)
+    # The spec's other rules for the stanza, each broken in a file the passphrase would otherwise open: the work
+    # factor is digits with no leading zero, and an scrypt stanza is the only one in its header (C2SP's vectors
+    # have two scrypt stanzas; here one beside an X25519 stanza, in each order).
+    spec = keys.passphrase("non-ascii", 2)
+    fk = rng.randbytes(16)
+    stanza = forge.scrypt_stanza(fk, spec.secret, 2, rng.randbytes(16))
+    zero = stanza.replace(b" 2\n", b" 02\n", 1)
+    _check(run, stratum, "scrypt work factor with a leading zero", forge.forge(b"", fk, rng.randbytes(16), [zero]).data,
+           spec, {HEADER})
+    x25519 = forge.x25519_stanza(fk, keys.x25519(rng).public, rng.randbytes(32))
+    for name, stanzas in (("after", [x25519, stanza]), ("before", [stanza, x25519])):
+        f = forge.forge(b"scrypt beside", fk, rng.randbytes(16), stanzas)
+        _check(run, stratum, f"scrypt stanza {name} an X25519 stanza", f.data, spec, {HEADER})
 
 
 def _post_quantum(run, stratum, size, rng) -> None:

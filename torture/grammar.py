@@ -39,6 +39,8 @@ def cases(f: Forged, rng):
     yield "CRLF line endings", _file(f, header(x25519).replace(b"\n", b"\r\n")), {HEADER}
     yield "version line with a trailing space", _file(f, header(x25519, version=b"age-encryption.org/v1 \n")), {HEADER}
     yield "version v2", _file(f, header(x25519, version=b"age-encryption.org/v2\n")), {HEADER}
+    # The spec's grammar is "v1-line 1*stanza end": Go age parses it and finds no identity matched.
+    yield "header with no stanza", _file(f, header()), {HEADER}
     yield "empty line between stanzas", _file(f, header(grease, b"\n", x25519)), {HEADER}
     yield "no short line after a 64-column body", _file(f, header(grease[:-1], x25519)), {HEADER}
     # The C2SP vectors stanza_missing_final_line and stanza_missing_body: the

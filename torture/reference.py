@@ -117,8 +117,10 @@ def _parse_header(data: bytes):
         start = pos
         line, pos = _line(data, pos)
         if line.startswith(b"---"):
+            if not stanzas:
+                raise Failure(HEADER, "no stanza")
             mac = b64_strict(line[4:]) if line.startswith(b"--- ") else None
-            if mac is None or len(mac) != 32 or not stanzas:
+            if mac is None or len(mac) != 32:
                 raise Failure(HEADER, "malformed MAC line")
             return stanzas, data[:start + 3], mac, pos
         if not line.startswith(b"-> "):

@@ -166,7 +166,10 @@ def parse_header(src: "HeaderSource") -> Header:
     it = iter(lines)
     for line in it:
         if line.startswith(MAC_PREFIX):
-            if not line.startswith(b"--- ") or not stanzas:
+            if not stanzas:
+                # The spec's grammar is "v1-line 1*stanza end"; Go age reads on and finds no identity matched.
+                raise HeaderError("header has no recipient stanzas")
+            if not line.startswith(b"--- "):
                 raise HeaderError(f"malformed header MAC line: {line[:80]!r}")
             try:
                 mac = b64decode(line[4:])
