@@ -14,6 +14,7 @@ failed in the old one. Checking it would mean reading every chunk into
 memory, the cost that copying in the kernel spares.
 """
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,7 @@ from .io.replace import replacing
 from .io.reserve import positional_fd
 from .io.source import Source
 from ._typing import Identity, Reader, Recipient, StrPath, Writer
+from .errors import EncryptError
 from .header import make_header, open_file_key
 from .io.writes import flush, write_all
 
@@ -31,12 +33,15 @@ from .io.writes import flush, write_all
 class OpenedFile:
     """An age file whose file key was recovered; `source` is at its payload."""
 
-    def __init__(self, source: Source, armored: bool, file_key: bytes, payload_at: tuple[int, int] | None) -> None:
+    def __init__(self, source: Source, armored: bool, file_key: bytes, payload_at: tuple[int, int] | None,
+                 opened_as: tuple[int, tuple[int, ...]] | None) -> None:
         self.source = source
         self.armored = armored
         self.file_key = file_key
         # (descriptor, offset) of the payload in a regular binary file.
         self.payload_at = payload_at
+        # (descriptor, version) of a regular file as it was opened (see _version).
+        self.opened_as = opened_as
 
 
 def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
@@ -46,6 +51,7 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
     # Only a standard file object's offsets are the file's (a GzipFile's are
     # not), so only from one is the payload copied by offset.
     src_fd = positional_fd(_arguments.reader("src", src))
+    opened_as = None if src_fd is None else (src_fd, _version(src_fd))
     start: int = 0 if src_fd is None else getattr(src, "tell")()
     source = Source(src)
     armored = armor.starts_armored(source)
@@ -53,7 +59,13 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
         source = Source(armor.ArmorReader(source))
     file_key = open_file_key(source, identities)
     payload_at = None if armored or src_fd is None else (src_fd, start + source.consumed)
-    return OpenedFile(source, armored, file_key, payload_at)
+    return OpenedFile(source, armored, file_key, payload_at, opened_as)
+
+
+def _version(fd: int) -> tuple[int, ...]:
+    """What changes when a file's bytes do (its times to the kernel's clock tick)."""
+    st = os.fstat(fd)
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def new_header(opened: OpenedFile, recipients: Iterable[Recipient]) -> bytes:
@@ -65,13 +77,19 @@ def new_header(opened: OpenedFile, recipients: Iterable[Recipient]) -> bytes:
 
 
 def write_file(opened: OpenedFile, header: bytes, dst: Writer) -> None:
-    """Write `header` and the payload of `opened` onto `dst`, armored if the input was."""
+    """Write `header` and the payload of `opened` onto `dst`, armored if the input was.
+
+    EncryptError if the input is a regular file that changed meanwhile (a
+    writer still at work on it): the copy may hold half of what it wrote, and
+    in place, the rename would drop what it writes next."""
     out: Any = armor.ArmorWriter(dst) if opened.armored else dst
     write_all(out, header)
     copy_rest(opened.source, out, opened.payload_at)
     if opened.armored:
         out.close()
     flush(dst)
+    if opened.opened_as is not None and _version(opened.opened_as[0]) != opened.opened_as[1]:
+        raise EncryptError("the input changed while it was re-keyed: left as it is")
 
 
 def rekey_io(src: Reader, dst: Writer, identities: Iterable[Identity], recipients: Iterable[Recipient]) -> None:
@@ -101,6 +119,9 @@ def rekey(infile: StrPath, outfile: StrPath, identities: Iterable[Identity],
     The file key does not change: whoever could decrypt the file before and
     kept its file key, or a copy of the old file, still can. To take access
     away, decrypt and encrypt the file anew.
+
+    EncryptError if `infile` changes while it is copied (a writer still at
+    work on it): the copy is dropped and `infile` left as it is.
     """
     source = _arguments.path("infile", infile)
     target = _arguments.path("outfile", outfile)

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import agefast
+import agefast.rekeying
 from agefast.payload.rules import CHUNK_SIZE
 from agefast.errors import EncryptError
 
@@ -312,3 +313,44 @@ def test_files_the_kernel_cannot_copy_between(tmp_path, keys, monkeypatch):
     out = (tmp_path / "out").read_bytes()
     assert split_header(out)[1] == split_header(src.read_bytes())[1]
     assert agefast.decrypt(out, [keys["new"]]) == PLAINTEXT
+
+
+@pytest.fixture
+def written_meanwhile(monkeypatch):
+    """Append "more" to `path` while its payload is copied."""
+    import agefast.io.copy
+
+    def start(path):
+        real = agefast.io.copy.copy_rest
+
+        def copying(*args):
+            real(*args)
+            with open(path, "ab") as writer:
+                writer.write(b"more")
+        monkeypatch.setattr(agefast.rekeying, "copy_rest", copying)
+    return start
+
+
+@pytest.mark.parametrize("armored", [False, True])
+@pytest.mark.parametrize("in_place", [True, False])
+def test_an_input_written_meanwhile_is_left_as_the_writer_leaves_it(tmp_path, keys, written_meanwhile, in_place,
+                                                                     armored):
+    """A writer appending to the input during the copy: the copy is dropped, not renamed over what it wrote."""
+    src = encrypted_file(tmp_path, [keys["old"].to_public()], armored)
+    written_meanwhile(src)
+    before = src.read_bytes()
+    target = src if in_place else tmp_path / "out.age"
+    with pytest.raises(EncryptError, match="the input changed while it was re-keyed"):
+        agefast.rekey(src, target, [keys["old"]], [keys["new"].to_public()])
+    assert_nothing_changed(src, before + b"more")
+
+
+def test_the_command_leaves_an_input_written_meanwhile(tmp_path, keys, written_meanwhile, capsys):
+    from agefast.cli import rekey
+
+    src = encrypted_file(tmp_path, [keys["old"].to_public()])
+    written_meanwhile(src)
+    before = src.read_bytes()
+    assert rekey.main(["-i", keys["old_file"], "-r", str(keys["new"].to_public()), "-o", str(src), str(src)]) == 1
+    assert "the input changed while it was re-keyed: left as it is" in capsys.readouterr().err
+    assert_nothing_changed(src, before + b"more")
