@@ -2,6 +2,7 @@
 and where the system cannot make a file without a name, a temporary name
 renamed over the target gives the same all-or-nothing result."""
 
+import contextlib
 import errno
 import os
 
@@ -271,7 +272,20 @@ def _as_account(uid, work):
         os.seteuid(0)
 
 
-def test_a_read_only_file_is_not_replaced():
+@contextlib.contextmanager
+def _through_a_folder(target, durable=False):
+    with replace.Folder(os.path.dirname(target)) as folder, folder.replacing(os.path.basename(target), durable) as f:
+        yield f
+
+
+# The two ways an output replaces a file, which must treat the file they replace alike: agefast-tree's outputs
+# had replaced read-only files, handed the files of others to root (a user's setuid file became root's) and
+# re-keyed in place unsynced.
+REPLACING = {"replacing()": replace.replacing, "Folder.replacing()": _through_a_folder}
+
+
+@pytest.mark.parametrize("replacing", REPLACING.values(), ids=REPLACING)
+def test_a_read_only_file_is_not_replaced(replacing):
     # As age's open(O_WRONLY) refuses it: the rename that replaces a file needs only the folder's permission,
     # and `agefast -o archive.age` had replaced a chmod 444 archive.
     import shutil
@@ -288,7 +302,7 @@ def test_a_read_only_file_is_not_replaced():
         os.chmod(target, 0o444)
 
         def replace_it():
-            with replace.replacing(target) as f:
+            with replacing(target) as f:
                 f.write(b"output")
 
         with pytest.raises(PermissionError) as refused:
@@ -303,41 +317,44 @@ def test_a_read_only_file_is_not_replaced():
 
 
 @pytest.mark.requires_root("a file of another account's")
+@pytest.mark.parametrize("replacing", REPLACING.values(), ids=REPLACING)
 @pytest.mark.parametrize("fallback", [None, *FALLBACKS])
-def test_the_result_keeps_the_owner_and_attributes_of_the_file_it_replaces(tmp_path, monkeypatch, fallback):
+def test_the_result_keeps_the_owner_and_attributes_of_the_file_it_replaces(tmp_path, monkeypatch, fallback,
+                                                                           replacing):
     # Root rekeying a user's file in place had handed it to root, and dropped its ACLs and attributes.
     if fallback is not None:
         FALLBACKS[fallback](monkeypatch, tmp_path)
     target = tmp_path / "user.age"
     target.write_bytes(b"old")
     os.chown(target, 65534, 65534)
-    target.chmod(0o640)
+    target.chmod(0o4750)
     try:
         os.setxattr(target, "user.note", b"kept")
     except OSError:
         pytest.skip("this file system takes no user.* attributes")
-    with replace.replacing(target) as f:
+    with replacing(str(target)) as f:
         f.write(b"new")
     st = target.stat()
-    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o640)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (65534, 65534, 0o4750)
     assert target.read_bytes() == b"new"
     if fallback is None:    # the fallbacks keep the owner: the name-only route off Linux has no attributes to copy
         assert os.getxattr(target, "user.note") == b"kept"
 
 
+@pytest.mark.parametrize("replacing", REPLACING.values(), ids=REPLACING)
 @pytest.mark.parametrize("exists", [True, False])
-def test_durable_syncs_the_result_before_it_replaces_a_file(tmp_path, monkeypatch, exists):
+def test_durable_syncs_the_result_before_it_replaces_a_file(tmp_path, monkeypatch, exists, replacing):
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(replace.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     target = tmp_path / "in-place.age"
     if exists:
         target.write_bytes(b"the only copy")
-    with replace.replacing(target, durable=True) as f:
+    with replacing(str(target), durable=True) as f:
         f.write(b"rekeyed")
     assert target.read_bytes() == b"rekeyed"
     assert len(synced) == (2 if exists else 0)      # the file, then its folder
     synced.clear()
-    with replace.replacing(target) as f:
+    with replacing(str(target)) as f:
         f.write(b"again")
     assert synced == []

@@ -120,6 +120,20 @@ def test_a_second_rekey_for_other_recipients_is_done_not_skipped(tmp_path, make_
         assert agefast.decrypt(_read(tmp_path / "enc", name + b".age"), [third]) == plain
 
 
+def test_rekeying_in_place_syncs_each_output_before_it_replaces_the_only_copy(tmp_path, make_plaintext, monkeypatch):
+    import agefast.io.replace
+
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [old.to_public()], workers=1)
+    synced = []
+    monkeypatch.setattr(agefast.io.replace.os, "fsync", synced.append)
+    tree.decrypt(tmp_path / "enc", tmp_path / "dec", [old], workers=1)
+    assert synced == []     # the inputs are still there: nothing to sync for
+    assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1).done == len(NAMES)
+    assert len(synced) == 2 * len(NAMES)     # each output, then its folder
+
+
 def test_a_damaged_file_fails_alone_and_is_named_with_its_chunk(tmp_path, make_plaintext):
     identity = x25519.Identity.generate()
     contents = _make_tree(tmp_path / "src", make_plaintext)

@@ -88,7 +88,7 @@ class _Partial:
         os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         self._placed = True
 
-    def keep_owner(self, replaced: os.stat_result, target: str) -> None:
+    def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> None:
         """The owner and group of the file this one replaces, where this account may give them."""
         with contextlib.suppress(OSError):
             os.chown(self._tmp, replaced.st_uid, replaced.st_gid, dir_fd=self._folder, follow_symlinks=False)
@@ -148,15 +148,18 @@ class _Unnamed:
         # (EXDEV: it is on /proc).
         os.link(str(self._kept), path, src_dir_fd=self._proc, dst_dir_fd=self._folder)
 
-    def keep_owner(self, replaced: os.stat_result, target: str) -> None:
-        """The owner and group of the file at `target` that this one replaces, where this account may give them
-        (root may, a user only a group of theirs), and its extended attributes, ACLs among them."""
+    def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> None:
+        """The owner and group of the file that this one replaces, where this account may give them (root may, a
+        user only a group of theirs), and its extended attributes (read from `attributes`, its path or a
+        descriptor; None: none to read), ACLs among them."""
         with contextlib.suppress(OSError):
             os.fchown(self._kept, replaced.st_uid, replaced.st_gid)
+        if attributes is None:
+            return
         with contextlib.suppress(OSError):
-            for attribute in os.listxattr(target):
+            for attribute in os.listxattr(attributes):
                 with contextlib.suppress(OSError):   # security.* and trusted.* need privileges
-                    os.setxattr(self._kept, attribute, os.getxattr(target, attribute))
+                    os.setxattr(self._kept, attribute, os.getxattr(attributes, attribute))
 
     def place(self, target: str, mode: int) -> None:
         os.fchmod(self._kept, mode)
@@ -234,11 +237,29 @@ def _sync_folder(directory: str) -> None:
             os.close(fd)
 
 
-def _writable(path: str) -> bool:
-    """Whether open(path, "wb") would be allowed: a rename over it needs only the folder's permission."""
-    if os.access in os.supports_effective_ids:
-        return os.access(path, os.W_OK, effective_ids=True)
-    return os.access(path, os.W_OK)
+def _refuse_read_only(entry: str, path: str, dir_fd: int | None = None) -> None:
+    """PermissionError naming `path` where the file an output replaces (`entry`, relative to the folder `dir_fd` if
+    given) is one open(..., "wb") could not write, as age's open refuses it: the rename that replaces a file needs
+    only the folder's permission."""
+    if not os.access(entry, os.W_OK, dir_fd=dir_fd, effective_ids=os.access in os.supports_effective_ids):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+
+
+def _place(output: "_Unnamed | _Partial", f: IO[bytes] | DirectWriter, target: str, replaced: os.stat_result | None,
+           attributes: str | int | None, durable: bool, sync_folder: Callable[[], None]) -> None:
+    """Close the written `f` and give `output` the name `target`. Replacing the regular file `replaced`, it keeps
+    that file's mode, and where this account may give them, its owner, group and extended attributes (read from
+    `attributes`); with `durable`, it is synced before the rename and the folder after (sync_folder): the file it
+    replaces may have been the only copy (a re-key in place)."""
+    if durable and replaced is not None:
+        f.flush()
+        os.fsync(f.fileno())
+    f.close()
+    if replaced is not None:
+        output.keep_owner(replaced, attributes)
+    output.place(target, _creation_mode() if replaced is None else replaced.st_mode & 0o7777)
+    if durable and replaced is not None:
+        sync_folder()
 
 
 def _refuse_foreign_links(path: str) -> None:
@@ -294,8 +315,8 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
         with open(path, "wb") as device:     # a pipe, a FIFO, a terminal, /dev/null: written into, as age does
             yield device
         return
-    if there is not None and not _writable(path):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    if there is not None:
+        _refuse_read_only(path, path)
     target = os.path.realpath(path)
     directory, name = os.path.split(target)
     proc = _proc_folder()
@@ -316,15 +337,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
                     f.close()
                 raise
             with _naming(path):
-                if durable and there is not None:
-                    f.flush()
-                    os.fsync(f.fileno())
-                f.close()
-                if there is not None:
-                    output.keep_owner(there, target)
-                output.place(target, _creation_mode() if there is None else there.st_mode & 0o7777)
-                if durable and there is not None:
-                    _sync_folder(directory)
+                _place(output, f, target, there, target, durable, lambda: _sync_folder(directory))
         finally:
             output.close()
     finally:
@@ -380,27 +393,63 @@ class Folder:
         """`name` as the calls taking dir_fd=self._fd find it."""
         return name if self._fd is not None else os.path.join(self._path, name)
 
-    def _mode(self, name: str) -> int:
-        """The mode the output `name` gets: the regular file's it replaces, else a new file's under the umask."""
+    def _replaced(self, name: str) -> os.stat_result | None:
+        """The regular file the output `name` replaces; None where there is none, or a symlink or special file,
+        which the output replaces as a new file would."""
         try:
             st = os.stat(self._entry(name), dir_fd=self._fd, follow_symlinks=False)
         except FileNotFoundError:
-            return _creation_mode()
-        return st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else _creation_mode()
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    def _sync(self) -> None:
+        if self._fd is None:
+            _sync_folder(self._path)
+        else:
+            with contextlib.suppress(OSError):      # as _sync_folder: some file systems refuse a folder's fsync
+                os.fsync(self._fd)
 
     @contextlib.contextmanager
-    def replacing(self, name: str | bytes) -> Iterator[IO[bytes]]:
+    def replacing(self, name: str | bytes, durable: bool = False) -> Iterator[IO[bytes]]:
         """An unbuffered binary file to write the output `name` (an entry of
         this folder) to; it takes the name only if the block ends without an
-        exception."""
+        exception. A regular file it replaces is treated as replacing()
+        treats one: refused if read-only, its mode, owner, group and
+        extended attributes kept, and with `durable`, the output synced."""
         name = os.fsdecode(name)
         path = os.path.join(self._path, name)
+        replaced = self._replaced(name)
+        if replaced is not None:
+            _refuse_read_only(self._entry(name), path, self._fd)
         with _naming(path):
             output = _Unnamed.create(".", self._proc, self._fd) or _Partial(self._entry(""), name, self._fd)
         try:
-            with open(output.fd, "wb", buffering=0) as f:
+            f = open(output.fd, "wb", buffering=0)
+            try:
                 yield f
-            with _naming(path):
-                output.place(self._entry(name), self._mode(name))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    f.close()
+                raise
+            with _naming(path), self._attributes(name, replaced) as attributes:
+                _place(output, f, self._entry(name), replaced, attributes, durable, self._sync)
         finally:
             output.close()
+
+    @contextlib.contextmanager
+    def _attributes(self, name: str, replaced: os.stat_result | None) -> Iterator[str | int | None]:
+        """Where the extended attributes of the replaced file `name` are read: a descriptor of it, opened without
+        following a link (its path could lead elsewhere by now); its path where no call takes a folder's
+        descriptor; None where there is none to read."""
+        if replaced is None or self._fd is None:
+            yield None if replaced is None else self._entry(name)
+            return
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self._fd)
+        except OSError:     # unreadable: its attributes are too
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)

@@ -221,4 +221,5 @@ def _write(job: Job, name: bytes, content: Content, record: dict[str, Any], mani
                       sha256=hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else None)
         if manifest is not None:
             manifest.append([record])
-    target.put(name, content, named)
+    # In place (re-keying), the file an output replaces is the only copy of its payload.
+    target.put(name, content, named, durable=job.destination is None)

@@ -166,9 +166,10 @@ class Local(NamedTuple):
             raise
         return open(fd, "rb")
 
-    def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
+    def put(self, path: bytes, content: Content, named: Callable[[Stat], None], durable: bool = False) -> None:
         """Write the output at `path`; `named` gets its size and stamp once it is whole, before it takes its name.
-        Its folders are made where missing; no symbolic link on the way is followed."""
+        Its folders are made where missing; no symbolic link on the way is followed. A file it replaces is treated
+        as agefast.io.replace treats one (`durable`: the output synced before it replaces one)."""
         folder, name = os.path.split(path)
         if os.open not in os.supports_dir_fd:
             whole = _checked_path(self.root, folder) if folder else self.root
@@ -180,7 +181,7 @@ class Local(NamedTuple):
         with into:
             if self.kept:
                 self._refuse_kept(fd, path, name)
-            with into.replacing(name) as dst:
+            with into.replacing(name, durable) as dst:
                 if isinstance(content, bytes):
                     write_all(dst, content)
                 else:
@@ -357,7 +358,9 @@ class Remote(NamedTuple):
     def open(self, path: bytes) -> Any:
         return self.fs.open(self.key(path), "rb")
 
-    def put(self, path: bytes, content: Content, named: Callable[[Stat], None]) -> None:
+    def put(self, path: bytes, content: Content, named: Callable[[Stat], None], durable: bool = False) -> None:
+        # An object is stored whole, as the store keeps it, when its put or its commit returns: `durable` asks
+        # nothing more.
         fs, key = self.fs, self.key(path)
         if isinstance(content, bytes):
             _made(fs, key, lambda: fs.pipe_file(key, content))
