@@ -343,3 +343,27 @@ def test_on_a_dask_cluster_a_store_failing_on_the_workers_fails_each_file(tmp_pa
                                client=client, storage_options={"client_kwargs": {"endpoint_url": s3.endpoint}})
     assert {r["source"]: r["error"] for r in summary.records} == dict.fromkeys(
         ["f", "a/g"], "s3://bucket/refused: NoCredentialsError: Unable to locate credentials")
+
+
+@pytest.mark.parametrize("operation", ["encrypt", "decrypt"])
+def test_a_key_with_an_empty_dot_or_dot_dot_part_fails_alone_and_writes_nothing_out_of_dst(tmp_path, operation):
+    # An object's key is any text: "src/../../../x" had been written at DST/../../../x, anywhere this account
+    # may write, by whoever could put an object in the bucket; "a//b" and "a/./b" beside "a/b" took its output.
+    import fsspec
+
+    identity = x25519.Identity.generate()
+    suffix = ".age" if operation == "decrypt" else ""
+    seal = (lambda plain: agefast.encrypt(plain, [identity.to_public()])) if suffix else (lambda plain: plain)
+    escape = os.path.relpath(tmp_path / "escaped", tmp_path / "out" / "x")
+    hostile = [f"{escape}{suffix}", f"a/../../escaped{suffix}", f"./b{suffix}", f"a//b{suffix}", f"a/./b{suffix}"]
+    root = f"{tmp_path.name}-{operation}/src"
+    fsspec.filesystem("memory").pipe({f"{root}/x/{key}": seal(key.encode()) for key in hostile}
+                                     | {f"{root}/x/a/b{suffix}": seal(b"a/b")})
+    run = getattr(tree, operation)
+    summary = run(f"memory://{root}", tmp_path / "out", [identity] if suffix else [identity.to_public()], workers=1)
+    failed = {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"}
+    assert sorted(failed) == sorted(f"x/{key}" for key in hostile) and summary.done == 1
+    assert all("a name with an empty, '.' or '..' part, which no file of a tree has" in e for e in failed.values())
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    out = tmp_path / "out" / "x" / "a" / f"b{'' if suffix else '.age'}"
+    assert (out.read_bytes() if suffix else agefast.decrypt(out.read_bytes(), [identity])) == b"a/b"

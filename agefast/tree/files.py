@@ -84,9 +84,14 @@ def output_name(job: Job, path: bytes) -> bytes | None:
     return path
 
 
-def check_output(job: Job, name: bytes) -> None:
-    """OSError for an output `name` that may not be written: the manifest's, none at all, or one inside the source
-    tree."""
+def check_output(job: Job, path: bytes, name: bytes) -> None:
+    """OSError for the output `name` of the file at `path` where it may not be written: one reaching out of the
+    tree, the manifest's, none at all, or one inside the source tree."""
+    # An object store's key is any text: "a/../../x" names no file of a folder tree, but reaches out of one (a
+    # local DST), and "a//b" or "a/./b" would share an output with "a/b".
+    if any(part in (b"", b".", b"..") for part in path.split(b"/")):
+        raise OSError(errno.EINVAL, "a name with an empty, '.' or '..' part, which no file of a tree has: "
+                      "not written", os.fsdecode(path))
     if name == MANIFEST_NAME:
         raise OSError(errno.EPERM, "the manifest's name, not replaced", os.fsdecode(name))
     if not os.path.basename(name):      # decrypting a file named .age
@@ -185,7 +190,7 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
             record["status"] = "done"
         else:
             record["output"] = os.fsdecode(name)
-            check_output(job, name)
+            check_output(job, found.path, name)
             if not _by_copy(job, found, name, record):
                 if found.size <= IN_MEMORY:
                     _write(job, name, _in_memory(job, store.read(found.path)), record, manifest)
