@@ -8,7 +8,6 @@ encryptor onto the wrapped filesystem's file, sealed on a clean close only.
 
 import io
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -17,6 +16,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from . import streaming
+from .io import uploads
 from .io.buffers import new_bytes, ready_now
 from .io.replace import replacing
 from ._typing import Buffer
@@ -218,21 +218,23 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         if self._placing is not None:
             self._placing.__exit__(None, None, None)
             return
-        self._raw.close()
-        commit = getattr(self._raw, "commit", None)
-        if not self._exclusive and commit is not None:
-            commit()
+        if self._exclusive:
+            self._raw.close()
+        else:
+            uploads.commit(self._raw)
 
     def _discard(self, path: str) -> None:
         """The written file gone: never named, or (xb) removed."""
         if self._placing is not None:
             self._placing.__exit__(_Aborted, _Aborted(), None)
             return
-        self._raw.close()
-        if self._exclusive:
+        if not self._exclusive:
+            uploads.discard(self._raw)
+            return
+        try:
+            self._raw.close()       # which fails again where a write failed (a full disk)
+        finally:
             self._target.rm(path)
-        elif (discard := getattr(self._raw, "discard", None)) is not None:
-            discard()
 
     def write(self, data: Buffer) -> int:
         # Straight to the encryptor, which gathers a batch of chunks of its
@@ -244,11 +246,19 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         return n
 
     def _upload_chunk(self, final: bool = False) -> bool:
-        # Called by close() (through flush(force=True)); the buffer stays empty.
+        # Called by close() (through flush(force=True)) once it chose to finish; the buffer stays empty.
         if final:
-            self._encryptor.close()
+            try:
+                self._encryptor.finish()
+            except BaseException:
+                self._discard(self.path)
+                raise
             self._commit()
         return True
+
+    def finish(self) -> None:
+        """Seal the final chunk and give the file its name, whatever is in flight."""
+        AbstractBufferedFile.close(self)     # through flush(force=True) and _upload_chunk(final=True)
 
     def abort(self) -> None:
         """Stop without sealing the final chunk: the file is not written."""
@@ -260,9 +270,3 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._discard(self.path)
         finally:
             self.fs.invalidate_cache(self.path)
-
-    def close(self) -> None:
-        if sys.exc_info()[1] is not None:
-            self.abort()
-        else:
-            super().close()

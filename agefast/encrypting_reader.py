@@ -73,7 +73,7 @@ class EncryptingReader(io.RawIOBase):
             with memoryview(self._plain) as view:
                 self._encryptor.write(view[:n])
         if n < len(self._plain):  # Source fills the buffer unless the source ended
-            self._encryptor.close()
+            self._encryptor.finish()
 
     def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with the next bytes of the age file; returns the count, 0 at its end."""

@@ -279,8 +279,10 @@ class AgeFileSystem(ChainedFileSystem):
         return self.fs.rm(self._strip_protocol(path), recursive=recursive, maxdepth=maxdepth)
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> Any:
-        # The copy is the same age file, readable with the same identities.
-        return self.fs.cp_file(self._strip_protocol(path1), self._strip_protocol(path2), **kwargs)
+        # The copy is the same age file, readable with the same identities. (copy and mv come here too.)
+        target = self._strip_protocol(path2)
+        self._refuse_key_file(target)
+        return self.fs.cp_file(self._strip_protocol(path1), target, **kwargs)
 
     def modified(self, path: str) -> Any:
         return self.fs.modified(self._strip_protocol(path))

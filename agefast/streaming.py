@@ -8,6 +8,7 @@ halves that every other way in (agefast.api) shares.
 
 import io
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -66,19 +67,52 @@ def finish_file(out: object, dst: object) -> None:
 class AbortOnError:
     """close() on leaving a `with` block normally; abort() on leaving it
     through an exception, or when collected unclosed: an unfinished file must
-    never look complete. For writers with close(), abort() and `closed`."""
+    never look complete. For writers with finish(), abort() and `closed`.
+
+    Wrappers close what they wrap whatever happened: io.TextIOWrapper's and
+    io.BufferedWriter's `with` blocks and finalizers, fsspec.open's. So a
+    close() finishes the file only where it is not one of those: it aborts
+    where a wrapper was collected unclosed, or while an exception raised
+    since the writer was made is in flight (a `with` block left through it,
+    an except or finally clause it passed through). One being handled when
+    the writer was made (written in an except clause, as a cache on a miss)
+    is not such an exception. finish() seals the file whatever is in flight.
+    """
 
     if TYPE_CHECKING:  # what the classes it is mixed into provide
         closed: bool
 
-        def close(self) -> None: ...
+        def finish(self) -> None: ...
 
         def abort(self) -> None: ...
+
+    # Class attributes: the values where __init__ did not get as far.
+    _made_during: BaseException | None = None
+    _wrapper_collected = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._made_during = sys.exc_info()[1]
+        super().__init__(*args, **kwargs)
+
+    def _dealloc_warn(self, source: object) -> None:
+        # CPython's TextIOWrapper and BufferedWriter call this on what they
+        # wrap from their finalizer, just before they close it: collected
+        # unclosed, so that close is no close of the user's.
+        self._wrapper_collected = True
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        in_flight = sys.exc_info()[1]
+        if self._wrapper_collected or (in_flight is not None and in_flight is not self._made_during):
+            self.abort()
+        else:
+            self.finish()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if exc_type is None:
-            self.close()
+            self.finish()
         else:
             self.abort()
 
@@ -90,14 +124,25 @@ class AbortOnError:
 class Encryptor(AbortOnError, io.RawIOBase):
     """A writable binary stream that encrypts onto `dst`.
 
-    close() seals the final chunk. Leaving a `with` block through an exception
-    does not: an interrupted file must never look complete, so it is left
-    without a final chunk and fails to decrypt.
+    close() seals the final chunk, as does leaving a `with` block normally.
+    Leaving it through an exception does not: an interrupted file must never
+    look complete, so it is left without a final chunk and fails to decrypt.
+    Nor does a close() while an exception raised since the encryptor was
+    made is in flight, nor one from a wrapper (io.TextIOWrapper) collected
+    unclosed; finish() seals whatever is in flight.
+
+    Writes from several threads take turns. In a child the process forked,
+    an encryptor made before the fork cannot be written or finished: parent
+    and child would seal two plaintexts under the same chunk numbers.
     """
 
     def __init__(self, dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
                  close_dst: bool = False, threads: int | None = None) -> None:
         super().__init__()
+        # Two writes at once had each sealed a chunk under the same number: the keystream twice. (First: a
+        # refused encryptor is aborted by its finaliser.)
+        self._turn = threading.Lock()
+        self._pid = os.getpid()
         self._dst = dst
         self._close_dst = close_dst
         self._out, key = begin_file(dst, recipients, armored)
@@ -107,45 +152,61 @@ class Encryptor(AbortOnError, io.RawIOBase):
     def writable(self) -> bool:
         return True
 
+    def readinto(self, b: Buffer) -> int:
+        raise io.UnsupportedOperation("an encryptor is written, not read")
+
+    def _forked(self) -> EncryptError | None:
+        if os.getpid() == self._pid:
+            return None
+        return EncryptError("an encryptor made before this process forked is the parent's: its chunk numbers "
+                            "would seal two plaintexts")
+
     def write(self, data: Buffer) -> int:
         """Encrypt `data`; returns its length. Chunks are sealed and written as they fill.
 
         A write that raises (dst failed, or would block) ends the stream: every
         later write and close() raise EncryptError, and nothing more is sealed.
         """
-        if self.closed:
-            raise EncryptError("write to a closed encryptor")
-        if self._failed is not None:
-            raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
-        view = memoryview(data).cast("B")      # an argument that is no buffer fails here, before anything moved
-        try:
-            return self._payload.write(view)
-        except BaseException as e:
-            # Which chunks reached dst is not known: going on would seal new
-            # plaintext under chunk numbers dst already has, the same keystream
-            # twice, which gives away both plaintexts' XOR.
-            self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-            raise
+        with self._turn:
+            if self.closed:
+                raise EncryptError("write to a closed encryptor")
+            if self._failed is not None:
+                raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
+            if forked := self._forked():
+                raise forked
+            view = memoryview(data).cast("B")      # an argument that is no buffer fails here, before anything moved
+            try:
+                return self._payload.write(view)
+            except BaseException as e:
+                # Which chunks reached dst is not known: going on would seal new
+                # plaintext under chunk numbers dst already has, the same keystream
+                # twice, which gives away both plaintexts' XOR.
+                self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                raise
 
-    def close(self) -> None:
-        """Seal the final chunk and finish the file (and close `dst` if close_dst)."""
-        if self.closed:
-            return
-        if self._failed is not None:
-            self.abort()
-            raise EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
-        try:
-            self._payload.close()
-            finish_file(self._out, self._dst)
-            if self._close_dst:
-                getattr(self._dst, "close")()
-        finally:
-            super().close()
+    def finish(self) -> None:
+        """Seal the final chunk and finish the file (and close `dst` if close_dst), whatever is in flight."""
+        with self._turn:
+            if self.closed:
+                return
+            refused = self._forked()
+            if refused is None and self._failed is not None:
+                refused = EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
+            if refused is not None:
+                io.RawIOBase.close(self)
+                raise refused
+            try:
+                self._payload.close()
+                finish_file(self._out, self._dst)
+                if self._close_dst:
+                    getattr(self._dst, "close")()
+            finally:
+                io.RawIOBase.close(self)
 
     def abort(self) -> None:
         """Stop without sealing the final chunk: the output will not decrypt."""
-        io.RawIOBase.close(self)
-
+        with self._turn:
+            io.RawIOBase.close(self)
 
 
 def read_all(readinto: Callable[[bytearray], int | None], left: int | None = None) -> bytes:

@@ -365,6 +365,75 @@ def test_a_close_while_an_exception_is_handled_or_none_names_nothing(tmp_path, k
     assert os.listdir(out) == []
 
 
+def test_a_file_written_whole_in_an_except_clause_is_named(tmp_path, key):
+    # Written on a cache miss, inside the clause that handles it: close() had taken the miss for an exception
+    # leaving the block, and dropped the file without a word.
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    try:
+        raise FileNotFoundError("the cache")
+    except FileNotFoundError:
+        with fsspec.open(f"age::file://{tmp_path}/cache.age", "wb", age={"recipients": [key.recipient]}) as f:
+            f.write(b"recomputed")
+        g = fs.open(str(tmp_path / "cache2.age"), "wb")
+        g.write(b"again")
+        g.close()
+        with pytest.raises(RuntimeError), fs.open(str(tmp_path / "never.age"), "wb") as h:
+            h.write(b"half")
+            raise RuntimeError("a failure of its own")
+    for name, plain in (("cache.age", b"recomputed"), ("cache2.age", b"again")):
+        assert agefast.decrypt((tmp_path / name).read_bytes(), [key.identity]) == plain
+    assert not (tmp_path / "never.age").exists()
+
+
+def test_a_text_file_never_closed_is_not_named(tmp_path, key):
+    # The text wrapper's finaliser closes the file it wraps: that close had sealed and named what was written.
+    import gc
+
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+
+    def write_half(opened):
+        opened.write("first half\n")
+
+    write_half(fs.open(str(tmp_path / "fs.age"), "wt"))
+    write_half(fsspec.open(f"age::file://{tmp_path}/open.age", "wt", age={"recipients": [key.recipient]}).open())
+    gc.collect()
+    assert os.listdir(tmp_path) == ["key.txt"]
+
+
+def test_an_aborted_write_through_a_cache_leaves_the_file_there_was(tmp_path, key):
+    # simplecache's temporary file uploads on close(), whatever autocommit it was given: closing it before
+    # discarding it had replaced the file with the unfinished one.
+    url = f"age::simplecache::file://{tmp_path}/report.age"
+    options = {"age": {"recipients": [key.recipient]}, "simplecache": {"cache_storage": str(tmp_path / "cache")}}
+    with fsspec.open(url, "wb", **options) as f:
+        f.write(b"v1")
+    with pytest.raises(RuntimeError), fsspec.open(url, "wb", **options) as f:
+        f.write(b"v2, half")
+        raise RuntimeError("interrupted")
+    assert agefast.decrypt((tmp_path / "report.age").read_bytes(), [key.identity]) == b"v1"
+
+
+def test_xb_leaves_no_file_when_its_last_write_fails(tmp_path, key, monkeypatch):
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    f = fs.open(str(tmp_path / "new.age"), "xb")
+    f.write(b"x" * 100)
+    monkeypatch.setattr(f._encryptor._payload, "close", lambda: (_ for _ in ()).throw(OSError(27, "File too large")))
+    with pytest.raises(OSError, match="File too large"):
+        f.close()
+    assert os.listdir(tmp_path) == ["key.txt"]
+
+
+def test_no_file_is_copied_over_a_key_file(tmp_path, key):
+    write_age(tmp_path / "x.age", b"data", key)
+    fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(tmp_path / "key.txt"),
+                           recipients=[key.recipient])
+    before = (tmp_path / "key.txt").read_bytes()
+    for call in (fs.cp_file, fs.copy, fs.mv):
+        with pytest.raises(PermissionError, match="a key file of this filesystem"):
+            call(str(tmp_path / "x.age"), str(tmp_path / "key.txt"))
+    assert (tmp_path / "key.txt").read_bytes() == before and (tmp_path / "x.age").exists()
+
+
 def test_a_failure_before_the_first_write_leaves_the_file_there_was(tmp_path, key, monkeypatch):
     from agefast import _filesystem_files
 

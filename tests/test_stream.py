@@ -4,6 +4,7 @@ they are asked to."""
 
 import io
 import itertools
+import os
 import random
 
 import pytest
@@ -454,3 +455,103 @@ def test_an_encryptor_given_no_buffer_goes_on():
     enc.write(b"after")
     enc.close()
     assert agefast.decrypt(out.getvalue(), [identity]) == b"before after"
+
+
+def _sealed(dst, identity):
+    """Whether the age file in `dst` decrypts (it was sealed), False where it was left unfinished."""
+    try:
+        agefast.decrypt(dst.getvalue(), [identity])
+    except PayloadError:
+        return False
+    return True
+
+
+def test_what_a_wrapper_closes_is_sealed_only_when_its_user_closed_it():
+    # io.TextIOWrapper and io.BufferedWriter close what they wrap from their own `with` blocks and finalizers:
+    # those closes had sealed a file left through an exception, or never closed, as complete.
+    import gc
+
+    identity = agefast.x25519.Identity.generate()
+    recipients = [identity.to_public()]
+    dst = io.BytesIO()
+    with pytest.raises(KeyboardInterrupt), io.TextIOWrapper(agefast.encryptor(dst, recipients)) as text:
+        text.write("half of the data")
+        raise KeyboardInterrupt
+    assert not _sealed(dst, identity)
+    for wrap in (io.TextIOWrapper, io.BufferedWriter, lambda e: io.TextIOWrapper(io.BufferedWriter(e))):
+        dst = io.BytesIO()
+        wrap(agefast.encryptor(dst, recipients)).write(b"never closed" if wrap is io.BufferedWriter else "never")
+        gc.collect()
+        assert not _sealed(dst, identity)
+        dst = io.BytesIO()
+        with wrap(agefast.encryptor(dst, recipients)) as closed:
+            closed.write(b"closed" if wrap is io.BufferedWriter else "closed")
+        assert _sealed(dst, identity)
+
+
+def test_close_in_an_except_clause_seals_only_what_was_made_there():
+    identity = agefast.x25519.Identity.generate()
+    recipients = [identity.to_public()]
+    made_before, finished, made_there = io.BytesIO(), io.BytesIO(), io.BytesIO()
+    before, finishing = agefast.encryptor(made_before, recipients), agefast.encryptor(finished, recipients)
+    try:
+        raise OSError("the source went away")
+    except OSError:
+        before.close()          # the exception cut its plaintext short
+        finishing.finish()      # sealed whatever is in flight
+        there = agefast.encryptor(made_there, recipients)
+        there.write(b"written whole on a miss")
+        there.close()
+    assert not _sealed(made_before, identity)
+    assert _sealed(finished, identity) and _sealed(made_there, identity)
+
+
+def test_writes_from_two_threads_take_turns():
+    # Two writes at once had sealed two chunks under one number: the same keystream twice.
+    import threading
+
+    identity = agefast.x25519.Identity.generate()
+    dst = io.BytesIO()
+    enc = agefast.encryptor(dst, [identity.to_public()], threads=2)
+    piece = 2 << 20
+
+    def writer(byte):
+        for _ in range(6):
+            enc.write(bytes([byte]) * piece)
+    threads = [threading.Thread(target=writer, args=(b,)) for b in (0x00, 0xFF)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    enc.close()
+    plain = agefast.decrypt(dst.getvalue(), [identity])
+    pieces = [plain[i:i + piece] for i in range(0, len(plain), piece)]
+    assert len(pieces) == 12 and sorted(p[0] for p in pieces) == [0x00] * 6 + [0xFF] * 6
+    assert all(p == bytes([p[0]]) * piece for p in pieces)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_child_cannot_write_or_finish_its_parents_encryptor(tmp_path):
+    # Parent and child had each sealed their own plaintext under the same chunk numbers.
+    identity = agefast.x25519.Identity.generate()
+    dst = io.BytesIO()
+    enc = agefast.encryptor(dst, [identity.to_public()])
+    enc.write(b"before the fork")
+    pid = os.fork()
+    if pid == 0:
+        said = []
+        for call in (lambda: enc.write(b"the child's"), enc.finish):
+            try:
+                call()
+                said.append("sealed")
+            except agefast.EncryptError as e:
+                said.append(str(e))
+        (tmp_path / "child").write_text("\n".join(said))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert (tmp_path / "child").read_text().splitlines() == [
+        "an encryptor made before this process forked is the parent's: its chunk numbers would seal two "
+        "plaintexts"] * 2
+    enc.write(b", and after")
+    enc.close()
+    assert agefast.decrypt(dst.getvalue(), [identity]) == b"before the fork, and after"
