@@ -367,3 +367,25 @@ def test_a_key_with_an_empty_dot_or_dot_dot_part_fails_alone_and_writes_nothing_
     assert sorted(os.listdir(tmp_path)) == ["out"]
     out = tmp_path / "out" / "x" / "a" / f"b{'' if suffix else '.age'}"
     assert (out.read_bytes() if suffix else agefast.decrypt(out.read_bytes(), [identity])) == b"a/b"
+
+
+def test_a_tree_in_this_process_memory_is_worked_here_and_its_outputs_appear_whole(tmp_path, monkeypatch):
+    # memory://'s files are this process' objects: forked workers had written into their copies (200 files
+    # done, none there), and a failed decrypt had left its verified prefix under the output's name.
+    import fsspec
+
+    monkeypatch.setattr(files, "IN_MEMORY", 1000)      # the large file streams
+    identity = x25519.Identity.generate()
+    root = f"{tmp_path.name}-mem"
+    plain = {f"f{i}": os.urandom(500) for i in range(6)} | {"big": os.urandom(3 * CHUNK_SIZE)}
+    fs = fsspec.filesystem("memory")
+    fs.pipe({f"{root}/src/{name}": data for name, data in plain.items()})
+    assert tree.encrypt(f"memory://{root}/src", f"memory://{root}/enc", [identity.to_public()], workers=2).done == 7
+    sealed = fs.cat_file(f"{root}/enc/big.age")
+    fs.pipe_file(f"{root}/enc/big.age", sealed[:-100] + bytes(100))       # its last chunk damaged
+    summary = tree.decrypt(f"memory://{root}/enc", f"memory://{root}/dec", [identity], workers=2)
+    assert (summary.done, summary.failed) == (6, 1)
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.find(f"{root}/dec")) == sorted(
+        [".agefast-tree.jsonl", *(f"f{i}" for i in range(6))])
+    with pytest.raises(ValueError, match="a cluster's workers cannot reach memory://"):
+        tree.verify(f"memory://{root}/enc", [identity], client=object())

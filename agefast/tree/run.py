@@ -158,6 +158,10 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     """Do `job` on every file of its source tree; see agefast.tree for what each operation does."""
     started = time.monotonic()
     check_roots(job)
+    # A store in this process' memory is reached from this process alone.
+    here_only = [store for store in (job.source, job.destination) if store is not None and store.in_this_process]
+    if here_only and client is not None:
+        raise ValueError(f"a cluster's workers cannot reach {here_only[0]}, which is in this process' memory")
     writes = job.operation != files.VERIFY
     root = files.output_root(job)
     previous = manifest.load(root.load_manifest()) if writes and not force else {}
@@ -187,7 +191,7 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     appender = root.manifest() if writes else None
     # Workers append to a local manifest themselves; a store's is rewritten by this process alone.
     shared = appender if isinstance(appender, manifest.Appender) else None
-    cores = workers or cpus.count()
+    cores = 1 if here_only else workers or cpus.count()
     bar = _Bar(len(small) + len(large), sum(f.size for f in small + large), progress)
     try:
         groups = list(_groups(small))

@@ -23,12 +23,14 @@ the destination, its manifest).
 import contextlib
 import datetime
 import errno
+import io
 import os
 import stat
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 
 from .. import _arguments
+from ..io import uploads
 from ..io.replace import Folder
 from ..io.writes import write_all
 from . import manifest
@@ -122,6 +124,10 @@ class Local(NamedTuple):
 
     def is_folder(self) -> bool:
         return os.path.isdir(self.root)
+
+    @property
+    def in_this_process(self) -> bool:
+        return False
 
     def below(self, other: "Store") -> bytes | None:
         """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
@@ -320,6 +326,12 @@ class Remote(NamedTuple):
     def is_folder(self) -> bool:
         return bool(self.fs.isdir(self.root))
 
+    @property
+    def in_this_process(self) -> bool:
+        """Whether its files are objects of this process (memory://), which a forked worker or a cluster's would
+        write into copies of, and write into as soon as they are opened."""
+        return self.protocol == "memory"
+
     def same_store(self, other: "Store") -> bool:
         """Whether `other` is a folder of the same filesystem (protocol and options): one S3 endpoint and account."""
         return isinstance(other, Remote) and (other.protocol, other.options) == (self.protocol, self.options)
@@ -366,18 +378,20 @@ class Remote(NamedTuple):
             _made(fs, key, lambda: fs.pipe_file(key, content))
             named(self.written(path))
             return
+        if self.in_this_process:
+            # Written into as they are opened: one put when whole.
+            whole = io.BytesIO()
+            content(whole)
+            self.put(path, whole.getvalue(), named)
+            return
         # Written to the store only on commit(); until then an upload (S3's
         # multipart) or a temporary file, which discard() throws away.
         f = _made(fs, key, lambda: fs.open(key, "wb", autocommit=False))
         try:
             content(f)
-            f.close()
-            f.commit()
+            uploads.commit(f)
         except BaseException:
-            try:
-                f.close()       # before discard(): a close after it would start the upload again
-            finally:
-                f.discard()
+            uploads.discard(f)
             raise
         named(self.written(path))
 
