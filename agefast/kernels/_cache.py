@@ -14,7 +14,9 @@ corrupt or truncated entry is a miss, compiled again and replaced.
 
 The key covers everything the machine code depends on: the source of the
 kernels and of the code that compiles them, the CPU (Numba's
-NUMBA_CPU_NAME / NUMBA_CPU_FEATURES overrides, and the host's identity), the
+NUMBA_CPU_NAME / NUMBA_CPU_FEATURES overrides, and the host's identity),
+Numba's other settings of the code (_BUILD_SETTINGS), from the environment
+or a .numba_config.yaml, the
 numba and llvmlite releases and the Python version. An edited kernel source
 gets a new key, so an entry never goes stale.
 
@@ -57,9 +59,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # and the rule for the size of the pieces the file kernel writes (io/pieces).
 _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_next_key.py", "_chunk.py", "_aead.py", "_stitched.py",
             "_file_io.py", "_build.py", "_abi.py", "_shipped.py", os.path.join("..", "io", "pieces.py"))
-# The environment that changes what is compiled: Numba's target and
-# optimisation, and the form of the batch kernel (_common._form).
-_BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "AGEFAST_KERNEL_FORM")
+# The environment that changes what is compiled: Numba's target, optimisation,
+# vectorizers and bounds checks, and the form of the batch kernel
+# (_common._form); and the file Numba reads settings of the same names from,
+# in the current folder where the process starts (with pyyaml installed).
+_BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "NUMBA_BOUNDSCHECK",
+                   "NUMBA_LOOP_VECTORIZE", "NUMBA_SLP_VECTORIZE", "AGEFAST_KERNEL_FORM")
+_NUMBA_CONFIG_FILE = ".numba_config.yaml"
 
 
 def _locations() -> list[tuple[str, tuple[str, ...]]]:
@@ -191,6 +197,11 @@ def key() -> str:
             h.update(_sha256(f.read()))
     for name in _BUILD_SETTINGS:
         h.update(f"{name}={os.environ.get(name, '')}\n".encode())
+    try:
+        with open(_NUMBA_CONFIG_FILE, "rb") as f:
+            h.update(b"numba config file " + _sha256(f.read()))
+    except OSError:
+        pass
     h.update(_sha256(_host_cpu()))
     h.update(_sha256(_release("numba")))
     h.update(_sha256(_release("llvmlite")))

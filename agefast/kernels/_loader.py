@@ -110,6 +110,10 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
         raise _without_jit(e) from None
 
     obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as the kernel modules
+    if not _shipped.runs_here(features):
+        # Asked for by NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, or by a .numba_config.yaml in the current folder:
+        # neither run here nor cached, where a later process would load it.
+        raise RuntimeError(f"the kernels were compiled for {cpu} ({features}), whose instructions this CPU lacks")
     meta = {"cpu": cpu, "features": features}
     kind, data = "o", obj      # the object itself, loaded by llvmlite, where it cannot be linked here
     folder = _link_folder()
@@ -150,6 +154,13 @@ def _loaded(kind: str, data: bytes) -> _native.Functions:
     return _native.load_library(data) if kind == "so" else _native.load_object(data)
 
 
+def _entry(key: str) -> tuple[str, bytes, dict[str, str]] | None:
+    """The cache's verified entry for `key`, if this CPU runs it: one compiled for what it lacks (where the
+    settings of the compile were not all in the key) would kill the process with SIGILL."""
+    entry = _cache.lookup(key)
+    return entry if entry is not None and _shipped.runs_here(entry[2]["features"]) else None
+
+
 def _load() -> tuple[_native.Functions, str]:
     if _jit_disabled():
         return _reference()
@@ -161,7 +172,7 @@ def _load() -> tuple[_native.Functions, str]:
         key = _cache.key()
     except ImportError as e:    # no /proc/cpuinfo, and no llvmlite to name the CPU by
         raise _without_jit(e) from None
-    entry = _cache.lookup(key)
+    entry = _entry(key)
     if entry is None:
         return _compile(key)
     kind, data, meta = entry
@@ -196,7 +207,7 @@ def cached() -> bool:
         key = _cache.key()
     except ImportError:     # no /proc/cpuinfo and no llvmlite to name this CPU: no entry can be known to be its
         return False
-    return _cache.lookup(key) is not None
+    return _entry(key) is not None
 
 
 def isa() -> str:

@@ -123,6 +123,15 @@ def choose(machine: str, flags: frozenset[str], shipped: frozenset[str]) -> CpuC
     return None
 
 
+def runs_here(features: str) -> bool:
+    """Whether this CPU has every instruction set a build for the LLVM `features` may use that some class names
+    (the vector and bit-manipulation sets the kernels are built for): False where it would die of SIGILL. True
+    where /proc/cpuinfo does not say (another system)."""
+    named = frozenset().union(*(required_flags(c) for c in CLASSES))
+    have = host_flags()
+    return not have or llvm_flags(features) & named <= have
+
+
 def host_flags() -> frozenset[str]:
     try:
         with open("/proc/cpuinfo", "rb") as f:

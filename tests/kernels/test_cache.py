@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agefast.kernels import _cache, _loader
+from agefast.kernels import _cache, _loader, _shipped
 from unnamed_files import require_unnamed_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,6 +210,14 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     keys.append(fresh_key())
     monkeypatch.setenv("AGEFAST_KERNEL_FORM", "two-pass")
     keys.append(fresh_key())
+    monkeypatch.setenv("NUMBA_BOUNDSCHECK", "1")
+    keys.append(fresh_key())
+    # Numba reads its settings from this file in the current folder too: a CPU name there had compiled an
+    # AVX-512 build under the plain key, which every later process on an AVX2 machine died of (SIGILL).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".numba_config.yaml").write_text("cpu_name: x86-64-v4\n")
+    keys.append(fresh_key())
+    (tmp_path / ".numba_config.yaml").unlink()
     host = _cache._host_cpu()
     monkeypatch.setattr(_cache, "_host_cpu", lambda: host + b" other")
     keys.append(fresh_key())
@@ -508,3 +516,38 @@ def test_the_kernels_are_linked_only_where_no_other_account_can_change_the_folde
     sticky.chmod(0o1777)
     monkeypatch.setattr(tempfile, "tempdir", str(sticky))
     assert _loader._link_folder() == str(sticky)
+
+
+def test_an_entry_for_instructions_this_cpu_lacks_is_a_miss(warm, monkeypatch):
+    # Whatever settings reached the compile without reaching the key, what an entry says it was compiled for is
+    # checked against /proc/cpuinfo before it runs: a build for AVX-512 had killed each process (SIGILL).
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(warm))
+    record = entries(warm)[0]
+    text = record.read_text()
+    features = dict(line.split(" ", 1) for line in text.splitlines())["features"]
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.llvm_flags(features) | {"a flag"})
+    assert _loader._entry(record.stem) is not None
+    record.write_text(text.replace(features, features + ",+avx512ifma"))
+    assert _loader._entry(record.stem) is None
+
+
+@pytest.mark.parametrize("features, runs", [("+avx2,+bmi2,+sse4a,+clzero", True), ("+avx2,+avx512f", False),
+                                            ("+avx2,-avx512f", True)])
+def test_a_build_runs_here_where_the_cpu_has_every_class_instruction_set_it_may_use(monkeypatch, features, runs):
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))   # avx2
+    assert _shipped.runs_here(features) is runs
+    monkeypatch.setattr(_shipped, "host_flags", frozenset)      # no /proc/cpuinfo: nothing to tell by
+    assert _shipped.runs_here(features)
+
+
+def test_a_compile_for_instructions_this_cpu_lacks_is_neither_run_nor_cached(monkeypatch):
+    from agefast.kernels import _build
+
+    stored = []
+    monkeypatch.setattr(_build, "compile_object", lambda: (b"object", "x86-64-v4", "+avx2,+avx512f"))
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))
+    monkeypatch.setattr(_cache, "store", lambda *args: stored.append(args))
+    with pytest.raises(RuntimeError, match=r"compiled for x86-64-v4 \(\+avx2,\+avx512f\), whose instructions "
+                                           "this CPU lacks"):
+        _loader._compile("key")
+    assert stored == []
