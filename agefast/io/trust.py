@@ -73,3 +73,23 @@ def program_refusal(path: str) -> str | None:
         if why:
             return why
     return None
+
+
+def trusted_search_path(search_path: str) -> str:
+    """The folders of the PATH value `search_path` a program may be looked up in by what agefast runs (the C
+    compiler driver looks up its linker there): absolute ones, this user's or root's, writable by nobody else
+    (sticky or not: anyone may add a name to /tmp), with no other account able to rename them (above_refusal)."""
+    kept = []
+    for folder in search_path.split(os.pathsep):
+        if not os.path.isabs(folder):
+            continue
+        real = os.path.realpath(folder)
+        try:
+            st = os.stat(real)
+            if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                continue
+            if above_refusal(os.path.dirname(real)) is None:
+                kept.append(folder)
+        except OSError:
+            continue
+    return os.pathsep.join(kept)

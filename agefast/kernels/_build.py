@@ -210,6 +210,13 @@ def compile_object():
 _LINK_FLAGS = ("-shared", "-nostdlib")
 
 
+def _run(command: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run a command of the C compiler driver's, which looks up programs of its own (its linker, `ld`) on PATH:
+    only in its trusted folders, never the current one nor one another account may write (agefast.io.trust)."""
+    search = trust.trusted_search_path(os.environ.get("PATH", os.defpath))
+    return subprocess.run(command, capture_output=True, env=dict(os.environ, PATH=search))
+
+
 def _driver() -> list[str] | None:
     """The C compiler driver that links ($CC, else cc), by the path it was found at, or None where there is none
     or where it is not this user's or root's alone to change (agefast.io.trust): what it links is run."""
@@ -227,8 +234,7 @@ def linker() -> str:
         return "none"
 
     def first_line(command: list[str]) -> str:
-        done = subprocess.run(command, capture_output=True, text=True)
-        return (done.stdout.strip().splitlines() or ["unknown"])[0]
+        return (_run(command).stdout.decode(errors="replace").strip().splitlines() or ["unknown"])[0]
 
     ld = first_line([*driver, "-print-prog-name=ld"])
     return f"{' '.join([*driver, *_LINK_FLAGS])}: {first_line([*driver, '--version'])}; {first_line([ld, '--version'])}"
@@ -247,5 +253,5 @@ def link_shared(obj: bytes, directory: str) -> str | None:
     out = os.path.join(directory, "batch.so")
     with open(src, "wb") as f:
         f.write(obj)
-    done = subprocess.run([*driver, *_LINK_FLAGS, "-o", out, src], capture_output=True)
+    done = _run([*driver, *_LINK_FLAGS, "-o", out, src])
     return out if done.returncode == 0 else None

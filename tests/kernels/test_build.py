@@ -147,3 +147,26 @@ def test_a_c_compiler_driver_another_account_could_change_is_not_run(tmp_path, m
     monkeypatch.setenv("PATH", ".")
     monkeypatch.chdir(mine.parent)
     assert _build._driver() is None
+
+
+def test_the_linker_the_driver_looks_up_is_never_another_accounts(tmp_path, monkeypatch):
+    # `cc -print-prog-name=ld` says plain "ld": gcc's collect2 looks it up on PATH, where an `ld` in the current
+    # folder (a relative entry) or in a folder another account may write ran during the cold compile.
+    if _build._driver() is None:
+        pytest.skip("no C compiler driver here")
+    marker = tmp_path / "ran"
+    folders = {"theirs": tmp_path / "theirs", "sticky": tmp_path / "sticky", "here": tmp_path / "here"}
+    for folder in folders.values():
+        folder.mkdir()
+        ld = folder / "ld"
+        ld.write_text(f"#!/bin/sh\necho {folder.name} >> {marker}\nexit 1\n")
+        ld.chmod(0o755)
+    folders["theirs"].chmod(0o777)
+    folders["sticky"].chmod(0o1777)
+    monkeypatch.chdir(folders["here"])
+    monkeypatch.setenv("PATH", os.pathsep.join([".", "", str(folders["theirs"]), str(folders["sticky"]),
+                                                os.environ["PATH"]]))
+    line = _build.linker()
+    assert not marker.exists() and "unknown" not in line.rsplit(";", 1)[1], line
+    search = _build.trust.trusted_search_path(os.environ["PATH"])
+    assert not {".", "", *map(str, folders.values())} & set(search.split(os.pathsep))
