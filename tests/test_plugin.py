@@ -175,6 +175,18 @@ def test_a_plugin_another_account_could_have_put_or_changed_is_not_run(tmp_path,
     linked.mkdir()
     (linked / "age-plugin-agefasttest").symlink_to(open_folder / "age-plugin-agefasttest")
     places["a link into a folder others may write"] = (str(linked), None, "is writable by group or others")
+    # The PATH entry a link in a folder others may write: they could point it at their own folder between the
+    # check and the run (a probe did, and its plugin ran); likewise a link on the way to the program.
+    mine = _shim(tmp_path / "mine").parent
+    (open_folder / "plugins").symlink_to(mine)
+    places["a PATH entry through a folder others may write"] = (str(open_folder / "plugins"), None,
+                                                                 "is writable by group or others")
+    chained = tmp_path / "chained"
+    chained.mkdir()
+    (open_folder / "hop").symlink_to(mine / "age-plugin-agefasttest")
+    (chained / "age-plugin-agefasttest").symlink_to(open_folder / "hop")
+    places["a chain of links through a folder others may write"] = (str(chained), None,
+                                                                     "is writable by group or others")
     for what, (entry, cwd, error) in places.items():
         monkeypatch.setenv("PATH", f"{entry}{os.pathsep}{os.environ['PATH']}")
         if cwd is not None:
@@ -186,3 +198,37 @@ def test_a_plugin_another_account_could_have_put_or_changed_is_not_run(tmp_path,
     monkeypatch.setenv("PATH", f"{tmp_path / 'cwd'}{os.pathsep}{os.environ['PATH']}")
     assert _decrypt(agefast, b"plain data", _encrypt(agefast, b"plain data", Callbacks()), Callbacks()) == (
         b"through a plugin")
+
+
+@pytest.mark.requires_root("a link of another account's")
+def test_a_link_another_account_put_in_a_sticky_folder_is_not_followed(tmp_path, monkeypatch):
+    # Anyone may add a name to a sticky folder (/tmp): a link another account put there chose which program of
+    # this user's or root's ran as the plugin (/usr/bin/env, in the probe).
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    mine = _shim(tmp_path / "mine")
+    (sticky / "age-plugin-agefasttest").symlink_to(mine)
+    os.chown(sticky / "age-plugin-agefasttest", 65534, 65534, follow_symlinks=False)
+    monkeypatch.setenv("PATH", f"{sticky}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(agefast.errors.EncryptError, match="is owned by uid 65534, in a folder others may write"):
+        _encrypt(agefast, b"plain data", Callbacks())
+    os.chown(sticky / "age-plugin-agefasttest", 0, 0, follow_symlinks=False)     # this user's own link runs
+    assert _decrypt(agefast, b"plain data", _encrypt(agefast, b"plain data", Callbacks()), Callbacks()) == (
+        b"through a plugin")
+
+
+def test_what_a_plugin_writes_to_stderr_is_shown_only_with_agedebug(tmp_path, monkeypatch, capfd):
+    # As age: a plugin talks to the user through the protocol, and its stderr (escape sequences, tracebacks)
+    # reached the terminal.
+    folder = tmp_path / "noisy"
+    folder.mkdir()
+    noisy = folder / "age-plugin-agefasttest"
+    noisy.write_text(f'#!/bin/sh\necho "plugin noise \033[31m" >&2\nexec "{sys.executable}" "{PLUGIN}" "$@"\n')
+    noisy.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    _encrypt(agefast, b"plain data", Callbacks())
+    assert "plugin noise" not in capfd.readouterr().err
+    monkeypatch.setenv("AGEDEBUG", "plugin")
+    _encrypt(agefast, b"plain data", Callbacks())
+    assert "plugin noise" in capfd.readouterr().err

@@ -51,45 +51,100 @@ def path_refusal(path: str) -> str | None:
     return f"{real}: {why}" if why else None
 
 
-def program_refusal(path: str) -> str | None:
-    """Why the program at `path` (as found on PATH) must not be run, or None.
+def _entry_refusal(folder: str, folder_st: os.stat_result, name: str, entry: os.stat_result) -> str | None:
+    """Why another account could change what `name` in `folder` is, or None: the folder is this user's or root's,
+    and if others may write it, it is sticky (as /tmp) and the entry is this user's or root's, which no one else
+    may then rename or replace."""
+    if folder_st.st_uid not in (0, os.geteuid()):
+        return f"{folder} is owned by uid {folder_st.st_uid}"
+    if folder_st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not folder_st.st_mode & stat.S_ISVTX:
+            return f"{folder} is writable by group or others (mode {stat.S_IMODE(folder_st.st_mode):o})"
+        if entry.st_uid not in (0, os.geteuid()):
+            return f"{os.path.join(folder, name)} is owned by uid {entry.st_uid}, in a folder others may write"
+    return None
+
+
+_MAX_LINKS = 40     # as Linux's path lookup (ELOOP)
+
+
+def _walk(path: str) -> tuple[str, os.stat_result, str | None]:
+    """(the real path of the absolute `path`, what is there, why another account could change what it leads to or
+    None), name by name from the root: every folder on the way, every symbolic link (and the folder it lies in)
+    and what the last one leads to. OSError where something on the way is missing."""
+    names = [name for name in path.split("/") if name]
+    real, links = "/", 0
+    folder_st = os.stat(real)
+    while names:
+        name = names.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            real = os.path.dirname(real)
+            folder_st = os.stat(real)
+            continue
+        here = os.path.join(real, name)
+        entry = os.lstat(here)
+        why = _entry_refusal(real, folder_st, name, entry)
+        if why:
+            return here, entry, why
+        if stat.S_ISLNK(entry.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                return here, entry, f"{here}: too many symbolic links"
+            target = os.readlink(here)
+            names = [n for n in target.split("/") if n] + names
+            if target.startswith("/"):
+                real = "/"
+                folder_st = os.stat(real)
+            continue
+        real, folder_st = here, entry
+    return real, folder_st, None
+
+
+def checked_program(path: str) -> tuple[str, str | None]:
+    """(the real path to run the program found at `path` by, why it must not be run or None).
 
     A relative path (a relative or empty PATH entry: the current folder) is
-    refused, as Go's exec.LookPath refuses it. The program, the file a
-    symbolic link leads to included, must be this user's or root's and not
-    writable by group or others, and no other account may rename anything
-    on the way to it or to the link (above_refusal).
+    refused, as Go's exec.LookPath refuses it. No other account may change
+    what any name on the way to it means: every folder on the way is this
+    user's or root's and writable by no one else, or sticky with the name
+    in it this user's or root's (a symbolic link included, and the folder it
+    lies in). The program itself is this user's or root's and not writable by
+    group or others. Run it by the real path: looked up again, a link on the
+    way could have changed meanwhile.
     """
     if not os.path.isabs(path):
-        return f"{path} is found in the current folder (a relative PATH entry)"
-    real = os.path.realpath(path)
-    st = os.stat(real)
+        return path, f"{path} is found in the current folder (a relative PATH entry)"
+    real, st, why = _walk(path)
+    if why:
+        return real, why
     if st.st_uid not in (0, os.geteuid()):
-        return f"{real} is owned by uid {st.st_uid}"
+        return real, f"{real} is owned by uid {st.st_uid}"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{real} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    for folder in {os.path.dirname(real), os.path.realpath(os.path.dirname(path))}:
-        why = above_refusal(folder)
-        if why:
-            return why
-    return None
+        return real, f"{real} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return real, None
+
+
+def program_refusal(path: str) -> str | None:
+    """Why the program at `path` (as found on PATH) must not be run, or None (checked_program)."""
+    return checked_program(path)[1]
 
 
 def trusted_search_path(search_path: str) -> str:
     """The folders of the PATH value `search_path` a program may be looked up in by what agefast runs (the C
-    compiler driver looks up its linker there): absolute ones, this user's or root's, writable by nobody else
-    (sticky or not: anyone may add a name to /tmp), with no other account able to rename them (above_refusal)."""
+    compiler driver looks up its linker there), by their real paths: absolute ones that checked_program would
+    take a program from, this user's or root's and writable by nobody else (sticky or not: anyone may add a name
+    to /tmp)."""
     kept = []
     for folder in search_path.split(os.pathsep):
         if not os.path.isabs(folder):
             continue
-        real = os.path.realpath(folder)
         try:
-            st = os.stat(real)
-            if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                continue
-            if above_refusal(os.path.dirname(real)) is None:
-                kept.append(folder)
+            real, st, why = _walk(folder)
         except OSError:
             continue
+        if why is None and stat.S_ISDIR(st.st_mode) and st.st_uid in (0, os.geteuid()) and not (
+                st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            kept.append(real)
     return os.pathsep.join(kept)

@@ -41,16 +41,17 @@ def find_binary(name: str) -> str | None:
     return shutil.which(f"age-plugin-{name}")
 
 
-def _binary(name: str, error: type[Exception]) -> str:
-    """The plugin's program, by its absolute path: never one found in the current folder (a relative PATH entry,
-    as Go's exec.LookPath refuses it) nor one another account could have put or changed there."""
+def _binary(name: str, error: type[Exception]) -> plugin_protocol.Program:
+    """The plugin's program, as found on the PATH and by its real path: never one found in the current folder (a
+    relative PATH entry, as Go's exec.LookPath refuses it) nor one another account could have put or changed
+    there (agefast.io.trust.checked_program)."""
     binary = find_binary(name)
     if binary is None:
         raise error(f"could not find age-plugin-{name} on the PATH; is the plugin installed?")
-    why = trust.program_refusal(binary)
+    real, why = trust.checked_program(binary)
     if why is not None:
         raise error(f"age-plugin-{name} is not run: {why}")
-    return binary
+    return plugin_protocol.Program(binary, real)
 
 
 class Recipient:

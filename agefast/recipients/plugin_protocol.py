@@ -13,7 +13,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from typing import IO
+from typing import IO, NamedTuple
 
 from ..format.grammar import Stanza, b64decode, read_stanza
 
@@ -29,16 +29,27 @@ class ProtocolError(Exception):
     """The plugin broke the protocol, failed to start, or reported an error."""
 
 
+class Program(NamedTuple):
+    """A plugin's program: the path it was found at on the PATH (its argv[0], as age gives it) and its real path,
+    the file that was checked and is run (the first, looked up again, could lead elsewhere by then)."""
+
+    found: str
+    real: str
+
+
 class Connection:
     """A running plugin and the stanza stream to and from it."""
 
-    def __init__(self, binary: str, state_machine: str) -> None:
+    def __init__(self, program: Program, state_machine: str) -> None:
         try:
             # The working directory is an empty, neutral place: plugins must
-            # not depend on it, and clients differ in what it would be.
+            # not depend on it, and clients differ in what it would be. What
+            # it writes to stderr is not shown, as age shows it only with
+            # AGEDEBUG=plugin: a plugin talks to the user through the protocol.
+            stderr = None if os.environ.get("AGEDEBUG") == "plugin" else subprocess.DEVNULL
             self._process = subprocess.Popen(
-                [binary, f"--age-plugin={state_machine}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                cwd=tempfile.gettempdir())
+                [program.found, f"--age-plugin={state_machine}"], executable=program.real, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=stderr, cwd=tempfile.gettempdir())
         except OSError as e:
             raise ProtocolError(f"couldn't start plugin: {e.strerror or e}") from None
         # Both are pipes: Popen was asked for them.
@@ -156,7 +167,7 @@ def _index_zero(s: Stanza, minimum_args: int) -> None:
         raise ProtocolError(f"malformed {s.type} command: unexpected file index {s.args[0][:16]!r}")
 
 
-def wrap(binary: str, recipients: Iterable[str], identities: Iterable[str], file_key: bytes,
+def wrap(binary: Program, recipients: Iterable[str], identities: Iterable[str], file_key: bytes,
          callbacks: object) -> tuple[list[Stanza], frozenset[str]]:
     """Run recipient-v1: wrap `file_key` to the Bech32 `recipients` and `identities`.
 
@@ -190,7 +201,7 @@ def wrap(binary: str, recipients: Iterable[str], identities: Iterable[str], file
     return stanzas, labels or frozenset()
 
 
-def unwrap(binary: str, identities: Iterable[str], stanzas: list[Stanza], callbacks: object) -> bytes | None:
+def unwrap(binary: Program, identities: Iterable[str], stanzas: list[Stanza], callbacks: object) -> bytes | None:
     """Run identity-v1: offer every stanza of one header; the file key, or None."""
     file_key: bytes | None = None
     with Connection(binary, "identity-v1") as conn:
