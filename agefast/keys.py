@@ -9,7 +9,7 @@ encrypted with a passphrase whose plaintext is an identity file; see
 import importlib
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from . import api
 from .recipients import x25519
@@ -193,13 +193,13 @@ class EncryptedIdentityFile:
 
 
 def _ssh_identity(data: bytes, name: str, passphrase: Callable[[str], str] | None,
-                  public_key: "ssh.Recipient | None") -> "ssh.Identity | ssh.EncryptedIdentity":
+                  public_key: "PublicKey") -> "ssh.Identity | ssh.EncryptedIdentity":
     ssh_keys = _module("ssh")
     try:
         identity: "ssh.Identity" = ssh_keys.Identity.from_buffer(data)
         return identity
     except PassphraseNeededError:
-        public = ssh_keys.openssh_public_key(data) or public_key
+        public = ssh_keys.openssh_public_key(data) or (public_key() if callable(public_key) else public_key)
         if public is None:
             raise IdentityError(
                 f"SSH key {name} is passphrase-protected and its public key is unknown: "
@@ -211,8 +211,12 @@ def _ssh_identity(data: bytes, name: str, passphrase: Callable[[str], str] | Non
         return encrypted
 
 
+# An SSH key's public key where its file does not carry it: the key, or what gives it when it is needed.
+PublicKey = Union["ssh.Recipient", Callable[[], "ssh.Recipient | None"], None]
+
+
 def load_identities(data: bytes, *, name: str = "-", passphrase: Callable[[str], str] | None = None,
-                    callbacks: object = None, ssh_public_key: "ssh.Recipient | None" = None) -> list[LoadedIdentity]:
+                    callbacks: object = None, ssh_public_key: PublicKey = None) -> list[LoadedIdentity]:
     """The identities in an identity file's bytes, in any of age's forms.
 
     - an age file (binary or armored) encrypted with a passphrase, holding
@@ -220,7 +224,8 @@ def load_identities(data: bytes, *, name: str = "-", passphrase: Callable[[str],
     - a PEM or OpenSSH private key (ssh-ed25519, ssh-rsa); a protected one
       asks `passphrase(prompt)` once a file has a stanza for it, and needs its
       public key, which OpenSSH files carry and `ssh_public_key` (an
-      ssh.Recipient, from the ".pub" file) gives for PEM ones;
+      ssh.Recipient, from the ".pub" file, or a function that returns one,
+      called only then, as age reads that file only then) gives for PEM ones;
     - text, one identity per line.
 
     `name` is how prompts and errors refer to the file.

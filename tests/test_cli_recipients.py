@@ -157,3 +157,20 @@ def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast):
     assert result.stderr.splitlines()[0] == b'agefast: error: "nosuchplugin" plugin not found'
     assert b'agefast: hint: you might want to install the "nosuchplugin" plugin' in result.stderr
     assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
+
+
+def test_key_pub_beside_a_key_that_needs_none_is_not_read(ssh_keys, tmp_path, run_agefast):
+    # `age-keygen -y key > key.pub` is a common layout: agefast had read key.pub for every -i key and failed
+    # ("invalid SSH recipient"), where age reads it only for a protected PEM key.
+    native = agefast.x25519.Identity.generate()
+    key = tmp_path / "key"
+    key.write_text(f"{native}\n")
+    (tmp_path / "key.pub").write_text(f"{native.to_public()}\n")
+    ssh = tmp_path / "ssh"
+    ssh.write_bytes(ssh_keys["ed25519"].read_bytes())
+    (tmp_path / "ssh.pub").write_text("stale garbage\n")
+    for path, recipient in ((key, native.to_public()), (ssh, public_line(ssh_keys["ed25519"]).strip())):
+        encrypted = agefast.encrypt(b"either", [agefast.keys.parse_recipient(str(recipient))])
+        result = run_agefast("-d", "-i", path, input=encrypted)
+        assert (result.returncode, result.stdout) == (0, b"either"), result.stderr
+        assert run_agefast("-e", "-i", path, input=b"to myself").returncode == 0
