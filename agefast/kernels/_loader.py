@@ -28,6 +28,8 @@ _load_lock = threading.Lock()
 _unloadable = False     # loading failed in this process: not tried again
 _compiling: threading.Thread | None = None      # the background load, once started
 _start_lock = threading.Lock()
+_in_compile = False     # a compile is under way in this process, on some thread (one at a time: _load_lock)
+_forked_mid_compile = False     # this process was forked while its parent compiled
 
 
 class Unavailable(Exception):
@@ -39,10 +41,13 @@ class Unavailable(Exception):
 def _after_fork_in_child() -> None:
     # A forked child has only the thread that forked: a lock another thread
     # held stays held, and a background compile is gone. The loaded kernel is
-    # plain memory and stays valid.
-    global _load_lock, _start_lock, _compiling
+    # plain memory and stays valid. Forked during a compile, Numba's state is
+    # the parent's half way (its compiler lock held: a compile here waited
+    # for ever): the child may load a build, never compile one.
+    global _load_lock, _start_lock, _compiling, _forked_mid_compile
     _load_lock, _start_lock = threading.Lock(), threading.Lock()
     _compiling = None
+    _forked_mid_compile = _forked_mid_compile or _in_compile
 
 
 portable.after_fork_in_child(_after_fork_in_child)
@@ -130,6 +135,15 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
     return _loaded(kind, data), _isa_of(features)
 
 
+def _compiling_here(key: str) -> tuple[_native.Functions, str]:
+    global _in_compile
+    _in_compile = True      # what a child forked meanwhile finds
+    try:
+        return _compile(key)
+    finally:
+        _in_compile = False
+
+
 def _link_folder() -> str | None:
     """Where to link the kernels: the temporary folder, else the cache's, where no other account can rename or
     replace what lies there; else None (the object is loaded as it is, unlinked).
@@ -174,7 +188,10 @@ def _load() -> tuple[_native.Functions, str]:
         raise _without_jit(e) from None
     entry = _entry(key)
     if entry is None:
-        return _compile(key)
+        if _forked_mid_compile:
+            raise Unavailable("this process was forked while its parent compiled the kernels, whose compiler "
+                              "is not whole here; they were not in the cache yet")
+        return _compiling_here(key)
     kind, data, meta = entry
     return _loaded(kind, data), _isa_of(meta["features"])
 

@@ -113,6 +113,41 @@ def test_a_forked_child_keeps_using_the_engine():
     assert proc.stdout == "child 0 True\n", proc.stderr[-3000:]
 
 
+def test_a_child_forked_during_a_compile_never_compiles(tmp_path):
+    # Forked while its parent compiled (a large job's background compile), a child's first large job waited for
+    # ever on Numba's compiler lock, held by a thread that is not in the child. The child runs on cryptography
+    # instead, until it finds a build to load.
+    script = textwrap.dedent("""
+        import os, threading
+        import agefast
+        from agefast import kernels, x25519
+        from agefast.kernels import _loader, _shipped
+        _shipped.load = lambda: None    # no shipped build: only a compile would give the kernels
+        started, release = threading.Event(), threading.Event()
+        def compile_slowly(key):
+            started.set()
+            release.wait()
+            raise RuntimeError("not compiled here")
+        _loader._compile = compile_slowly
+        kernels.compile_in_background()
+        started.wait()
+        pid = os.fork()
+        if pid == 0:
+            identity = x25519.Identity.generate()
+            data = os.urandom(8 << 20)
+            ok = agefast.decrypt(agefast.encrypt(data, [identity.to_public()], threads=2), [identity]) == data
+            os._exit(0 if ok and not kernels.is_warm() else 1)
+        _, status = os.waitpid(pid, 0)
+        release.set()
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    full = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "empty"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    full.pop("AGEFAST_ENGINE", None)
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", script], cwd=ROOT, env=full, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout == "child 0\n", proc.stderr[-3000:]
+
+
 def _build_checks(stitched: bool) -> str:
     """The checks a class's build must pass, as a script's lines: bit for bit
     with cryptography, every edge (parity.py), and the engine's calls."""
