@@ -109,6 +109,16 @@ def test_a_rerun_does_only_what_is_left(tmp_path, make_plaintext):
     assert agefast.decrypt(_read(tmp_path / "enc", b"plain.txt.age"), [other]) == _read(tmp_path / "src", b"plain.txt")
 
 
+def test_a_manifest_line_of_another_format_is_ignored_whatever_it_holds(tmp_path, make_plaintext):
+    # JSON nested 200,000 deep had ended the run with a RecursionError traceback.
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+    with open(tmp_path / "enc" / ".agefast-tree.jsonl", "a") as f:
+        f.write("[" * 200_000 + "\n" + '"a string"\n' + '{"source": 5}\n' + "{not json\n")
+    assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1).skipped == len(NAMES)
+
+
 def test_a_second_rekey_for_other_recipients_is_done_not_skipped(tmp_path, make_plaintext):
     first, second, third = (x25519.Identity.generate() for _ in range(3))
     contents = _make_tree(tmp_path / "src", make_plaintext)

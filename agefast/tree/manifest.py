@@ -43,7 +43,7 @@ def load(data: bytes) -> dict[bytes, dict[str, Any]]:
         try:
             record = json.loads(line)
             source = os.fsencode(record["source"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):     # the last: JSON nested thousands deep
             continue
         done[source] = record
     return done
