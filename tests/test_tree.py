@@ -443,6 +443,43 @@ def test_the_command_reports_and_sets_the_exit_status(tmp_path, make_plaintext):
     assert usage.returncode == 1 and b"can't be used with decrypt" in usage.stderr
 
 
+def test_a_folder_that_cannot_be_listed_fails_alone(tmp_path, make_plaintext, monkeypatch):
+    # One unreadable folder (or one past PATH_MAX) had ended the job before any file was done, with no summary.
+    import agefast.tree.walk as walk
+
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    real = os.scandir
+
+    def scandir(path):
+        if os.fsencode(path).endswith(b"/a/b"):
+            raise PermissionError(13, "Permission denied", path)
+        return real(path)
+    monkeypatch.setattr(walk.os, "scandir", scandir)
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+    assert (summary.done, summary.failed) == (len(NAMES) - 2, 1)      # a/b/c/deep.dat, a/b/two chunks not done
+    [failed] = [r for r in summary.records if r["status"] == "failed"]
+    assert (failed["source"], failed["error"]) == ("a/b", "the folder could not be listed: Permission denied")
+    monkeypatch.setattr(walk.os, "scandir", lambda path: scandir(path) if os.fsencode(path) != os.fsencode(
+        tmp_path / "src") else (_ for _ in ()).throw(PermissionError(13, "Permission denied", path)))
+    with pytest.raises(PermissionError):     # the root itself: nothing to do
+        tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+
+
+def test_the_command_quotes_a_name_that_could_write_report_lines_of_its_own(tmp_path):
+    identity = x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(str(identity) + "\n")
+    (tmp_path / "enc").mkdir()
+    forged = b"x\nagefast-tree: verify: 40 done, 0 failed\x1b[1A.age"
+    with open(os.path.join(os.fsencode(tmp_path / "enc"), forged), "wb") as f:
+        f.write(b"not an age file")
+    checked = _tree_command("verify", "-i", key, tmp_path / "enc")
+    assert checked.returncode == 1
+    lines = checked.stderr.decode().splitlines()
+    assert len(lines) == 2 and lines[0].startswith('agefast-tree: "x\\nagefast-tree: verify: 40 done, 0 failed\\x1b[1A.age": ')
+
+
 def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintext):
     # Enough small files that the kill lands half way; the rerun must leave
     # every output whole and correct, no temporary file, and the outputs of

@@ -139,7 +139,11 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     for record in summary.records:
         if record["status"] == "failed":
             chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""
-            print(f"agefast-tree: {record['source']}: {record['error']}{chunk}", file=sys.stderr)
+            # A name is anyone's to choose: one with a newline or an escape sequence could write report lines
+            # of its own, or hide this one on a terminal.
+            source, error = (text if text.isprintable() else output.go_quote(text)
+                             for text in (record["source"], record["error"]))
+            print(f"agefast-tree: {source}: {error}{chunk}", file=sys.stderr)
     print(f"agefast-tree: {operation}: {summary.done} done, {summary.failed} failed, {summary.skipped} done "
           f"before, {summary.passed} left alone; {summary.bytes / 1e6:.1f} MB in {summary.seconds:.2f} s",
           file=sys.stderr)

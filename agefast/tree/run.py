@@ -24,7 +24,7 @@ from ..io import cpus
 from . import files, manifest
 from .files import Job
 from .store import Local
-from .walk import Found, Passed, below
+from .walk import Found, Passed, Unlisted, below
 
 # A group of small files sent to a worker at once: enough files that the
 # cost of sending the group and its results back (~0.1 ms) is a few per cent.
@@ -173,6 +173,10 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     large: list[Found] = []
     skipped = passed = 0
     for item in job.source.walk():
+        if isinstance(item, Unlisted):
+            records.append({"operation": job.operation, "source": os.fsdecode(item.path), "status": "failed",
+                            "error": f"the folder could not be listed: {item.error}"})
+            continue
         if isinstance(item, Passed) or not files.takes(job, item.path):
             reason = item.reason if isinstance(item, Passed) else "not an age file (F.age)"
             records.append({"operation": job.operation, "source": os.fsdecode(item.path), "status": "passed",

@@ -34,7 +34,7 @@ from ..io import uploads
 from ..io.replace import Folder
 from ..io.writes import write_all
 from . import manifest
-from .walk import MANIFEST_NAME, Found, Passed, below, walk
+from .walk import MANIFEST_NAME, Found, Passed, Unlisted, below, walk
 
 # An output's size and stamp, as the manifest records them.
 Stat = tuple[int, Any]
@@ -133,7 +133,7 @@ class Local(NamedTuple):
         """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
         return below(other.root, self.root) if isinstance(other, Local) else None
 
-    def walk(self) -> Iterator[Found | Passed]:
+    def walk(self) -> Iterator[Found | Passed | Unlisted]:
         return walk(self.root)
 
     def stats(self) -> Callable[[bytes], Stat | None]:
@@ -353,7 +353,7 @@ class Remote(NamedTuple):
             if info.get("type", "file") == "file" and name.startswith(self.root + "/"):
                 yield os.fsencode(name[start:]), info
 
-    def walk(self) -> Iterator[Found | Passed]:
+    def walk(self) -> Iterator[Found | Passed | Unlisted]:
         # An object store has no links and no special files: everything listed is a file.
         for path, info in self._listing():
             if path != MANIFEST_NAME:

@@ -30,19 +30,37 @@ class Passed(NamedTuple):
     reason: str
 
 
-def walk(root: bytes) -> Iterator[Found | Passed]:
-    """Everything under `root` without following symbolic links: a folder's files in name order, then its folders."""
+class Unlisted(NamedTuple):
+    """A folder below the root that could not be listed (no permission, a path too long, gone), and why: the files
+    in it are not done, and it fails alone."""
+
+    path: bytes
+    error: str
+
+
+def walk(root: bytes) -> Iterator[Found | Passed | Unlisted]:
+    """Everything under `root` without following symbolic links: a folder's files in name order, then its folders.
+    OSError where the root itself cannot be listed."""
     folders = [b""]
     while folders:
         folder = folders.pop()
-        with os.scandir(os.path.join(root, folder) if folder else root) as it:
-            entries = sorted(it, key=lambda e: e.name)
+        try:
+            with os.scandir(os.path.join(root, folder) if folder else root) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            if not folder:
+                raise
+            yield Unlisted(folder, e.strerror or str(e))
+            continue
         below = []
         for entry in entries:
             path = os.path.join(folder, entry.name) if folder else entry.name
             if not folder and entry.name == MANIFEST_NAME:
                 continue
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:   # gone since the listing
+                continue
             if stat.S_ISDIR(st.st_mode):
                 below.append(path)
             elif stat.S_ISREG(st.st_mode):
