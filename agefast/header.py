@@ -35,22 +35,27 @@ def make_header(recipients: "list[Recipient]", file_key: bytes | None = None) ->
     # match (not compared: 1.4 us of a 1 KiB encryption).
     if len(recipients) > 1:
         labels = [frozenset(getattr(r, "labels", frozenset())) for r in recipients]
-        for other in labels[1:]:
+        for r, other in zip(recipients[1:], labels[1:]):
             if other != labels[0]:
-                raise _incompatible(labels[0], other)
+                raise _incompatible(labels[0], other, (recipients[0], r))
     without_mac = encode_header_without_mac(stanzas)
     return without_mac + encode_mac_line(hmac_sha256(_mac_key(file_key), without_mac)), file_key
 
 
-def _incompatible(a: frozenset[str], b: frozenset[str]) -> EncryptError:
+def _incompatible(a: frozenset[str], b: frozenset[str], pair: tuple[object, object]) -> EncryptError:
     """age's "incompatible recipients" (its tests match it) with rage's words (pyrage's tests match them)."""
-    labelled = a or b
-    if (a and b) or "postquantum" not in labelled:
-        # Apart from "postquantum", only a passphrase has labels (a random one).
+    if any(getattr(r, "passphrase", False) for r in pair):
+        # Its label is a random one, which no other recipient shares.
         return EncryptError("incompatible recipients: a passphrase must be the only recipient of a file")
-    return EncryptError(
-        f"incompatible recipients: Cannot encrypt to a recipient with labels '{', '.join(sorted(labelled))}' alongside a recipient with no labels: "
-        "post-quantum and classic recipients can't be mixed, or the file would be vulnerable to quantum computers")
+    if ("postquantum" in a) != ("postquantum" in b):
+        labelled = a or b
+        return EncryptError(
+            f"incompatible recipients: Cannot encrypt to a recipient with labels '{', '.join(sorted(labelled))}' "
+            "alongside a recipient with no labels: post-quantum and classic recipients can't be mixed, or the file "
+            "would be vulnerable to quantum computers")
+    # Labels a plugin asked for, as age words it (%q of each sorted list).
+    quoted = ("[" + " ".join(f'"{label}"' for label in sorted(labels)) + "]" for labels in (a, b))
+    return EncryptError(f"incompatible recipients: {' and '.join(quoted)} can't be mixed")
 
 
 def _no_match(types: list[str]) -> NoIdentityMatchError:

@@ -90,8 +90,15 @@ def test_plugin_labels(on_path):
                                         Callbacks())
     pq_identity = agefast.pq.Identity.generate()
     assert agefast.decrypt(agefast.encrypt(b"pq", [labelled, pq_identity.to_public()]), [pq_identity]) == b"pq"
-    with pytest.raises(agefast.EncryptError, match="incompatible recipients"):
+    with pytest.raises(agefast.EncryptError, match="incompatible recipients: .* post-quantum and classic"):
         agefast.encrypt(b"x", [labelled, agefast.x25519.Identity.generate().to_public()])
+    # Another label, as age words it: this had blamed a passphrase there was not.
+    only_me = plugin.RecipientPluginV1("agefasttest", [plugin.Recipient.from_str(recipient(b"label:only-me"))], [],
+                                       Callbacks())
+    with pytest.raises(agefast.EncryptError, match=r'^incompatible recipients: \["only-me"\] and \[\] can\'t be mixed$'):
+        agefast.encrypt(b"x", [only_me, agefast.x25519.Identity.generate().to_public()])
+    with pytest.raises(agefast.EncryptError, match="a passphrase must be the only recipient"):
+        agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public(), agefast.passphrase.Recipient("pw")])
 
 
 def test_plugin_keys_in_files(on_path):

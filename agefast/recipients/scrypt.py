@@ -52,6 +52,9 @@ def _encode(passphrase: str | bytes) -> bytes:
 class Recipient:
     """Encrypts to a passphrase, with scrypt work factor 2**work_factor."""
 
+    # What make_header's refusal names: a passphrase must be the only recipient of a file.
+    passphrase = True
+
     def __init__(self, passphrase: str | bytes, work_factor: int = DEFAULT_WORK_FACTOR):
         if not isinstance(work_factor, int) or not 1 <= work_factor <= 30:
             raise ValueError("work_factor must be an integer from 1 to 30")
