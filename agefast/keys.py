@@ -129,19 +129,20 @@ def parse_recipients(text: str, callbacks: object = None, *,
                      warn: Callable[[str], object] | None = None) -> list[ParsedRecipient]:
     """Parse recipients-file text: one recipient per line, `#` comments.
 
-    An SSH key of a type age does not support (ecdsa, ...) is an error; if
-    `warn` is given it is called with a message instead and the line skipped,
-    as age does, so authorized_keys files with other key types stay usable.
+    An SSH key agefast cannot use (of a type age does not support, ecdsa,
+    ...; an ssh-rsa key under 2048 bits) is an error; if `warn` is given it
+    is called with a message instead and the line skipped, as age skips any
+    well-formed SSH key line it cannot parse (its type the one inside its
+    key), so authorized_keys files with other keys stay usable.
     """
     out = []
     for number, line in _lines(text):
         try:
             out.append(parse_recipient(line, callbacks))
-        except UnsupportedKeyError as e:
-            if warn is None:
-                raise RecipientError(f"malformed recipient on line {number}: {e}") from None
-            warn(f"ignoring line {number}: {e}")
         except RecipientError as e:
+            if warn is not None and (isinstance(e, UnsupportedKeyError) or _module("ssh").key_type(line)):
+                warn(f"ignoring line {number}: {e}")
+                continue
             raise RecipientError(f"malformed recipient on line {number}: {e}") from None
     if not out:
         raise RecipientError("no recipients found")

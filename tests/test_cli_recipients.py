@@ -20,10 +20,12 @@ AGEFAST = [sys.executable, "-m", "agefast"]
 @pytest.mark.requires_tool("age")
 def test_recipients_file_of_authorized_keys(ssh_keys, tmp_path, run_agefast):
     authorized = tmp_path / "authorized_keys"
-    authorized.write_text("".join(public_line(ssh_keys[k]) for k in ("ed25519", "ecdsa", "rsa3072")))
+    # As age 1.3 skips any well-formed SSH key line it cannot parse: an ssh-rsa key of 1024 bits had failed it.
+    authorized.write_text("".join(public_line(ssh_keys[k]) for k in ("ed25519", "ecdsa", "rsa3072", "rsa1024")))
     result = run_agefast("-R", authorized, "-o", tmp_path / "f.age", input=b"to both keys")
     assert result.returncode == 0, result.stderr
     assert b"warning: recipients file" in result.stderr and b"line 2: unsupported SSH key type" in result.stderr
+    assert b"line 4: ssh-rsa key is 1024 bits; at least 2048 are required" in result.stderr
     for key in ("ed25519", "rsa3072"):
         out = subprocess.run(["age", "-d", "-i", ssh_keys[key], tmp_path / "f.age"], capture_output=True, check=True)
         assert out.stdout == b"to both keys"
