@@ -64,8 +64,10 @@ def writer(name: str, value: Any) -> Any:
 
 
 def _keys(name: str, values: Any, method: str, kind: str) -> list[Any]:
+    """`values` as a list of objects with `method`; TypeError naming the argument `name` (of keys called `kind`,
+    with its article: "a recipient") for anything else."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"argument {name!r}: expected a list of {kind}s, not {_type_name(values)}")
+        raise TypeError(f"argument {name!r}: expected a list of {name}, not {_type_name(values)}")
     keys = list(values)
     for value in keys:
         if not callable(getattr(value, method, None)):

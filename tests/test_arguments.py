@@ -300,3 +300,12 @@ def test_threads_are_checked_at_every_entry_whatever_the_size():
             with pytest.raises(error, match="threads must be"):
                 call(bad)
         call(10**6)     # as many as MAX_THREADS
+
+
+def test_one_key_where_a_list_is_expected_is_named_plainly():
+    # "expected a list of an identitys", "a list of a recipients" had been the words.
+    identity = agefast.x25519.Identity.generate()
+    with pytest.raises(TypeError, match=r"^argument 'recipients': expected a list of recipients, not "):
+        agefast.encrypt(b"x", identity.to_public())
+    with pytest.raises(TypeError, match=r"^argument 'identities': expected a list of identities, not "):
+        agefast.decrypt(agefast.encrypt(b"x", [identity.to_public()]), identity)

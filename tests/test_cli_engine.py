@@ -13,6 +13,15 @@ def test_warm_up_reports_the_engine():
     assert done.stderr.startswith("agefast: payload engine ready (") and done.stderr.endswith(" s\n")
 
 
+def test_warm_up_refused_by_a_setting_says_so_in_one_line(tmp_path):
+    # An unknown AGEFAST_KERNEL_FORM had printed a 49-line traceback.
+    env = dict(__import__("os").environ, AGEFAST_KERNEL_FORM="bogus", NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "agefast", "--warm-up"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0
+    assert done.stderr.startswith("agefast: payload engine: cryptography; the kernels cannot be loaded here: ")
+    assert len(done.stderr.splitlines()) == 1 and "AGEFAST_KERNEL_FORM" in done.stderr, done.stderr
+
+
 def test_small_jobs_do_not_import_numba(tmp_path):
     probe = ("import sys, agefast\n"
              "i = agefast.x25519.Identity.generate()\n"

@@ -243,9 +243,11 @@ def _warm_up() -> None:
 
     try:
         kernels.warm_up()
-    except (kernels.Unavailable, ImportError, OSError) as e:
+    except Exception as e:
         # Unavailable: no shipped build fits and no numba to compile one; else
-        # a loader that refuses (no JIT here, a noexec folder)
+        # a loader that refuses (no JIT here, a noexec folder), or a setting
+        # it refuses (AGEFAST_KERNEL_FORM, a CC it cannot run): as every job
+        # would meet it (agefast.kernels.load_or_warn), one line.
         why = e if isinstance(e, kernels.Unavailable) else f"the kernels cannot be loaded here: {e}"
         print(f"agefast: payload engine: cryptography; {why}", file=sys.stderr)
         return

@@ -130,8 +130,9 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
                     kind, data = "so", f.read()
     try:
         _cache.store(key, kind, data, meta)
-    except OSError:
-        pass    # an unwritable or untrusted cache: this process runs what it compiled, the next compiles again
+    except OSError as e:
+        # An unwritable or untrusted cache: this process runs what it compiled, the next compiles again.
+        _cache.warn_once(f"the compiled kernels could not be kept ({e}): every process compiles them again")
     return _loaded(kind, data), _isa_of(features)
 
 

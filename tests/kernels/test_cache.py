@@ -171,10 +171,15 @@ def test_without_a_c_compiler_the_object_file_is_cached(tmp_path):
     assert not probe(tmp_path, **no_cc)["numba"]     # loaded by llvmlite's MCJIT
 
 
-def test_an_unwritable_cache_still_runs(tmp_path):
+def test_an_unwritable_cache_still_runs_and_says_it_keeps_nothing(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_bytes(b"")
-    assert probe(blocked)["numba"]
+    (tmp_path / "a-file-xdg").write_bytes(b"")     # the private fallback too
+    proc = start(blocked)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and json.loads(out.splitlines()[-1])["numba"], err[-3000:]
+    # A compile of seconds, every process: worth a line.
+    assert "the compiled kernels could not be kept" in err and "every process compiles them again" in err
 
 
 def test_with_no_cache_anywhere_and_no_shipped_build_the_kernels_compile_in_process(tmp_path):
