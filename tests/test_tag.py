@@ -96,6 +96,8 @@ def test_labels():
     (tag, bech32.encode("age1tagpq", bytes(33)), "unexpected prefix 'age1tagpq'"),
     (tagpq, bech32.encode("age1tagpq", bytes(1248)), "is 1249 bytes"),
     (tagpq, bech32.encode("age1tagpq", bytes(1249)), "invalid P-256 public key"),
+    # 1184 bytes of 0xff: coefficients out of range. It had been said to be of the wrong size.
+    (agefast.pq, bech32.encode("age1pq", b"\xff" * 1216), "not an ML-KEM-768 and X25519 public key pair"),
 ])
 def test_bad_recipients(module, text, fragment):
     with pytest.raises(agefast.RecipientError, match=fragment) as e:

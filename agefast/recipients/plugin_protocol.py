@@ -79,7 +79,7 @@ class Connection:
 
     def receive(self) -> Stanza:
         def error(message: str) -> ProtocolError:
-            return ProtocolError(f"the plugin sent a {message}")
+            return ProtocolError(f"the plugin sent a stanza age cannot read: {message}")
 
         return read_stanza(self._line(), self._line, error, max_body=_MAX_BODY)
 

@@ -46,8 +46,10 @@ class Recipient(Bech32Key):
                 mlkem.MLKEM768PublicKey.from_public_bytes(public_key[:_MLKEM_PUBLIC_SIZE]),
                 x25519.X25519PublicKey.from_public_bytes(public_key[_MLKEM_PUBLIC_SIZE:]),
             )
-        except ValueError as e:
-            raise RecipientError(f"invalid mlkem768x25519 recipient: {e}") from None
+        except ValueError:
+            # cryptography says "An ML-KEM-768 public key is 1184 bytes long" of one that is, whose coefficients
+            # are out of range (FIPS 203's modulus check), as of an X25519 key of the wrong size.
+            raise RecipientError("invalid mlkem768x25519 recipient: not an ML-KEM-768 and X25519 public key pair") from None
         self._raw = bytes(public_key)
 
     def __repr__(self) -> str:
