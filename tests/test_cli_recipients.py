@@ -176,3 +176,14 @@ def test_key_pub_beside_a_key_that_needs_none_is_not_read(ssh_keys, tmp_path, ru
         result = run_agefast("-d", "-i", path, input=encrypted)
         assert (result.returncode, result.stdout) == (0, b"either"), result.stderr
         assert run_agefast("-e", "-i", path, input=b"to myself").returncode == 0
+
+
+def test_a_plugin_asks_for_a_value_and_a_choice_on_the_terminal(on_path, tmp_path, tty_run):
+    # age asks for both on the terminal; agefast had answered `fail` to each, and such a plugin could not run.
+    recipient = bech32.encode("age1agefasttest", b"ask")
+    result = tty_run([*AGEFAST, "-r", recipient, "-o", tmp_path / "f.age", "/dev/null"],
+                     [(b"your name?", "me"), (b'carry on? (press [1] for "go" or [2] for "stop")', "1")])
+    assert result.returncode == 0, result.transcript
+    refused = tty_run([*AGEFAST, "-r", recipient, "-o", tmp_path / "g.age", "/dev/null"],
+                      [(b"your name?", "me"), (b"carry on?", "2")])
+    assert refused.returncode == 1 and not (tmp_path / "g.age").exists()

@@ -74,6 +74,23 @@ def read_passphrase(prompt: str) -> str:
     End of input, or a terminal that hung up, is a TerminalError and Ctrl-C
     a KeyboardInterrupt: never an empty answer.
     """
+    return _prompt(prompt, "passphrase", echo=False, whole_line=True).decode("utf-8")
+
+
+def read_public(prompt: str) -> str:
+    """Prompt on /dev/tty and read one line, echoed as it is typed (a plugin's request-public)."""
+    return _prompt(prompt, "value", echo=True, whole_line=True).decode("utf-8")
+
+
+def read_character(prompt: str) -> bytes:
+    """Prompt on /dev/tty and read one key press, not echoed (a plugin's confirm)."""
+    return _prompt(prompt, "value", echo=False, whole_line=False)
+
+
+def _prompt(prompt: str, what: str, echo: bool, whole_line: bool) -> bytes:
+    """`prompt` on /dev/tty, then a line (whole_line) or one byte typed there; the prompt is erased after.
+
+    The answer is valid UTF-8 (TerminalError otherwise); see read_passphrase."""
     with _open_tty() as tty, _interruptible():
         import termios      # here: a system without it (Windows) has no /dev/tty either, and runs every other command
 
@@ -81,16 +98,24 @@ def read_passphrase(prompt: str) -> str:
         try:
             saved = termios.tcgetattr(fd)
         except termios.error as e:
-            raise TerminalError(f"could not read passphrase: {e.args[-1]}") from None
-        quiet = list(saved)
-        quiet[3] = (quiet[3] & ~termios.ECHO) | termios.ICANON | termios.ISIG
-        quiet[0] |= termios.ICRNL
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+            raise TerminalError(f"could not read {what}: {e.args[-1]}") from None
+        mode = list(saved)
+        mode[3] = (mode[3] & ~termios.ECHO) | termios.ISIG | (termios.ECHO if echo else 0)
+        if whole_line:
+            mode[3] |= termios.ICANON
+        else:
+            mode[3] &= ~termios.ICANON
+            mode[6] = list(mode[6])
+            mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+        mode[0] |= termios.ICRNL
+        termios.tcsetattr(fd, termios.TCSANOW, mode)
         try:
             tty.write(f"{prompt} ".encode())
-            line = _read_line(tty)
+            answer = _read_line(tty) if whole_line else tty.read(1)
+            if not answer and not whole_line:
+                raise TerminalError(f"could not read {what}: end of input on the terminal")
         except OSError as e:
-            raise TerminalError(f"could not read passphrase: {e.strerror}") from None
+            raise TerminalError(f"could not read {what}: {e.strerror}") from None
         finally:
             try:
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
@@ -100,9 +125,10 @@ def read_passphrase(prompt: str) -> str:
             except (termios.error, OSError):
                 pass  # the terminal hung up: there is nothing left to restore
     try:
-        return line.decode("utf-8")
+        answer.decode("utf-8")
     except UnicodeDecodeError:
-        raise TerminalError("the passphrase is not valid UTF-8") from None
+        raise TerminalError(f"the {what} is not valid UTF-8") from None
+    return answer
 
 
 def print_to_terminal(message: str) -> None:
@@ -129,11 +155,10 @@ def read_terminal_input(stream: Any, until: bytes | None = None) -> bytes:
 
 
 class PluginPrompts:
-    """Plugin callbacks (pyrage's names) that talk to the user on the terminal.
+    """Plugin callbacks (pyrage's names) that talk to the user on the terminal, as age's do.
 
-    Messages go to stderr; secrets are asked for on /dev/tty. The callbacks a
-    plugin may also use (confirm, request_public_string) are left out: the
-    library reports a missing callback to the plugin as a refusal.
+    Messages go to stderr; secrets, values and choices are asked for on
+    /dev/tty. A callback that raises (no terminal) is a `fail` to the plugin.
     """
 
     def display_message(self, message: str) -> None:
@@ -141,6 +166,19 @@ class PluginPrompts:
 
     def request_passphrase(self, description: str) -> str:
         return read_passphrase(description)
+
+    def request_public_string(self, description: str) -> str:
+        return read_public(description)
+
+    def confirm(self, message: str, yes: str, no: str | None) -> bool:
+        if not no:
+            read_passphrase(f'{message} (press enter for "{yes}")')
+            return True
+        while True:
+            choice = read_character(f'{message} (press [1] for "{yes}" or [2] for "{no}")')
+            if choice in (b"1", b"2"):
+                return choice == b"1"
+            print(f"agefast: warning: invalid selection {choice.decode()!r}", file=sys.stderr)
 
 
 def _read_line(tty: FileIO) -> bytes:
