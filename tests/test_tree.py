@@ -358,9 +358,10 @@ def test_a_folder_met_again_through_a_bind_mount_is_the_same_folder(tmp_path, ma
     _make_tree(tmp_path / "src", make_plaintext, [b"x", b"data/data/y"])
     before = agefast.encrypt(b"another file", [identity.to_public()])
     (tmp_path / "src" / "x.age").write_bytes(before)
-    for mount in (tmp_path / "same", tmp_path / "parent"):
-        mount.mkdir()
-    mounts = [(tmp_path / "src", tmp_path / "same"), (tmp_path, tmp_path / "parent")]
+    for mount in (tmp_path / "same", tmp_path / "parent", tmp_path / "dst" / "part"):
+        mount.mkdir(parents=True)
+    mounts = [(tmp_path / "src", tmp_path / "same"), (tmp_path, tmp_path / "parent"),
+              (tmp_path / "src" / "data", tmp_path / "dst" / "part")]
     for source, mount in mounts:
         bound = subprocess.run(["mount", "--bind", source, mount], capture_output=True)
         if bound.returncode != 0:
@@ -375,10 +376,20 @@ def test_a_folder_met_again_through_a_bind_mount_is_the_same_folder(tmp_path, ma
         assert [r["error"] for r in summary.records if r["status"] == "failed"] == [
             f"[Errno {errno.EPERM}] inside the source, where an output could replace an input: not written: "
             "'data/y.age'"]
+        # A part of SRC shown inside DST: SRC's part/x would go to DST/part/x.age, which is SRC/data/x.age, an
+        # input it had replaced (a probe's find).
+        (tmp_path / "src" / "data" / "x.age").write_bytes(before)
+        (tmp_path / "src" / "part").mkdir()
+        (tmp_path / "src" / "part" / "x").write_bytes(b"plain")
+        summary = tree.encrypt(tmp_path / "src", tmp_path / "dst", [identity.to_public()], workers=1)
+        failed = {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"}
+        assert set(failed) == {"part/x"} and "a folder of the source tree (a bind mount shows it here)" in (
+            failed["part/x"])
     finally:
         for _, mount in reversed(mounts):
             subprocess.run(["umount", mount], check=True)
     assert (tmp_path / "src" / "x.age").read_bytes() == before
+    assert (tmp_path / "src" / "data" / "x.age").read_bytes() == before
 
 
 def test_a_file_named_only_age_fails_alone_with_a_clear_error(tmp_path):

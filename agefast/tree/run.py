@@ -172,7 +172,11 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     small: list[Found] = []
     large: list[Found] = []
     skipped = passed = 0
-    for item in job.source.walk():
+    # Outputs into a local DST never go into a folder of a local SRC, wherever a bind mount shows it.
+    source_folders: set[tuple[int, int]] | None = None
+    if isinstance(job.source, Local) and isinstance(job.destination, Local):
+        source_folders = set()
+    for item in job.source.walk(source_folders):
         if isinstance(item, Unlisted):
             records.append({"operation": job.operation, "source": os.fsdecode(item.path), "status": "failed",
                             "error": f"the folder could not be listed: {item.error}"})
@@ -190,6 +194,8 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
             skipped += 1
             continue
         (small if item.size <= files.IN_MEMORY else large).append(item)
+    if source_folders and isinstance(job.destination, Local):
+        job = job._replace(destination=job.destination._replace(sources=frozenset(source_folders)))
     if writes:
         root.make()
     appender = root.manifest() if writes else None

@@ -109,10 +109,12 @@ def _checked_path(root: bytes, path: bytes) -> bytes:
 
 class Local(NamedTuple):
     """A folder on this machine's file system, by its absolute path; `kept`, the files (device and inode) that no
-    output written here may replace, whatever its name: the job's key files."""
+    output written here may replace, whatever its name: the job's key files; `sources`, the folders (device and
+    inode) no output may be written into: the source tree's, which a bind mount may also show below this one."""
 
     root: bytes
     kept: frozenset[tuple[int, int]] = frozenset()
+    sources: frozenset[tuple[int, int]] = frozenset()
 
     @property
     def stamp_key(self) -> str:
@@ -133,8 +135,9 @@ class Local(NamedTuple):
         """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
         return below(other.root, self.root) if isinstance(other, Local) else None
 
-    def walk(self) -> Iterator[Found | Passed | Unlisted]:
-        return walk(self.root)
+    def walk(self, folders: set[tuple[int, int]] | None = None) -> Iterator[Found | Passed | Unlisted]:
+        """Its files (agefast.tree.walk); into `folders`, the device and inode of every folder listed."""
+        return walk(self.root, folders)
 
     def stats(self) -> Callable[[bytes], Stat | None]:
         """The size and stamp of the file at a path under the root, None if there is none."""
@@ -185,6 +188,8 @@ class Local(NamedTuple):
             fd = _open_folder(self.root, folder, make=True)
             into = Folder(os.path.join(self.root, folder), fd)
         with into:
+            if self.sources:
+                self._refuse_source(fd, os.path.join(self.root, folder))
             if self.kept:
                 self._refuse_kept(fd, path, name)
             with into.replacing(name, durable) as dst:
@@ -195,6 +200,14 @@ class Local(NamedTuple):
                 st = os.fstat(dst.fileno())
                 # The rename keeps both, so the manifest line is true of the named output.
                 named((st.st_size, st.st_mtime_ns))
+
+    def _refuse_source(self, folder: int | None, whole: bytes) -> None:
+        """OSError where the output's folder (open as `folder`, else at `whole`) is a folder of the source tree,
+        met here through a bind mount: an output written there could replace an input."""
+        st = os.stat(whole) if folder is None else os.fstat(folder)
+        if (st.st_dev, st.st_ino) in self.sources:
+            raise OSError(errno.EPERM, "a folder of the source tree (a bind mount shows it here), where an output "
+                          "could replace an input: not written", os.fsdecode(whole))
 
     def _refuse_kept(self, folder: int | None, path: bytes, name: bytes) -> None:
         """OSError where the output `path`'s name (`name` in its folder, open as `folder` where files can be opened
@@ -353,7 +366,7 @@ class Remote(NamedTuple):
             if info.get("type", "file") == "file" and name.startswith(self.root + "/"):
                 yield os.fsencode(name[start:]), info
 
-    def walk(self) -> Iterator[Found | Passed | Unlisted]:
+    def walk(self, folders: set[tuple[int, int]] | None = None) -> Iterator[Found | Passed | Unlisted]:
         # An object store has no links and no special files: everything listed is a file.
         for path, info in self._listing():
             if path != MANIFEST_NAME:

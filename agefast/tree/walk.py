@@ -38,15 +38,19 @@ class Unlisted(NamedTuple):
     error: str
 
 
-def walk(root: bytes) -> Iterator[Found | Passed | Unlisted]:
+def walk(root: bytes, listed: set[tuple[int, int]] | None = None) -> Iterator[Found | Passed | Unlisted]:
     """Everything under `root` without following symbolic links: a folder's files in name order, then its folders.
-    OSError where the root itself cannot be listed."""
+    Into `listed`, the device and inode of each folder listed. OSError where the root itself cannot be listed."""
     folders = [b""]
     while folders:
         folder = folders.pop()
+        here = os.path.join(root, folder) if folder else root
         try:
-            with os.scandir(os.path.join(root, folder) if folder else root) as it:
+            with os.scandir(here) as it:
                 entries = sorted(it, key=lambda e: e.name)
+            if listed is not None:
+                st = os.stat(here)
+                listed.add((st.st_dev, st.st_ino))
         except OSError as e:
             if not folder:
                 raise
