@@ -64,6 +64,13 @@ class EncryptingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def write(self, b: Buffer) -> int:
+        raise io.UnsupportedOperation("an encrypting reader is read, not written")
+
+    def read(self, size: int | None = -1, /) -> bytes | None:
+        """At most `size` bytes of the age file (all the rest if negative or None); b"" at its end."""
+        return super().read(-1 if size is None else size)
+
     def _refill(self) -> None:
         """Replace the drained output with the next batch of ciphertext."""
         self._output.data.clear()

@@ -150,6 +150,8 @@ class Encryptor(AbortOnError, io.RawIOBase):
         self._failed: str | None = None     # what a write raised: the stream can be neither written nor sealed
 
     def writable(self) -> bool:
+        if self.closed:
+            raise ValueError("I/O operation on a closed encryptor")
         return True
 
     def readinto(self, b: Buffer) -> int:

@@ -245,3 +245,19 @@ def test_boto3_upload_fileobj_streams_it_in_parts(make_plaintext, monkeypatch):
         stored = s3.get_object(Bucket="sealed", Key="file.age")["Body"].read()
     assert etag.endswith('-3"')  # a multipart upload of three parts
     assert agefast.decrypt(stored, [IDENTITY]) == plaintext
+
+
+def test_the_io_contract_for_what_each_stream_is_not():
+    # A reader is not written, an encryptor not read (io.UnsupportedOperation, not NotImplementedError); read(None)
+    # reads all, as a file's does; a closed encryptor says so (ValueError), as a closed file does.
+    identity = agefast.x25519.Identity.generate()
+    reader = agefast.encrypting_reader(io.BytesIO(b"plain"), [identity.to_public()])
+    with pytest.raises(io.UnsupportedOperation):
+        reader.write(b"x")
+    assert agefast.decrypt(reader.read(None), [identity]) == b"plain"
+    encryptor = agefast.encryptor(io.BytesIO(), [identity.to_public()])
+    with pytest.raises(io.UnsupportedOperation):
+        encryptor.read(1)
+    encryptor.close()
+    with pytest.raises(ValueError):
+        encryptor.writable()
