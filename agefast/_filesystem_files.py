@@ -6,8 +6,11 @@ sealed chunks a read's bytes live in fetched and opened. A file written is an
 encryptor onto the wrapped filesystem's file, sealed on a clean close only.
 """
 
+import contextlib
+import errno
 import io
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -21,7 +24,7 @@ from .io.buffers import new_bytes, ready_now
 from .io.replace import replacing
 from ._typing import Buffer
 from .payload.rules import CHUNK_SIZE, DIRECT_CHUNKS
-from .errors import PayloadError
+from .errors import EncryptError, PayloadError
 
 
 def armored_error(path: str) -> ValueError:
@@ -183,10 +186,18 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     """Writes an age file through agefast's encryptor onto the wrapped filesystem.
 
     close() seals the final chunk, and only then does the file take its name.
-    A close while an exception is being handled (leaving a `with` block
-    through an exception, fsspec.open's included, or an except or finally
-    clause during one) does not, nor does the garbage collector, nor abort():
-    the file that had the name keeps it, or there is none. On a local disk
+    A close while an exception raised since the file was opened is in flight
+    does not (fsspec.open's `with` block closes its file without passing the
+    exception on: a `with` block left through one, or an except or finally
+    clause it passes through), nor does the garbage collector (a text
+    wrapper's finalizer included), nor abort(): the file that had the name
+    keeps it, or there is none. An exception being handled when the file was
+    opened (written on a cache miss) is not such an exception: raised again
+    out of the file's `with` block, it cannot be told from a close in its
+    except clause, and the file is sealed; call abort() there.
+    finish() seals whatever is in flight. In a child forked while the
+    file was open, it is the parent's: closed there, nothing is sealed,
+    named or removed. On a local disk
     the file is written without a name (agefast.io.replace); elsewhere "wb"
     writes what the store commits only at the end (S3's multipart upload,
     else the filesystem's temporary file), and "xb" a new file, removed on
@@ -196,8 +207,15 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
 
     def __init__(self, fs: KeyedFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
                  **kwargs: Any) -> None:
+        # The exception being handled as the file is opened: a close in its except clause is the user's.
+        self._opened_during = sys.exc_info()[1]
+        self._pid = os.getpid()
         recipients = fs.recipients()
         self._target, self._exclusive = fs.fs, mode == "xb"
+        if self._exclusive and fs.fs.exists(path):
+            # Refused here too: a cache's temporary file (simplecache::) takes no "x", and its discard would
+            # remove the file that was there.
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         self._placing: Any = None      # replacing(path), entered: the local file until it has its name
         if not self._exclusive and isinstance(fs.fs, LocalFileSystem):
             if fs.fs.auto_mkdir:
@@ -256,13 +274,28 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._commit()
         return True
 
+    def close(self) -> None:
+        if self.closed:
+            return
+        in_flight = sys.exc_info()[1]
+        if in_flight is not None and in_flight is not self._opened_during:
+            self.abort()
+        else:
+            super().close()
+
     def finish(self) -> None:
         """Seal the final chunk and give the file its name, whatever is in flight."""
+        if os.getpid() != self._pid:
+            self._forsake()
+            raise EncryptError("an age file opened before this process forked is the parent's to finish")
         AbstractBufferedFile.close(self)     # through flush(force=True) and _upload_chunk(final=True)
 
     def abort(self) -> None:
         """Stop without sealing the final chunk: the file is not written."""
         if self.closed:
+            return
+        if os.getpid() != self._pid:
+            self._forsake()
             return
         self._encryptor.abort()
         self.closed: bool = True
@@ -270,3 +303,17 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._discard(self.path)
         finally:
             self.fs.invalidate_cache(self.path)
+
+    def _forsake(self) -> None:
+        """Closed in a forked child, where the file is the parent's: nothing sealed, named, discarded or removed.
+
+        The child's copy of the file's buffer would still be flushed into the
+        descriptor it shares with the parent when it is collected: its copy of
+        the descriptor is pointed at /dev/null first."""
+        self._encryptor.abort()
+        self.closed = True
+        with contextlib.suppress(AttributeError, OSError, ValueError):     # no descriptor (a store's upload)
+            fd = self._raw.fileno()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)

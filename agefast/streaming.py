@@ -8,7 +8,6 @@ halves that every other way in (agefast.api) shares.
 
 import io
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -69,14 +68,9 @@ class AbortOnError:
     through an exception, or when collected unclosed: an unfinished file must
     never look complete. For writers with finish(), abort() and `closed`.
 
-    Wrappers close what they wrap whatever happened: io.TextIOWrapper's and
-    io.BufferedWriter's `with` blocks and finalizers, fsspec.open's. So a
-    close() finishes the file only where it is not one of those: it aborts
-    where a wrapper was collected unclosed, or while an exception raised
-    since the writer was made is in flight (a `with` block left through it,
-    an except or finally clause it passed through). One being handled when
-    the writer was made (written in an except clause, as a cache on a miss)
-    is not such an exception. finish() seals the file whatever is in flight.
+    A wrapper collected unclosed (io.TextIOWrapper, io.BufferedWriter)
+    closes what it wraps from its finalizer, after telling it so
+    (_dealloc_warn): that close aborts too. Any other close() finishes.
     """
 
     if TYPE_CHECKING:  # what the classes it is mixed into provide
@@ -86,13 +80,7 @@ class AbortOnError:
 
         def abort(self) -> None: ...
 
-    # Class attributes: the values where __init__ did not get as far.
-    _made_during: BaseException | None = None
-    _wrapper_collected = False
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._made_during = sys.exc_info()[1]
-        super().__init__(*args, **kwargs)
+    _wrapper_collected = False      # a class attribute: the value where __init__ did not get as far
 
     def _dealloc_warn(self, source: object) -> None:
         # CPython's TextIOWrapper and BufferedWriter call this on what they
@@ -103,8 +91,7 @@ class AbortOnError:
     def close(self) -> None:
         if self.closed:
             return
-        in_flight = sys.exc_info()[1]
-        if self._wrapper_collected or (in_flight is not None and in_flight is not self._made_during):
+        if self._wrapper_collected:
             self.abort()
         else:
             self.finish()
@@ -124,12 +111,12 @@ class AbortOnError:
 class Encryptor(AbortOnError, io.RawIOBase):
     """A writable binary stream that encrypts onto `dst`.
 
-    close() seals the final chunk, as does leaving a `with` block normally.
-    Leaving it through an exception does not: an interrupted file must never
-    look complete, so it is left without a final chunk and fails to decrypt.
-    Nor does a close() while an exception raised since the encryptor was
-    made is in flight, nor one from a wrapper (io.TextIOWrapper) collected
-    unclosed; finish() seals whatever is in flight.
+    close() (or finish()) seals the final chunk, as does leaving a `with`
+    block normally. Leaving it through an exception does not: an interrupted
+    file must never look complete, so it is left without a final chunk and
+    fails to decrypt. Nor does the close of a wrapper (io.TextIOWrapper)
+    collected unclosed. A wrapper's own `with` block closes the encryptor
+    whatever happened in it: there, call abort() on an exception.
 
     Writes from several threads take turns. In a child the process forked,
     an encryptor made before the fork cannot be written or finished: parent
@@ -169,13 +156,13 @@ class Encryptor(AbortOnError, io.RawIOBase):
         A write that raises (dst failed, or would block) ends the stream: every
         later write and close() raise EncryptError, and nothing more is sealed.
         """
+        if forked := self._forked():     # before the turn: a thread of the parent may have held it at the fork
+            raise forked
         with self._turn:
             if self.closed:
                 raise EncryptError("write to a closed encryptor")
             if self._failed is not None:
                 raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
-            if forked := self._forked():
-                raise forked
             view = memoryview(data).cast("B")      # an argument that is no buffer fails here, before anything moved
             try:
                 return self._payload.write(view)
@@ -188,15 +175,17 @@ class Encryptor(AbortOnError, io.RawIOBase):
 
     def finish(self) -> None:
         """Seal the final chunk and finish the file (and close `dst` if close_dst), whatever is in flight."""
+        if forked := self._forked():
+            if not self.closed:
+                io.RawIOBase.close(self)
+                raise forked
+            return
         with self._turn:
             if self.closed:
                 return
-            refused = self._forked()
-            if refused is None and self._failed is not None:
-                refused = EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
-            if refused is not None:
+            if self._failed is not None:
                 io.RawIOBase.close(self)
-                raise refused
+                raise EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
             try:
                 self._payload.close()
                 finish_file(self._out, self._dst)
@@ -207,6 +196,9 @@ class Encryptor(AbortOnError, io.RawIOBase):
 
     def abort(self) -> None:
         """Stop without sealing the final chunk: the output will not decrypt."""
+        if self._forked():
+            io.RawIOBase.close(self)
+            return
         with self._turn:
             io.RawIOBase.close(self)
 

@@ -385,6 +385,32 @@ def test_a_file_written_whole_in_an_except_clause_is_named(tmp_path, key):
     assert not (tmp_path / "never.age").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.parametrize("mode", ["wb", "xb"])
+@pytest.mark.parametrize("child", ["closes", "exits"])
+def test_a_forked_child_leaves_its_parents_file_to_the_parent(tmp_path, key, mode, child):
+    # A child that closed its copy (or exited with it) had removed the parent's xb file, or written its copy of
+    # the buffered bytes into the parent's.
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    f = fs.open(str(tmp_path / "out.age"), mode)
+    f.write(b"before the fork, ")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if child == "closes":
+                f.close()
+            else:       # its finalizers, as at the end of a child that returns
+                import gc
+                del f
+                gc.collect()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    f.write(b"the parent's")
+    f.close()
+    assert agefast.decrypt((tmp_path / "out.age").read_bytes(), [key.identity]) == b"before the fork, the parent's"
+
+
 def test_a_text_file_never_closed_is_not_named(tmp_path, key):
     # The text wrapper's finaliser closes the file it wraps: that close had sealed and named what was written.
     import gc

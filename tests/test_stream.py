@@ -466,18 +466,13 @@ def _sealed(dst, identity):
     return True
 
 
-def test_what_a_wrapper_closes_is_sealed_only_when_its_user_closed_it():
-    # io.TextIOWrapper and io.BufferedWriter close what they wrap from their own `with` blocks and finalizers:
-    # those closes had sealed a file left through an exception, or never closed, as complete.
+def test_what_a_wrapper_collected_unclosed_closes_is_not_sealed():
+    # io.TextIOWrapper and io.BufferedWriter close what they wrap from their finalizers: that close had sealed
+    # a file never closed as complete.
     import gc
 
     identity = agefast.x25519.Identity.generate()
     recipients = [identity.to_public()]
-    dst = io.BytesIO()
-    with pytest.raises(KeyboardInterrupt), io.TextIOWrapper(agefast.encryptor(dst, recipients)) as text:
-        text.write("half of the data")
-        raise KeyboardInterrupt
-    assert not _sealed(dst, identity)
     for wrap in (io.TextIOWrapper, io.BufferedWriter, lambda e: io.TextIOWrapper(io.BufferedWriter(e))):
         dst = io.BytesIO()
         wrap(agefast.encryptor(dst, recipients)).write(b"never closed" if wrap is io.BufferedWriter else "never")
@@ -489,21 +484,34 @@ def test_what_a_wrapper_closes_is_sealed_only_when_its_user_closed_it():
         assert _sealed(dst, identity)
 
 
-def test_close_in_an_except_clause_seals_only_what_was_made_there():
+def test_a_close_of_the_users_seals_wherever_it_is_called():
+    # In an except clause of an exception the loop ended on (StopIteration, EOFError, a cache miss), or in a
+    # generator's finally as it is closed: the user's own close, which seals.
     identity = agefast.x25519.Identity.generate()
     recipients = [identity.to_public()]
-    made_before, finished, made_there = io.BytesIO(), io.BytesIO(), io.BytesIO()
-    before, finishing = agefast.encryptor(made_before, recipients), agefast.encryptor(finished, recipients)
-    try:
-        raise OSError("the source went away")
-    except OSError:
-        before.close()          # the exception cut its plaintext short
-        finishing.finish()      # sealed whatever is in flight
-        there = agefast.encryptor(made_there, recipients)
-        there.write(b"written whole on a miss")
-        there.close()
-    assert not _sealed(made_before, identity)
-    assert _sealed(finished, identity) and _sealed(made_there, identity)
+    in_except, in_generator = io.BytesIO(), io.BytesIO()
+    enc = agefast.encryptor(in_except, recipients)
+    pieces = iter([b"a", b"b"])
+    while True:
+        try:
+            enc.write(next(pieces))
+        except StopIteration:
+            enc.close()
+            break
+
+    def sink():
+        enc = agefast.encryptor(in_generator, recipients)
+        try:
+            while True:
+                enc.write((yield))
+        finally:
+            enc.close()
+    g = sink()
+    next(g)
+    g.send(b"piece")
+    g.close()
+    assert agefast.decrypt(in_except.getvalue(), [identity]) == b"ab"
+    assert agefast.decrypt(in_generator.getvalue(), [identity]) == b"piece"
 
 
 def test_writes_from_two_threads_take_turns():
@@ -555,3 +563,35 @@ def test_a_child_cannot_write_or_finish_its_parents_encryptor(tmp_path):
     enc.write(b", and after")
     enc.close()
     assert agefast.decrypt(dst.getvalue(), [identity]) == b"before the fork, and after"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_child_forked_while_a_thread_wrote_is_refused_not_hung(tmp_path):
+    # The write lock is copied into the child held by a thread the child does not have.
+    import threading
+
+    enc = agefast.encryptor(io.BytesIO(), [agefast.x25519.Identity.generate().to_public()])
+    holding, release = threading.Event(), threading.Event()
+
+    def writer():
+        with enc._turn:      # as a write in progress holds it
+            holding.set()
+            release.wait()
+    t = threading.Thread(target=writer)
+    t.start()
+    holding.wait()
+    pid = os.fork()
+    if pid == 0:
+        said = []
+        for call in (lambda: enc.write(b"x"), enc.finish, enc.abort):
+            try:
+                call()
+                said.append("returned")
+            except agefast.EncryptError:
+                said.append("refused")
+        (tmp_path / "child").write_text(" ".join(said))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    release.set()
+    t.join()
+    assert (tmp_path / "child").read_text() == "refused refused returned"
