@@ -437,6 +437,10 @@ def test_an_aborted_write_through_a_cache_leaves_the_file_there_was(tmp_path, ke
         f.write(b"v2, half")
         raise RuntimeError("interrupted")
     assert agefast.decrypt((tmp_path / "report.age").read_bytes(), [key.identity]) == b"v1"
+    # "xb" over it: simplecache's temporary file takes no "x", and the failed write's cleanup had removed it.
+    with pytest.raises(FileExistsError):
+        fsspec.open(url, "xb", **options).open()
+    assert agefast.decrypt((tmp_path / "report.age").read_bytes(), [key.identity]) == b"v1"
 
 
 def test_xb_leaves_no_file_when_its_last_write_fails(tmp_path, key, monkeypatch):
