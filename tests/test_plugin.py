@@ -220,7 +220,13 @@ def test_a_link_another_account_put_in_a_sticky_folder_is_not_followed(tmp_path,
     monkeypatch.setenv("PATH", f"{sticky}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(agefast.errors.EncryptError, match="is owned by uid 65534, in a folder others may write"):
         _encrypt(agefast, b"plain data", Callbacks())
-    os.chown(sticky / "age-plugin-agefasttest", 0, 0, follow_symlinks=False)     # this user's own link runs
+    # A hard link another account made there has the program's owner, root's (where protected_hardlinks is off).
+    os.unlink(sticky / "age-plugin-agefasttest")
+    os.link(mine, sticky / "age-plugin-agefasttest")
+    with pytest.raises(agefast.errors.EncryptError, match="is a hard link, in a folder others may write"):
+        _encrypt(agefast, b"plain data", Callbacks())
+    os.unlink(sticky / "age-plugin-agefasttest")
+    (sticky / "age-plugin-agefasttest").symlink_to(mine)     # this user's own link runs
     assert _decrypt(agefast, b"plain data", _encrypt(agefast, b"plain data", Callbacks()), Callbacks()) == (
         b"through a plugin")
 

@@ -470,7 +470,30 @@ def test_a_folder_that_cannot_be_listed_fails_alone(tmp_path, make_plaintext, mo
     summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
     assert (summary.done, summary.failed) == (len(NAMES) - 2, 1)      # a/b/c/deep.dat, a/b/two chunks not done
     [failed] = [r for r in summary.records if r["status"] == "failed"]
-    assert (failed["source"], failed["error"]) == ("a/b", "the folder could not be listed: Permission denied")
+    assert (failed["source"], failed["error"]) == ("a/b", "could not be listed: Permission denied")
+    # An entry that cannot be looked at (a folder listed but not searchable, a path past PATH_MAX): alone too.
+    class Unsearchable:
+        def __init__(self, entry):
+            self.name, self._entry = entry.name, entry
+
+        def stat(self, follow_symlinks=True):
+            if self.name == b"plain.txt":
+                raise PermissionError(13, "Permission denied")
+            return self._entry.stat(follow_symlinks=follow_symlinks)
+
+    class Listing:
+        def __init__(self, path):
+            self._it = scandir(path)
+
+        def __enter__(self):
+            return [Unsearchable(e) for e in self._it.__enter__()]
+
+        def __exit__(self, *exc):
+            return self._it.__exit__(*exc)
+    monkeypatch.setattr(walk.os, "scandir", Listing)
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc2", [identity.to_public()], workers=1)
+    assert {r["source"]: r["error"] for r in summary.records if r["status"] == "failed"} == {
+        "a/b": "could not be listed: Permission denied", "plain.txt": "could not be listed: Permission denied"}
     monkeypatch.setattr(walk.os, "scandir", lambda path: scandir(path) if os.fsencode(path) != os.fsencode(
         tmp_path / "src") else (_ for _ in ()).throw(PermissionError(13, "Permission denied", path)))
     with pytest.raises(PermissionError):     # the root itself: nothing to do

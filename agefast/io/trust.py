@@ -62,6 +62,10 @@ def _entry_refusal(folder: str, folder_st: os.stat_result, name: str, entry: os.
             return f"{folder} is writable by group or others (mode {stat.S_IMODE(folder_st.st_mode):o})"
         if entry.st_uid not in (0, os.geteuid()):
             return f"{os.path.join(folder, name)} is owned by uid {entry.st_uid}, in a folder others may write"
+        if not stat.S_ISDIR(entry.st_mode) and entry.st_nlink > 1:
+            # Another account may link a program of root's there under a name of its choosing (where the
+            # kernel's protected_hardlinks is off): the link has the program's owner.
+            return f"{os.path.join(folder, name)} is a hard link, in a folder others may write"
     return None
 
 

@@ -213,7 +213,8 @@ _LINK_FLAGS = ("-shared", "-nostdlib")
 def _run(command: list[str]) -> subprocess.CompletedProcess[bytes]:
     """Run a command of the C compiler driver's, which looks up programs of its own (its linker, `ld`) on PATH:
     only in its trusted folders, never the current one nor one another account may write (agefast.io.trust)."""
-    search = trust.trusted_search_path(os.environ.get("PATH", os.defpath))
+    # With no trusted folder, an empty PATH would mean the current folder: one that holds no program instead.
+    search = trust.trusted_search_path(os.environ.get("PATH", os.defpath)) or os.devnull
     return subprocess.run(command, capture_output=True, env=dict(os.environ, PATH=search))
 
 
@@ -234,7 +235,11 @@ def linker() -> str:
         return "none"
 
     def first_line(command: list[str]) -> str:
-        return (_run(command).stdout.decode(errors="replace").strip().splitlines() or ["unknown"])[0]
+        try:
+            out = _run(command).stdout
+        except OSError:     # a program it named that PATH's trusted folders do not hold
+            return "unknown"
+        return (out.decode(errors="replace").strip().splitlines() or ["unknown"])[0]
 
     ld = first_line([*driver, "-print-prog-name=ld"])
     return f"{' '.join([*driver, *_LINK_FLAGS])}: {first_line([*driver, '--version'])}; {first_line([ld, '--version'])}"

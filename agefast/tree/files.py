@@ -89,9 +89,9 @@ def check_output(job: Job, path: bytes, name: bytes) -> None:
     tree, the manifest's, none at all, or one inside the source tree."""
     # An object store's key is any text: "a/../../x" names no file of a folder tree, but reaches out of one (a
     # local DST), and "a//b" or "a/./b" would share an output with "a/b".
-    if any(part in (b"", b".", b"..") for part in path.split(b"/")):
-        raise OSError(errno.EINVAL, "a name with an empty, '.' or '..' part, which no file of a tree has: "
-                      "not written", os.fsdecode(path))
+    if any(part in (b"", b".", b"..") for part in path.split(b"/")) or b"\0" in path:
+        raise OSError(errno.EINVAL, "a name with an empty, '.' or '..' part, or a NUL, which no file of a tree "
+                      "has: not written", os.fsdecode(path))
     if name == MANIFEST_NAME:
         raise OSError(errno.EPERM, "the manifest's name, not replaced", os.fsdecode(name))
     if not os.path.basename(name):      # decrypting a file named .age

@@ -179,7 +179,7 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     for item in job.source.walk(source_folders):
         if isinstance(item, Unlisted):
             records.append({"operation": job.operation, "source": os.fsdecode(item.path), "status": "failed",
-                            "error": f"the folder could not be listed: {item.error}"})
+                            "error": f"could not be listed: {item.error}"})
             continue
         if isinstance(item, Passed) or not files.takes(job, item.path):
             reason = item.reason if isinstance(item, Passed) else "not an age file (F.age)"

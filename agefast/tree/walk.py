@@ -31,8 +31,8 @@ class Passed(NamedTuple):
 
 
 class Unlisted(NamedTuple):
-    """A folder below the root that could not be listed (no permission, a path too long, gone), and why: the files
-    in it are not done, and it fails alone."""
+    """A folder below the root that could not be listed, or an entry of one that could not be looked at (no
+    permission, a path too long), and why: the files in it are not done, and it fails alone."""
 
     path: bytes
     error: str
@@ -64,6 +64,9 @@ def walk(root: bytes, listed: set[tuple[int, int]] | None = None) -> Iterator[Fo
             try:
                 st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:   # gone since the listing
+                continue
+            except OSError as e:        # a folder that may be listed but not searched, a path too long
+                yield Unlisted(path, e.strerror or str(e))
                 continue
             if stat.S_ISDIR(st.st_mode):
                 below.append(path)

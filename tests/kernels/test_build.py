@@ -170,3 +170,8 @@ def test_the_linker_the_driver_looks_up_is_never_another_accounts(tmp_path, monk
     assert not marker.exists() and "unknown" not in line.rsplit(";", 1)[1], line
     search = _build.trust.trusted_search_path(os.environ["PATH"])
     assert not {".", "", *map(str, folders.values())} & set(search.split(os.pathsep))
+    # No trusted folder at all: an empty PATH would have been the current folder.
+    monkeypatch.setenv("CC", _build._driver()[0])
+    monkeypatch.setenv("PATH", os.pathsep.join([".", str(folders["theirs"])]))
+    _build.linker()
+    assert not marker.exists()
