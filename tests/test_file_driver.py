@@ -167,3 +167,22 @@ def test_an_input_that_shrank_under_the_workers_fails(tmp_path, monkeypatch, dir
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
         with pytest.raises(error, match="shrank"):
             move(src, dst, KEY, choose(SIZE, None), read_at=0, write_at=0, size=SIZE)
+
+
+def test_an_input_cut_back_to_where_the_workers_stopped_fails(tmp_path, monkeypatch):
+    # Cut back to the end of the last whole batch while the workers sealed, the input left the rest nothing to
+    # read: an empty final chunk was sealed after 16,384 full ones, exit 0 and a file no one could decrypt.
+    real = kernels.FileJob.wait
+    batch = kernels.FILE_BATCH * rules.CHUNK_SIZE
+    whole = (SIZE - 1) // batch * batch
+
+    def cut(self):
+        result = real(self)
+        os.truncate(tmp_path / "in", whole)
+        return result
+
+    monkeypatch.setattr(kernels.FileJob, "wait", cut)
+    (tmp_path / "in").write_bytes(bytes(SIZE))
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        with pytest.raises(agefast.EncryptError, match="the input file shrank while it was encrypted"):
+            file_driver.seal_payload(src, dst, KEY, choose(SIZE, None), read_at=0, write_at=0, size=SIZE)

@@ -37,7 +37,7 @@ from ..io import cpus, malloc
 from ..io.portable import anonymous_memory, page_size
 from .engine import Engine
 from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE, opened_before_failure
-from ..errors import PayloadError
+from ..errors import EncryptError, PayloadError
 from ..io.writes import write_all
 from .stream import open_batch
 
@@ -230,6 +230,10 @@ def seal_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *,
     the output written to, where known: hints for placing buffers."""
 
     def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, PayloadError | None]:
+        if counter and not index and not plain:
+            # The rest of a payload whose first chunks were sealed as not final: it holds the final chunk, and
+            # an empty one there is no age file. The input was cut back to where those chunks ended meanwhile.
+            raise EncryptError("the input file shrank while it was encrypted")
         return engine.seal(key, counter + index, plain, sealed, final, split=False), None
 
     _run(fill, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads)
