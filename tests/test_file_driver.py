@@ -186,3 +186,33 @@ def test_an_input_cut_back_to_where_the_workers_stopped_fails(tmp_path, monkeypa
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
         with pytest.raises(agefast.EncryptError, match="the input file shrank while it was encrypted"):
             file_driver.seal_payload(src, dst, KEY, choose(SIZE, None), read_at=0, write_at=0, size=SIZE)
+
+
+def test_a_signal_while_the_workers_start_leaves_the_verified_prefix(tmp_path, monkeypatch):
+    # KeyboardInterrupt inside Thread.start (which waits for the thread): the job was never returned to be
+    # stopped, its first worker wrote on out of order, and the output had holes of zeros.
+    import threading
+
+    plain = random.Random(9).randbytes(SIZE)
+    (tmp_path / "plain").write_bytes(plain)
+    with open(tmp_path / "plain", "rb") as src, open(tmp_path / "sealed", "wb") as dst:
+        file_driver.seal_payload(src, dst, KEY, choose(SIZE, 2), read_at=0, write_at=0, size=SIZE)
+    real = threading.Thread.start
+    started = []
+
+    def interrupted(thread):
+        real(thread)
+        if thread.name == "agefast-file-job":
+            started.append(thread)
+            if len(started) == 1:
+                raise KeyboardInterrupt
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    sealed = (tmp_path / "sealed").stat().st_size
+    # The output stays open after the exception, as a command's redirected stdout does until it exits.
+    with open(tmp_path / "sealed", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        with pytest.raises(KeyboardInterrupt):
+            file_driver.open_payload(src, dst, KEY, choose(sealed, 2), read_at=0, write_at=0, size=sealed)
+        for thread in started:
+            thread.join()
+        out = (tmp_path / "out").read_bytes()
+    assert plain.startswith(out)

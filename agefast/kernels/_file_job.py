@@ -3,6 +3,7 @@
 import errno
 import os
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..io import lending
@@ -29,13 +30,27 @@ class FileJob:
         self._lock = _native.Mutex()
         # Each worker's (result, errno), or what it raised instead: until it ends, an error.
         self._results: list[tuple[int, int] | BaseException] = [RuntimeError("a file worker did not end")] * workers
+        # Set by each worker as it ends. Not Thread.join: a join that a signal's exception interrupts marks the
+        # thread ended while it still runs (Python 3.11's bpo-45274 handling), and the next join returns at once:
+        # the output was cut back, then closed, while workers still wrote into it.
+        self._ended = [threading.Event() for _ in range(workers)]
+        self._began = [threading.Event() for _ in range(workers)]
         self._threads = [threading.Thread(target=self._work, name="agefast-file-job", daemon=True,
                                           args=(i, key, mode, src_fd, src_at, dst_fd, dst_at, i, workers, batches))
                          for i in range(workers)]
-        for thread in self._threads:
-            thread.start()
+
+    def start(self) -> None:
+        """Start the workers. A signal's exception while one starts (Thread.start waits for it) stops those that
+        began; stop() is still the caller's to call, which waits for them."""
+        try:
+            for thread in self._threads:
+                thread.start()
+        except BaseException:
+            self._stop.set()    # a worker that has not begun yet finds it set and ends before its first batch
+            raise
 
     def _work(self, i: int, *args: Any) -> None:
+        self._began[i].set()
         try:
             src_at, _, src_hold = _native.page_aligned(_abi.FILE_BUFFER_SIZE)
             try:
@@ -52,12 +67,14 @@ class FileJob:
                 lending.release(src_hold)
         except BaseException as e:     # raised by wait(), in the caller's thread
             self._results[i] = e
+        finally:
+            self._ended[i].set()
 
     def stop(self) -> None:
-        """End the work after the batches under way; returns once no worker reads or writes."""
+        """End the work after the batches under way; returns once no worker reads or writes, whatever
+        interrupts the wait (a signal's exception is raised again once they are done)."""
         self._stop.set()
-        for thread in self._threads:
-            thread.join()
+        _wait_for(ended for ended, began in zip(self._ended, self._began) if began.is_set())
 
     def _endings(self) -> "list[tuple[int, int, int] | BaseException]":
         """Each worker's (batch it ended at, why, errno) by _abi's file_batches
@@ -85,8 +102,8 @@ class FileJob:
         EOFError where the input ended before its last batch (the file shrank
         while it was read).
         """
-        for thread in self._threads:
-            thread.join()
+        for ended in self._ended:
+            ended.wait()
         failed = None
         for ending in self._endings():
             if isinstance(ending, BaseException):
@@ -118,8 +135,23 @@ class FileJob:
                                      for first, ending in enumerate(self._endings()))])
 
 
+def _wait_for(events: Iterable[threading.Event]) -> None:
+    """Return once every one of `events` is set, whatever interrupts the wait: a signal's exception is raised
+    again after."""
+    interrupted: BaseException | None = None
+    for event in events:
+        while True:
+            try:
+                event.wait()
+                break
+            except BaseException as e:
+                interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+
+
 def _start(mode: int, key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
-                  threads: int | None) -> FileJob:
+                  threads: int | None, start: bool) -> FileJob:
     k = key_buffer(key)
     for name, value in (("src_fd", src_fd), ("src_at", src_at), ("dst_fd", dst_fd), ("dst_at", dst_at),
                         ("batches", batches)):
@@ -129,11 +161,14 @@ def _start(mode: int, key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at:
             raise ValueError(f"{name} must not be negative")
     workers = threads_for(threads, max(1, batches))
     _loader.warm_up()
-    return FileJob(mode, k, src_fd, src_at, dst_fd, dst_at, batches, workers)
+    job = FileJob(mode, k, src_fd, src_at, dst_fd, dst_at, batches, workers)
+    if start:
+        job.start()
+    return job
 
 
 def seal_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
-              threads: int | None = None) -> FileJob:
+              threads: int | None = None, *, start: bool = True) -> FileJob:
     """Start sealing `batches` batches of FILE_BATCH full chunks, none final, counters from 0.
 
     Batch b is read from `src_fd` at src_at + b * FILE_BATCH * CHUNK_SIZE and
@@ -141,13 +176,14 @@ def seal_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, ba
     pread and pwrite from compiled code on `threads` worker threads (None:
     every CPU), none of which needs the GIL until it ends: the caller's
     thread runs on meanwhile. Returns at once; the caller must wait() or
-    stop() before it closes either file.
+    stop() before it closes either file. start=False returns the job with its
+    workers not started (FileJob.start), for a caller that must own it first.
     """
-    return _start(_abi.SEAL, key, src_fd, src_at, dst_fd, dst_at, batches, threads)
+    return _start(_abi.SEAL, key, src_fd, src_at, dst_fd, dst_at, batches, threads, start)
 
 
 def open_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, batches: int,
-              threads: int | None = None) -> FileJob:
+              threads: int | None = None, *, start: bool = True) -> FileJob:
     """Start opening `batches` batches of FILE_BATCH sealed chunks, none final, counters from 0.
 
     As seal_file, the other way: batch b is read at src_at + b * FILE_BATCH *
@@ -157,4 +193,4 @@ def open_file(key: bytes, src_fd: int, src_at: int, dst_fd: int, dst_at: int, ba
     it (other workers') may have been written: verified plaintext, but not to
     be released (agefast.payload.file_driver cuts the output back to written()).
     """
-    return _start(_abi.OPEN, key, src_fd, src_at, dst_fd, dst_at, batches, threads)
+    return _start(_abi.OPEN, key, src_fd, src_at, dst_fd, dst_at, batches, threads, start)

@@ -59,6 +59,9 @@ class _Head:
         self._finished = False      # every batch written: the output is whole so far
         self._verified: int | None = None   # where the output ends after a batch that did not verify
 
+    def start(self) -> None:
+        self._job.start()
+
     def finish(self) -> tuple[int, int, int]:
         """Wait for the batches; move the reader and the writer to where the rest
         of the payload is read and written, and return (read_at, write_at, the
@@ -106,7 +109,12 @@ class _Head:
     def stop(self) -> None:
         """End the work after the batches under way; unless finish() returned,
         cut the output back to the prefix age would leave."""
-        self._job.stop()
+        try:
+            self._job.stop()    # raises a signal's exception that came meanwhile, once the workers ended
+        finally:
+            self._cut_back()
+
+    def _cut_back(self) -> None:
         if self._finished:
             return
         end = self._verified
@@ -150,10 +158,14 @@ def _started(direction: str, reader: Any, writer: Any, key: bytes, read_at: int 
             batch = kernels.FILE_BATCH * (CHUNK_SIZE if direction == _SEAL else SEALED_CHUNK_SIZE)
             count = (size - 1) // batch
             start = kernels.seal_file if direction == _SEAL else kernels.open_file
-            job = start(key, src_fd, read_at, dst_fd, write_at, count, engine.threads)
+            # Started once the head owns the job: a signal's exception in between (or while a worker starts)
+            # still finds the head to stop the workers and cut the output back.
+            job = start(key, src_fd, read_at, dst_fd, write_at, count, engine.threads, start=False)
             head = _Head(direction, engine, kernels, job, key, count, reader, src_fd, read_at, writer, dst_fd,
                          write_at)
     try:
+        if head is not None:
+            head.start()
         yield head
     finally:
         if head is not None:

@@ -109,6 +109,34 @@ def test_stop_ends_the_workers_before_it_returns(tmp_path):
     assert size < batches * SEALED_BATCH
 
 
+def test_stop_interrupted_by_a_signal_still_waits_for_the_workers(tmp_path, monkeypatch):
+    # A KeyboardInterrupt inside Thread.join (Python 3.11) marks the thread ended though it runs on: the output
+    # was cut back and closed while workers still wrote into it.
+    import threading
+    import time
+
+    batches = 64
+    interrupted = []
+
+    def once(real):
+        def wait(*args, **kwargs):
+            if not interrupted:
+                interrupted.append(True)
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+        return wait
+    with files(tmp_path, bytes(batches * BATCH)) as (src, dst):
+        job = kernels.seal_file(KEY, src, 0, dst, 0, batches, 2)
+        monkeypatch.setattr(threading.Event, "wait", once(threading.Event.wait))
+        monkeypatch.setattr(threading.Thread, "join", once(threading.Thread.join))
+        with pytest.raises(KeyboardInterrupt):
+            job.stop()
+        monkeypatch.undo()
+        size = os.fstat(dst).st_size
+        time.sleep(0.2)
+        assert os.fstat(dst).st_size == size    # nothing written after stop() ended, interrupted or not
+
+
 class StopInTheOutput:
     """A job's stop flag kept in the output file's own bytes (through a shared mapping of it): the job
     stops itself once the batch whose ciphertext lands there is written, at no moment a thread picks."""
