@@ -84,3 +84,23 @@ def test_a_file_that_does_not_open_leaves_the_finaliser_nothing_to_close():
                     "    except FileNotFoundError:\n"
                     "        pass\n"
                     "gc.collect()\n")
+
+
+@pytest.mark.parametrize("size", [BLOCK // 2, 3 * BLOCK + 5])    # failing in close() (the tail), or in a write
+def test_a_full_disk_is_an_oserror_naming_the_output(tmp_path, monkeypatch, size):
+    # It had been "BufferError: cannot close exported pointers exist": the failed write's traceback held a
+    # view of the writer's buffer as it was closed.
+    import errno
+    import os
+
+    import agefast.io.direct as direct
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    (tmp_path / "plain").write_bytes(random.Random(1).randbytes(size))
+    identity = agefast.x25519.Identity.generate()
+    monkeypatch.setattr(direct.os, "write", full)
+    with pytest.raises(OSError) as raised:
+        agefast.encrypt_file(tmp_path / "plain", tmp_path / "out", [identity.to_public()], direct=True)
+    assert type(raised.value) is OSError and raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(tmp_path / "out") and not (tmp_path / "out").exists()

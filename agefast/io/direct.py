@@ -12,6 +12,7 @@ unaligned tail with O_DIRECT turned off. Where the file system refuses
 O_DIRECT (tmpfs, some network file systems) they fall back to ordinary I/O.
 """
 
+import contextlib
 import errno
 import io
 import mmap
@@ -94,10 +95,12 @@ class DirectWriter(io.RawIOBase):
     """Writes a new file through whole aligned direct writes. `file` is its
     path, or, as for open(), the descriptor of a new empty file open for
     writing, which the writer then owns (agefast.io.replace's unnamed files
-    have no path)."""
+    have no path); `name`, the path a failed write's error names (as a file
+    object's name), where `file` is a descriptor."""
 
-    def __init__(self, file: str | bytes | int, mode: int = 0o666) -> None:
+    def __init__(self, file: str | bytes | int, mode: int = 0o666, name: str | None = None) -> None:
         super().__init__()
+        self.name = os.fsdecode(file) if isinstance(file, (str, bytes)) else name
         try:
             if isinstance(file, int):
                 self._fd, self.direct = file, _set_direct(file)
@@ -142,5 +145,8 @@ class DirectWriter(io.RawIOBase):
                 self._write_all(memoryview(self._buf)[:self._fill])
         finally:
             os.close(self._fd)
-            self._buf.close()
+            # A failed write's traceback may still hold a view of the buffer (BufferError): then it is freed
+            # with the traceback, and the write's error is the one raised.
+            with contextlib.suppress(BufferError):
+                self._buf.close()
             super().close()

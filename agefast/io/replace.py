@@ -327,7 +327,8 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
             f: IO[bytes] | DirectWriter
             # The writer owns output.fd. Named by the caller's path, which a
             # failed write's OSError then names (agefast.io.writes.write_failed).
-            f = DirectWriter(output.fd) if direct else open(path, "wb", opener=lambda _path, _flags: output.fd)
+            f = DirectWriter(output.fd, name=path) if direct else open(path, "wb",
+                                                                        opener=lambda _path, _flags: output.fd)
             try:
                 yield f
             except BaseException:
