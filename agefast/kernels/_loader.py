@@ -128,13 +128,37 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
             if shared is not None:
                 with open(shared, "rb") as f:
                     kind, data = "so", f.read()
+    functions, isa = _loaded(kind, data), _isa_of(features)
+    _survives_here(functions, isa, cpu)
     try:
         _cache.store(key, kind, data, meta)
     except OSError as e:
         # An unwritable or untrusted cache: this process runs what it compiled, the next compiles again.
         _cache.warn_once(f"the compiled kernels could not be kept ({e}): every process compiles them again")
-    return _loaded(kind, data), _isa_of(features)
+    return functions, isa
 
+
+def _survives_here(functions: _native.Functions, isa: str, cpu: str) -> None:
+    """RuntimeError where a fresh build dies running here: its known-answer check first runs in a forked child.
+
+    A CPU name implies instructions no feature string lists (NUMBA_CPU_NAME=icelake-server with
+    NUMBA_CPU_FEATURES=+avx2 emits AVX-512), and code for one this CPU lacks dies of SIGILL, which no check
+    in this process survives; stored, it would kill every later process too. Where there is no fork, the
+    check in warm_up is all."""
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:    # the child: the check, then out at once, nothing of the parent's run or flushed
+        code = 1
+        try:
+            _known_answer.check(functions, isa)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise RuntimeError(f"the kernels compiled for {cpu} die of signal {os.WTERMSIG(status)} on this CPU "
+                           "(instructions it lacks): neither run nor kept")
 
 def _compiling_here(key: str) -> tuple[_native.Functions, str]:
     global _in_compile

@@ -556,3 +556,23 @@ def test_a_compile_for_instructions_this_cpu_lacks_is_neither_run_nor_cached(mon
                                            "this CPU lacks"):
         _loader._compile("key")
     assert stored == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_compile_whose_code_dies_here_is_neither_run_nor_cached(monkeypatch):
+    # A CPU name implies instructions no feature string lists: icelake-server with +avx2 emitted AVX-512, whose
+    # SIGILL killed the process at its known-answer check, and every later one that loaded the entry.
+    import signal
+
+    from agefast.kernels import _build, _known_answer
+
+    stored = []
+    monkeypatch.setattr(_build, "compile_object", lambda: (b"object", "icelake-server", "+avx2"))
+    monkeypatch.setattr(_build, "link_shared", lambda obj, folder: None)
+    monkeypatch.setattr(_loader, "_loaded", lambda kind, data: object())
+    monkeypatch.setattr(_known_answer, "check", lambda functions, isa: os.kill(os.getpid(), signal.SIGILL))
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))
+    monkeypatch.setattr(_cache, "store", lambda *args: stored.append(args))
+    with pytest.raises(RuntimeError, match=f"compiled for icelake-server die of signal {int(signal.SIGILL)}"):
+        _loader._compile("key")
+    assert stored == []
