@@ -358,3 +358,23 @@ def test_durable_syncs_the_result_before_it_replaces_a_file(tmp_path, monkeypatc
     with replacing(str(target)) as f:
         f.write(b"again")
     assert synced == []
+
+
+@pytest.mark.parametrize("replacing", REPLACING.values(), ids=REPLACING)
+@pytest.mark.parametrize("fallback", [None, "no O_TMPFILE"])
+def test_a_file_whose_owner_cannot_be_kept_loses_its_set_id_bits(tmp_path, monkeypatch, fallback, replacing):
+    # An account that may not give the owner back had made the result its own, with the replaced file's
+    # set-user-ID bit: another account's setuid program turned into one of its own.
+    if fallback is not None:
+        FALLBACKS[fallback](monkeypatch, tmp_path)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+    monkeypatch.setattr(replace.os, "fchown", refused)
+    monkeypatch.setattr(replace.os, "chown", refused)
+    target = tmp_path / "tool"
+    target.write_bytes(b"old")
+    target.chmod(0o6755)
+    with replacing(str(target)) as f:
+        f.write(b"new")
+    assert target.stat().st_mode & 0o7777 == 0o755 and target.read_bytes() == b"new"

@@ -88,10 +88,13 @@ class _Partial:
         os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         self._placed = True
 
-    def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> None:
-        """The owner and group of the file this one replaces, where this account may give them."""
-        with contextlib.suppress(OSError):
+    def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> bool:
+        """The owner and group of the file this one replaces, where this account may give them; whether it could."""
+        try:
             os.chown(self._tmp, replaced.st_uid, replaced.st_gid, dir_fd=self._folder, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         if not self._placed:
@@ -148,18 +151,22 @@ class _Unnamed:
         # (EXDEV: it is on /proc).
         os.link(str(self._kept), path, src_dir_fd=self._proc, dst_dir_fd=self._folder)
 
-    def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> None:
+    def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> bool:
         """The owner and group of the file that this one replaces, where this account may give them (root may, a
         user only a group of theirs), and its extended attributes (read from `attributes`, its path or a
-        descriptor; None: none to read), ACLs among them."""
-        with contextlib.suppress(OSError):
+        descriptor; None: none to read), ACLs among them; whether the owner and group could be given."""
+        try:
             os.fchown(self._kept, replaced.st_uid, replaced.st_gid)
+            kept = True
+        except OSError:
+            kept = False
         if attributes is None:
-            return
+            return kept
         with contextlib.suppress(OSError):
             for attribute in os.listxattr(attributes):
                 with contextlib.suppress(OSError):   # security.* and trusted.* need privileges
                     os.setxattr(self._kept, attribute, os.getxattr(attributes, attribute))
+        return kept
 
     def place(self, target: str, mode: int) -> None:
         os.fchmod(self._kept, mode)
@@ -255,9 +262,13 @@ def _place(output: "_Unnamed | _Partial", f: IO[bytes] | DirectWriter, target: s
         f.flush()
         os.fsync(f.fileno())
     f.close()
+    mode = _creation_mode()
     if replaced is not None:
-        output.keep_owner(replaced, attributes)
-    output.place(target, _creation_mode() if replaced is None else replaced.st_mode & 0o7777)
+        mode = replaced.st_mode & 0o7777
+        if not output.keep_owner(replaced, attributes):
+            # Ours now, not its owner's: no set-user or set-group bit of theirs on it (as a chown clears them).
+            mode &= ~(stat.S_ISUID | stat.S_ISGID)
+    output.place(target, mode)
     if durable and replaced is not None:
         sync_folder()
 
