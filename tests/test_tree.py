@@ -144,6 +144,31 @@ def test_rekeying_in_place_syncs_each_output_before_it_replaces_the_only_copy(tm
     assert len(synced) == 2 * len(NAMES)     # each output, then its folder
 
 
+def test_rekeying_in_place_leaves_a_file_written_meanwhile_as_its_writer_leaves_it(tmp_path, make_plaintext,
+                                                                                  monkeypatch):
+    # A file read whole (up to IN_MEMORY) and appended to before its output took its name: the rename had
+    # dropped what was appended.
+    from agefast.tree import store
+
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext, [b"small"])
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [old.to_public()], workers=1)
+    path = tmp_path / "enc" / "small.age"
+    real = store.Local.read
+
+    def read_then_appended(self, name):
+        data = real(self, name)
+        with open(path, "ab") as f:
+            f.write(b"more")
+        return data
+    monkeypatch.setattr(store.Local, "read", read_then_appended)
+    before = path.read_bytes()
+    summary = tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)
+    [failed] = [r for r in summary.records if r["status"] == "failed"]
+    assert "the file changed while it was re-keyed: left as it is" in failed["error"]
+    assert path.read_bytes() == before + b"more"
+
+
 def test_a_damaged_file_fails_alone_and_is_named_with_its_chunk(tmp_path, make_plaintext):
     identity = x25519.Identity.generate()
     contents = _make_tree(tmp_path / "src", make_plaintext)

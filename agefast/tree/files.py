@@ -30,7 +30,7 @@ from ..errors import AgeError, PayloadError
 from ..payload.rules import CHUNK_SIZE
 from . import s3copy
 from .manifest import Appender, Rewriter
-from .store import Content, Remote, Stat, Store
+from .store import Content, Local, Remote, Stat, Store
 from .walk import MANIFEST_NAME, Found
 
 ENCRYPT, DECRYPT, REKEY, VERIFY = "encrypt", "decrypt", "rekey", "verify"
@@ -193,10 +193,10 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
             check_output(job, found.path, name)
             if not _by_copy(job, found, name, record):
                 if found.size <= IN_MEMORY:
-                    _write(job, name, _in_memory(job, store.read(found.path)), record, manifest)
+                    _write(job, found, name, _in_memory(job, store.read(found.path)), record, manifest)
                 else:
                     with store.open(found.path) as src:
-                        _write(job, name, lambda dst: _streamed(job, threads)(src, dst), record, manifest)
+                        _write(job, found, name, lambda dst: _streamed(job, threads)(src, dst), record, manifest)
                 return record     # its line added by _write, before the output took its name
     except (AgeError, OSError) as e:
         if isinstance(e, OSError) and isinstance(e.filename, bytes):     # named as the file system decodes it
@@ -218,10 +218,17 @@ def _verify(job: Job, found: Found, threads: int | None) -> None:
             _streamed(job, threads)(src, _Counter())
 
 
-def _write(job: Job, name: bytes, content: Content, record: dict[str, Any], manifest: Manifest | None) -> None:
+def _write(job: Job, found: Found, name: bytes, content: Content, record: dict[str, Any],
+           manifest: Manifest | None) -> None:
     target = output_root(job)
 
     def named(output: Stat) -> None:
+        if job.destination is None and isinstance(target, Local) and target.stats()(found.path) != (
+                found.size, found.stamp):
+            # In place, a file another program wrote to since the walk: what it wrote would go with the rename
+            # (a streamed re-key checks its own input: agefast.rekeying).
+            raise OSError(errno.EBUSY, "the file changed while it was re-keyed: left as it is",
+                          os.fsdecode(found.path))
         record.update(status="done", output_size=output[0], **{"output_" + target.stamp_key: output[1]},
                       sha256=hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else None)
         if manifest is not None:
