@@ -196,3 +196,40 @@ def test_files_written_from_an_offset(tmp_path, prefix):
     (tmp_path / "age").write_bytes(sealed[prefix:])
     out = written("age", "out", b"y", lambda s, d: agefast.decrypt_io(s, d, [IDENTITY]))
     assert out == b"y" * prefix + data
+
+
+@pytest.mark.parametrize("batches", [6, 7])     # the last batch is the helper's in one of the two
+def test_a_signal_while_the_helpers_finish_stops_them_before_the_caller_closes_dst(monkeypatch, batches):
+    # A KeyboardInterrupt in the join of the helper threads had left them writing their last batches after the
+    # caller went on, into a file it had closed (or another given its descriptor).
+    import time
+
+    class Slow:
+        closed = False
+
+        def __init__(self):
+            self.late = []
+
+        def write(self, data):
+            if threading.current_thread().name == "agefast-pipeline":
+                time.sleep(0.05)
+            if self.closed:
+                self.late.append(len(data))
+            return len(data)
+
+    real = threading.Thread.join
+    joins = []
+
+    def interrupted_join(thread, *args, **kwargs):
+        if thread.name == "agefast-pipeline" and not joins:
+            joins.append(thread)
+            raise KeyboardInterrupt
+        return real(thread, *args, **kwargs)
+    monkeypatch.setattr(threading.Thread, "join", interrupted_join)
+    dst = Slow()
+    data = bytes(batches * BATCH + FIRST)
+    with pytest.raises(KeyboardInterrupt):
+        agefast.encrypt_io(io.BytesIO(data), dst, [RECIPIENT], threads=2)
+    dst.closed = True
+    time.sleep(0.5)
+    assert joins and dst.late == []

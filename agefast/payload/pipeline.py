@@ -151,6 +151,11 @@ class _Workers:
             self._stopped = True
             self._turn.notify_all()
 
+    def stop(self, error: BaseException) -> None:
+        """Stop the workers for `error` (raised in the calling thread) and wait until none is writing."""
+        self._stop(error)
+        self.stopped()
+
     def work(self) -> None:
         # page-aligned memory for reads and writes
         data = anonymous_memory(self._in_size + 1 + PAGE)
@@ -212,9 +217,15 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
     # Stopped short (an error, a signal's exception in this thread, an invalid
     # batch), a worker may be blocked reading an input that never ends, so only
     # a write under way is waited for; the workers write nothing after it.
-    if not batches.stopped():
-        for helper in helpers:
-            helper.join()
+    try:
+        if not batches.stopped():
+            for helper in helpers:
+                helper.join()
+    except BaseException as e:
+        # A signal's exception while the helpers finish their last batches: they are stopped, as above, before
+        # the caller closes dst, which they would otherwise write on into (or into a file given its descriptor).
+        batches.stop(e)
+        raise
     if batches.error is not None:
         raise batches.error
     return batches.problem
