@@ -224,6 +224,12 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._raw = self._placing.__enter__()
         else:
             self._raw = fs.fs.open(path, mode, autocommit=self._exclusive)
+        # What the raw file's descriptor is, where it has one: a forked child points only that at /dev/null.
+        self._raw_file: tuple[int, int, int] | None = None
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            fd = self._raw.fileno()
+            st = os.fstat(fd)
+            self._raw_file = (fd, st.st_dev, st.st_ino)
         try:
             self._encryptor = streaming.encryptor(self._raw, recipients, threads=fs.threads)
         except BaseException:
@@ -312,8 +318,16 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         the descriptor is pointed at /dev/null first."""
         self._encryptor.abort()
         self.closed = True
-        with contextlib.suppress(AttributeError, OSError, ValueError):     # no descriptor (a store's upload)
-            fd = self._raw.fileno()
+        # A store's file (fsspec's) commits from its finalizer unless it is closed: marked so, not closed.
+        with contextlib.suppress(AttributeError):
+            self._raw.closed = True
+        if self._raw_file is None:
+            return
+        fd, dev, ino = self._raw_file
+        with contextlib.suppress(OSError):
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (dev, ino):     # the child closed it, and the number is another file's
+                return
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, fd)
             os.close(null)

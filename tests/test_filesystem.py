@@ -386,11 +386,14 @@ def test_a_file_written_whole_in_an_except_clause_is_named(tmp_path, key):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.parametrize("unnamed", [True, False], ids=["unnamed file", "named .partial"])
 @pytest.mark.parametrize("mode", ["wb", "xb"])
 @pytest.mark.parametrize("child", ["closes", "exits"])
-def test_a_forked_child_leaves_its_parents_file_to_the_parent(tmp_path, key, mode, child):
+def test_a_forked_child_leaves_its_parents_file_to_the_parent(tmp_path, key, mode, child, unnamed, monkeypatch):
     # A child that closed its copy (or exited with it) had removed the parent's xb file, or written its copy of
-    # the buffered bytes into the parent's.
+    # the buffered bytes into the parent's; where files are written under a temporary name, removed that.
+    if not unnamed:
+        monkeypatch.delattr(os, "O_TMPFILE", raising=False)
     fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
     f = fs.open(str(tmp_path / "out.age"), mode)
     f.write(b"before the fork, ")

@@ -233,3 +233,36 @@ def test_a_signal_while_the_helpers_finish_stops_them_before_the_caller_closes_d
     dst.closed = True
     time.sleep(0.5)
     assert joins and dst.late == []
+
+
+def test_a_signal_while_a_helper_starts_stops_the_helpers_already_running(monkeypatch):
+    # Thread.start waits for the thread: a KeyboardInterrupt there left the helpers started before it writing
+    # on after seal_stream had raised (64 MiB after 64 KiB, in a review).
+    import time
+
+    real = threading.Thread.start
+    started = []
+
+    def interrupted(thread):
+        real(thread)
+        if thread.name == "agefast-pipeline":
+            started.append(thread)
+            if len(started) == 2:
+                raise KeyboardInterrupt
+
+    class Recording:
+        def __init__(self):
+            self.written, self.after = 0, None
+
+        def write(self, data):
+            self.written += len(data)
+            return len(data)
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    dst = Recording()
+    with pytest.raises(KeyboardInterrupt):
+        agefast.encrypt_io(io.BytesIO(bytes(40 * BATCH)), dst, [RECIPIENT], threads=4)
+    written = dst.written
+    for thread in started:
+        thread.join(timeout=5)
+    time.sleep(0.1)
+    assert dst.written == written

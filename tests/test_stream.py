@@ -591,7 +591,15 @@ def test_a_child_forked_while_a_thread_wrote_is_refused_not_hung(tmp_path):
                 said.append("refused")
         (tmp_path / "child").write_text(" ".join(said))
         os._exit(0)
-    os.waitpid(pid, 0)
+    import time
+
+    deadline = time.monotonic() + 30
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):     # a child that hangs fails the test, not the run
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(0.01)
     release.set()
     t.join()
     assert (tmp_path / "child").read_text() == "refused refused returned"

@@ -82,6 +82,7 @@ class _Partial:
         self.fd, self._tmp = create_partial(directory, name, dir_fd)
         self._folder = dir_fd
         self._placed = False
+        self._pid = os.getpid()     # a child forked meanwhile finalizes its copy: the name is the parent's
 
     def place(self, target: str, mode: int) -> None:
         os.chmod(self._tmp, mode, dir_fd=self._folder)
@@ -97,7 +98,7 @@ class _Partial:
         return True
 
     def close(self) -> None:
-        if not self._placed:
+        if not self._placed and os.getpid() == self._pid:
             # Not found: a signal's exception landed just after the rename.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._tmp, dir_fd=self._folder)

@@ -3,7 +3,7 @@
 import errno
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..io import lending
@@ -74,7 +74,7 @@ class FileJob:
         """End the work after the batches under way; returns once no worker reads or writes, whatever
         interrupts the wait (a signal's exception is raised again once they are done)."""
         self._stop.set()
-        _wait_for(ended for ended, began in zip(self._ended, self._began) if began.is_set())
+        _wait_for(lambda: [ended for ended, began in zip(self._ended, self._began) if began.is_set()])
 
     def _endings(self) -> "list[tuple[int, int, int] | BaseException]":
         """Each worker's (batch it ended at, why, errno) by _abi's file_batches
@@ -135,17 +135,17 @@ class FileJob:
                                      for first, ending in enumerate(self._endings()))])
 
 
-def _wait_for(events: Iterable[threading.Event]) -> None:
-    """Return once every one of `events` is set, whatever interrupts the wait: a signal's exception is raised
-    again after."""
+def _wait_for(events: Callable[[], list[threading.Event]]) -> None:
+    """Return once every one of events() is set, whatever interrupts the wait (the list made or any wait): a
+    signal's exception is raised again after."""
     interrupted: BaseException | None = None
-    for event in events:
-        while True:
-            try:
+    while True:
+        try:
+            for event in events():
                 event.wait()
-                break
-            except BaseException as e:
-                interrupted = interrupted or e
+            break
+        except BaseException as e:
+            interrupted = interrupted or e
     if interrupted is not None:
         raise interrupted
 

@@ -14,6 +14,7 @@ no kernels to load (Unavailable): every job runs on cryptography, as it
 would without agefast's kernels, and only `agefast --warm-up` says why.
 """
 
+import contextlib
 import os
 import threading
 import warnings
@@ -139,26 +140,36 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
 
 
 def _survives_here(functions: _native.Functions, isa: str, cpu: str) -> None:
-    """RuntimeError where a fresh build dies running here: its known-answer check first runs in a forked child.
+    """RuntimeError where a fresh build dies running here, or answers wrongly: its known-answer check first runs
+    in a forked child.
 
     A CPU name implies instructions no feature string lists (NUMBA_CPU_NAME=icelake-server with
     NUMBA_CPU_FEATURES=+avx2 emits AVX-512), and code for one this CPU lacks dies of SIGILL, which no check
-    in this process survives; stored, it would kill every later process too. Where there is no fork, the
-    check in warm_up is all."""
+    in this process survives; stored, it would kill every later process too. The child says it passed through
+    a pipe (its exit status is lost where SIGCHLD is ignored or reaped by the program). Where there is no
+    fork, the check in warm_up is all."""
     if not hasattr(os, "fork"):
         return
+    read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:    # the child: the check, then out at once, nothing of the parent's run or flushed
-        code = 1
         try:
+            os.close(read_end)
             _known_answer.check(functions, isa)
-            code = 0
+            os.write(write_end, b"passed")
         finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        raise RuntimeError(f"the kernels compiled for {cpu} die of signal {os.WTERMSIG(status)} on this CPU "
-                           "(instructions it lacks): neither run nor kept")
+            os._exit(0)
+    os.close(write_end)
+    try:
+        with open(read_end, "rb") as said:
+            passed = said.read() == b"passed"
+    finally:
+        with contextlib.suppress(ChildProcessError):   # reaped already, where SIGCHLD is ignored
+            os.waitpid(pid, 0)
+    if not passed:
+        raise RuntimeError(f"the kernels compiled for {cpu} die or answer wrongly on this CPU (instructions it "
+                           "lacks?): neither run nor kept")
+
 
 def _compiling_here(key: str) -> tuple[_native.Functions, str]:
     global _in_compile

@@ -157,10 +157,10 @@ class _Workers:
         self.stopped()
 
     def work(self) -> None:
-        # page-aligned memory for reads and writes
-        data = anonymous_memory(self._in_size + 1 + PAGE)
-        whole = anonymous_memory(self._out_size + PAGE)
         try:
+            # page-aligned memory for reads and writes
+            data = anonymous_memory(self._in_size + 1 + PAGE)
+            whole = anonymous_memory(self._out_size + PAGE)
             while (batch := self._read(data)) is not None:
                 index, view, final, error = batch
                 counter = PIPELINE_FIRST + (index - 1) * PIPELINE_BATCH
@@ -211,19 +211,20 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
                        bytes(first[-1:]), threads)
     helpers = [threading.Thread(target=batches.work, name="agefast-pipeline", daemon=True)
                for _ in range(workers_for(threads) - 1)]
-    for helper in helpers:
-        helper.start()
-    batches.work()
-    # Stopped short (an error, a signal's exception in this thread, an invalid
-    # batch), a worker may be blocked reading an input that never ends, so only
-    # a write under way is waited for; the workers write nothing after it.
     try:
+        for helper in helpers:
+            helper.start()
+        batches.work()
+        # Stopped short (an error, a signal's exception in this thread, an invalid
+        # batch), a worker may be blocked reading an input that never ends, so only
+        # a write under way is waited for; the workers write nothing after it.
         if not batches.stopped():
             for helper in helpers:
                 helper.join()
     except BaseException as e:
-        # A signal's exception while the helpers finish their last batches: they are stopped, as above, before
-        # the caller closes dst, which they would otherwise write on into (or into a file given its descriptor).
+        # A signal's exception while a helper starts (Thread.start waits for it) or while they finish their
+        # last batches: they are stopped, as above, before the caller closes dst, which they would otherwise
+        # write on into (or into a file given its descriptor meanwhile).
         batches.stop(e)
         raise
     if batches.error is not None:
