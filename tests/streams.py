@@ -87,3 +87,21 @@ class RecordingFile(io.FileIO):
 def crossing(writes, size):
     """The writes, as (file offset, length), that cross a multiple of `size` in the file."""
     return [(at, n) for at, n in writes if at // size != (at + n - 1) // size]
+
+
+def interrupt_thread_start(monkeypatch, name: str, nth: int) -> list:
+    """Make the start of the `nth` thread named `name` raise KeyboardInterrupt once the thread runs, as a
+    signal landing in Thread.start (which waits for the thread) does; returns the list of those started."""
+    import threading
+
+    real = threading.Thread.start
+    started: list = []
+
+    def start(thread):
+        real(thread)
+        if thread.name == name:
+            started.append(thread)
+            if len(started) == nth:
+                raise KeyboardInterrupt
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return started

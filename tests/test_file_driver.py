@@ -11,6 +11,7 @@ from agefast.payload import file_driver, rules
 from agefast.payload.engine import ENGINE_AFTER, choose
 from agefast import kernels
 from agefast.errors import PayloadError
+from streams import interrupt_thread_start
 
 MiB = 1 << 20
 SIZE = ENGINE_AFTER + 3 * MiB + 17
@@ -191,22 +192,11 @@ def test_an_input_cut_back_to_where_the_workers_stopped_fails(tmp_path, monkeypa
 def test_a_signal_while_the_workers_start_leaves_the_verified_prefix(tmp_path, monkeypatch):
     # KeyboardInterrupt inside Thread.start (which waits for the thread): the job was never returned to be
     # stopped, its first worker wrote on out of order, and the output had holes of zeros.
-    import threading
-
     plain = random.Random(9).randbytes(SIZE)
     (tmp_path / "plain").write_bytes(plain)
     with open(tmp_path / "plain", "rb") as src, open(tmp_path / "sealed", "wb") as dst:
         file_driver.seal_payload(src, dst, KEY, choose(SIZE, 2), read_at=0, write_at=0, size=SIZE)
-    real = threading.Thread.start
-    started = []
-
-    def interrupted(thread):
-        real(thread)
-        if thread.name == "agefast-file-job":
-            started.append(thread)
-            if len(started) == 1:
-                raise KeyboardInterrupt
-    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    started = interrupt_thread_start(monkeypatch, "agefast-file-job", 1)
     sealed = (tmp_path / "sealed").stat().st_size
     # The output stays open after the exception, as a command's redirected stdout does until it exits.
     with open(tmp_path / "sealed", "rb") as src, open(tmp_path / "out", "wb") as dst:

@@ -8,7 +8,7 @@ import pytest
 
 import agefast
 from agefast.payload import pipeline, rules
-from streams import RecordingFile, Trickle, crossing
+from streams import RecordingFile, Trickle, crossing, interrupt_thread_start
 
 BATCH = rules.PIPELINE_BATCH * 64 * 1024
 IDENTITY = agefast.x25519.Identity.generate()
@@ -240,24 +240,14 @@ def test_a_signal_while_a_helper_starts_stops_the_helpers_already_running(monkey
     # on after seal_stream had raised (64 MiB after 64 KiB, in a review).
     import time
 
-    real = threading.Thread.start
-    started = []
-
-    def interrupted(thread):
-        real(thread)
-        if thread.name == "agefast-pipeline":
-            started.append(thread)
-            if len(started) == 2:
-                raise KeyboardInterrupt
-
     class Recording:
         def __init__(self):
-            self.written, self.after = 0, None
+            self.written = 0
 
         def write(self, data):
             self.written += len(data)
             return len(data)
-    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    started = interrupt_thread_start(monkeypatch, "agefast-pipeline", 2)
     dst = Recording()
     with pytest.raises(KeyboardInterrupt):
         agefast.encrypt_io(io.BytesIO(bytes(40 * BATCH)), dst, [RECIPIENT], threads=4)
