@@ -88,7 +88,8 @@ def identities(values: Any) -> list[Any]:
     return _keys("identities", values, "unwrap", "an identity")
 
 
-def _regular_file(f: Any) -> os.stat_result | None:
+def regular_file(f: Any) -> os.stat_result | None:
+    """The status of the regular file `f` (a file object) is open on, else None."""
     try:
         st = os.fstat(f.fileno())
     except (AttributeError, OSError, io.UnsupportedOperation, ValueError):
@@ -106,7 +107,7 @@ def distinct_files(src: object, dst: object) -> None:
 
     Only regular files are compared: a terminal is often both stdin and stdout.
     """
-    if _same(_regular_file(src), _regular_file(dst)):
+    if _same(regular_file(src), regular_file(dst)):
         raise SameFileError("the input and the output are the same file")
 
 

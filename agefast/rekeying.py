@@ -51,7 +51,9 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
     # Only a standard file object's offsets are the file's (a GzipFile's are
     # not), so only from one is the payload copied by offset.
     src_fd = positional_fd(_arguments.reader("src", src))
-    opened_as = None if src_fd is None else (src_fd, _version(src_fd))
+    # Any regular file, appended to or not (or where the system cannot say: positional_fd needs to know).
+    fileno = getattr(src, "fileno", None)
+    opened_as = None if fileno is None or _arguments.regular_file(src) is None else (fileno(), _version(fileno()))
     start: int = 0 if src_fd is None else getattr(src, "tell")()
     source = Source(src)
     armored = armor.starts_armored(source)

@@ -40,7 +40,9 @@ def parse_header(src) -> Header:
     while True:
         line = _read_line(src, src.consumed - start)
         if line.startswith(MAC_PREFIX):
-            if not line.startswith(b"--- ") or not stanzas:
+            if not stanzas:
+                raise HeaderError("header has no recipient stanzas")
+            if not line.startswith(b"--- "):
                 raise HeaderError(f"malformed header MAC line: {line[:-1][:80]!r}")
             try:
                 mac = b64decode(line[4:-1])
