@@ -293,6 +293,27 @@ def test_a_closed_standard_stream_is_one_error_line(command, closed, age_key, en
     assert len(lines) == 1 and lines[0].startswith(f"{name}: error: ") and "Bad file descriptor" in lines[0], lines
 
 
+def test_a_closed_stderr_takes_nothing_from_stdout_nor_the_exit_status(age_key, encrypt_to_age_key, tmp_path):
+    # print() falls back to stdout without a stderr: the error followed the verified plaintext into the
+    # output, and the flush at exit of a stderr that was None made a success exit 1.
+    key_path, _ = age_key
+    sealed = encrypt_to_age_key(bytes(3 * 65536))
+    for data, code, out in ((sealed[:-100], 1, bytes(2 * 65536)), (sealed, 0, bytes(3 * 65536))):
+        done = subprocess.run([*AGEFAST, "-d", "-i", key_path], input=data, capture_output=True,
+                              preexec_fn=lambda: os.close(2), timeout=60)
+        assert (done.returncode, done.stdout) == (code, out)
+
+
+def test_with_stdout_closed_no_file_is_opened_as_stdout(age_key, tmp_path):
+    # The input was opened as descriptor 1, which -o /dev/stdout then named: the only copy was overwritten.
+    _, recipient = age_key
+    doc = tmp_path / "doc.txt"
+    doc.write_bytes(b"the only copy")
+    done = subprocess.run([*AGEFAST, "-r", recipient, "-o", "/dev/stdout", doc], stdin=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=60)
+    assert doc.read_bytes() == b"the only copy", done.stderr
+
+
 def test_closed_stdout_is_one_error_line(age_key, encrypt_to_age_key):
     key_path, _ = age_key
     proc = subprocess.Popen([*AGEFAST, "-d", "-i", key_path], stdin=subprocess.PIPE,

@@ -359,3 +359,20 @@ def test_a_comment_that_is_not_utf8_is_a_comment(tmp_path, key, run_agefast, run
     from agefast.keys import load_identities
 
     assert agefast.decrypt(src.read_bytes(), load_identities(identities.read_bytes())) == b"secret"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_process_forked_while_a_command_runs_dies_of_sigterm_as_a_process_does(tmp_path):
+    # agefast-tree's workers inherited the command's SIGTERM/SIGHUP handler, and a signal to the process group
+    # printed its traceback in each of them.
+    import signal
+
+    from agefast.cli import outcome
+
+    with outcome._cleanup_on_termination():
+        assert signal.getsignal(signal.SIGTERM) is outcome._raise_terminated
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

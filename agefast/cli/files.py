@@ -61,8 +61,31 @@ class _ClosedStream:
 
 def mend_closed_streams() -> None:
     """Stand a _ClosedStream in for standard input or output where it was closed (sys.stdin None): each
-    command's use of it had been an AttributeError's traceback."""
+    command's use of it had been an AttributeError's traceback. Where standard error was closed, what the
+    command says goes nowhere (as age's writes to it fail), not to standard output (print's fallback), after
+    the plaintext.
+
+    The descriptor of each is taken by /dev/null meanwhile: the next file opened would otherwise be given
+    it, and `-o /dev/stdout` with standard output closed named the input file, which it overwrote."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:
+            _take(fd)
     if sys.stdin is None:
         sys.stdin = _ClosedStream("/dev/stdin")
     if sys.stdout is None:
         sys.stdout = _ClosedStream("/dev/stdout")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+
+
+def _take(fd: int) -> None:
+    """/dev/null at descriptor `fd` where it is closed."""
+    try:
+        os.fstat(fd)
+        return
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_RDWR)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)

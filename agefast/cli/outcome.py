@@ -17,6 +17,7 @@ from agefast.cli import files
 from agefast.cli.files import FileFailed
 from agefast.cli.output import OutputRefused, go_quote
 from agefast.cli.terminal import TerminalError
+from agefast.io import portable
 
 
 class UsageError(Exception):
@@ -102,6 +103,17 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 # Windows has no SIGHUP.
 _TERMINATING = (signal.SIGTERM, signal.SIGHUP) if hasattr(signal, "SIGHUP") else (signal.SIGTERM,)
+
+
+def _default_in_child() -> None:
+    # A process forked while the command runs (agefast-tree's workers) dies of these signals as a process
+    # does: the handler is the command's, for its own cleanup, and in a worker it printed a traceback.
+    for signum in _TERMINATING:
+        if signal.getsignal(signum) is _raise_terminated:
+            signal.signal(signum, signal.SIG_DFL)
+
+
+portable.after_fork_in_child(_default_in_child)
 
 
 @contextlib.contextmanager
