@@ -662,3 +662,16 @@ def test_version(flag, run_agefast, run_keygen):
         done = run(flag)
         assert done.returncode == 0
         assert re.fullmatch(rb"v\d+\.\d+\.\d+\S*\n", done.stdout), done.stdout
+
+
+def test_a_thread_the_system_refuses_is_one_error_line(capsys):
+    # Under ulimit -d, a large job's thread start had been a RuntimeError's traceback.
+    from agefast.cli import outcome
+
+    def refused():
+        raise RuntimeError("can't start new thread")
+    assert outcome.report_failure("agefast", refused) == 1
+    assert capsys.readouterr().err == ("agefast: error: the system refused a thread (its process limits: ulimit -u, "
+                                       "-v, -d)\n")
+    with pytest.raises(RuntimeError, match="a bug"):     # any other RuntimeError keeps its traceback
+        outcome.report_failure("agefast", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))

@@ -81,6 +81,12 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         message = describe(e)
     except MemoryError as e:    # scrypt's memory refused (agefast.recipients.scrypt), or any other allocation
         message = str(e) or "out of memory"
+    except RuntimeError as e:
+        # The one RuntimeError the environment, not a bug, raises: a thread the system refuses (the limits of
+        # ulimit -u, -v or -d). Any other is a bug, and its traceback is told.
+        if str(e) != "can't start new thread":
+            raise
+        message = "the system refused a thread (its process limits: ulimit -u, -v, -d)"
     except KeyboardInterrupt:
         message = "interrupted"
     print(f"{command}: error: {message}", file=sys.stderr)
