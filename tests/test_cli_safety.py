@@ -361,7 +361,7 @@ def test_a_comment_that_is_not_utf8_is_a_comment(tmp_path, key, run_agefast, run
     assert agefast.decrypt(src.read_bytes(), load_identities(identities.read_bytes())) == b"secret"
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.skipif(not hasattr(os, "register_at_fork"), reason="os.register_at_fork is not there, as on Windows")
 def test_a_process_forked_while_a_command_runs_dies_of_sigterm_as_a_process_does(tmp_path):
     # agefast-tree's workers inherited the command's SIGTERM/SIGHUP handler, and a signal to the process group
     # printed its traceback in each of them.

@@ -570,7 +570,8 @@ def test_a_compile_whose_code_dies_here_is_neither_run_nor_cached(monkeypatch):
     monkeypatch.setattr(_build, "compile_object", lambda: (b"object", "icelake-server", "+avx2"))
     monkeypatch.setattr(_build, "link_shared", lambda obj, folder: None)
     monkeypatch.setattr(_loader, "_loaded", lambda kind, data: object())
-    monkeypatch.setattr(_known_answer, "check", lambda functions, isa: os.kill(os.getpid(), signal.SIGILL))
+    # (SIGKILL for the SIGILL it stands for: a faulthandler, as pytest's, would print a dump of the child.)
+    monkeypatch.setattr(_known_answer, "check", lambda functions, isa: os.kill(os.getpid(), signal.SIGKILL))
     monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))
     monkeypatch.setattr(_cache, "store", lambda *args: stored.append(args))
     with pytest.raises(RuntimeError, match="compiled for icelake-server die or answer wrongly on this CPU"):
