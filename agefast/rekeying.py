@@ -52,8 +52,8 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
     # not), so only from one is the payload copied by offset.
     src_fd = positional_fd(_arguments.reader("src", src))
     # Any regular file, appended to or not (or where the system cannot say: positional_fd needs to know).
-    fileno = getattr(src, "fileno", None)
-    opened_as = None if fileno is None or _arguments.regular_file(src) is None else (fileno(), _version(fileno()))
+    st = _arguments.regular_file(src)
+    opened_as = None if st is None else (getattr(src, "fileno")(), _version(st))
     start: int = 0 if src_fd is None else getattr(src, "tell")()
     source = Source(src)
     armored = armor.starts_armored(source)
@@ -64,9 +64,8 @@ def open_file(src: Reader, identities: Iterable[Identity]) -> OpenedFile:
     return OpenedFile(source, armored, file_key, payload_at, opened_as)
 
 
-def _version(fd: int) -> tuple[int, ...]:
+def _version(st: os.stat_result) -> tuple[int, ...]:
     """What changes when a file's bytes do (its times to the kernel's clock tick)."""
-    st = os.fstat(fd)
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
@@ -90,7 +89,7 @@ def write_file(opened: OpenedFile, header: bytes, dst: Writer) -> None:
     if opened.armored:
         out.close()
     flush(dst)
-    if opened.opened_as is not None and _version(opened.opened_as[0]) != opened.opened_as[1]:
+    if opened.opened_as is not None and _version(os.fstat(opened.opened_as[0])) != opened.opened_as[1]:
         raise EncryptError("the input changed while it was re-keyed: left as it is")
 
 

@@ -121,13 +121,17 @@ def checked_program(path: str) -> tuple[str, str | None]:
     if not os.path.isabs(path):
         return path, f"{path} is found in the current folder (a relative PATH entry)"
     real, st, why = _walk(path)
-    if why:
-        return real, why
+    return real, why or _owner_refusal(real, st)
+
+
+def _owner_refusal(real: str, st: os.stat_result) -> str | None:
+    """Why another account could change the file or folder `real` itself, or None: it is this user's or root's,
+    and writable by neither group nor others."""
     if st.st_uid not in (0, os.geteuid()):
-        return real, f"{real} is owned by uid {st.st_uid}"
+        return f"{real} is owned by uid {st.st_uid}"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return real, f"{real} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return real, None
+        return f"{real} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
 def program_refusal(path: str) -> str | None:
@@ -148,7 +152,6 @@ def trusted_search_path(search_path: str) -> str:
             real, st, why = _walk(folder)
         except OSError:
             continue
-        if why is None and stat.S_ISDIR(st.st_mode) and st.st_uid in (0, os.geteuid()) and not (
-                st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        if why is None and stat.S_ISDIR(st.st_mode) and _owner_refusal(real, st) is None:
             kept.append(real)
     return os.pathsep.join(kept)
