@@ -122,6 +122,19 @@ def test_e_j_flag(on_path, run_agefast):
     assert (result.returncode, result.stdout) == (0, b"to -j"), result.stderr
 
 
+def test_j_flag_keeps_the_name_as_written(on_path, tmp_path, run_agefast):
+    """age -j NAME runs age-plugin-NAME as NAME is written: with only age-plugin-agefasttest on PATH,
+    -j AgefastTest finds no plugin; an age-plugin-AgefastTest is the one run."""
+    missing = run_agefast("-e", "-j", "AgefastTest", input=b"x", env=os.environ)
+    assert missing.returncode == 1
+    assert b'"AgefastTest" plugin not found' in missing.stderr
+    (tmp_path / "age-plugin-agefasttest").rename(tmp_path / "age-plugin-AgefastTest")
+    encrypted = run_agefast("-e", "-j", "AgefastTest", input=b"to -j", env=os.environ)
+    assert encrypted.returncode == 0, encrypted.stderr
+    result = run_agefast("-d", "-j", "AgefastTest", input=encrypted.stdout, env=os.environ)
+    assert (result.returncode, result.stdout) == (0, b"to -j"), result.stderr
+
+
 def test_plugin_labels_are_kept_apart(on_path, run_agefast):
     """A plugin recipient asking for "postquantum" mixes with age1pq1, not with X25519 (age 1.3's labels)."""
     labelled = bech32.encode("age1agefasttest", b"labels")

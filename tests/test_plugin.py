@@ -121,6 +121,15 @@ def test_missing_plugin(tmp_path, monkeypatch):
         keys.parse_recipient(recipient(b"k"))
 
 
+def test_plugin_names_in_keys_are_lower_case_and_given_names_keep_their_case():
+    # as age's and rage's parsers: a key's name is lower case; pyrage's default_for_plugin lower-cases
+    assert plugin.Identity.from_str(identity(b"k")).plugin() == "agefasttest"
+    assert plugin.Identity.default_for_plugin("AgefastTest").plugin() == "agefasttest"
+    assert plugin.Recipient("AgefastTest", b"k").plugin() == "agefasttest"
+    given = plugin.Identity("AgefastTest", b"")
+    assert (given.plugin(), str(given)) == ("AgefastTest", bech32.encode("AGE-PLUGIN-AGEFASTTEST-", b""))
+
+
 @pytest.mark.parametrize("name", ["../../bin/sh", "a/b", "", "x y", "evil~", "名前"])
 def test_bad_plugin_names_are_refused(name, on_path):
     with pytest.raises(agefast.IdentityError, match="Invalid plugin name"):

@@ -115,7 +115,8 @@ def _plugin_identity(name: str) -> "batchpass.Identity | agefast.plugin.Identity
     if name == batchpass.NAME:
         return batchpass.Identity()
     try:
-        default = agefast.plugin.Identity.default_for_plugin(name)
+        # age runs age-plugin-NAME as NAME is written (pyrage's default_for_plugin lower-cases it)
+        default = agefast.plugin.Identity(name, b"")
     except agefast.IdentityError as e:
         raise UsageError(f"-j {name}: {e}") from None
     _refuse_missing_plugins([default.plugin()])

@@ -23,10 +23,14 @@ _IDENTITY_PREFIX = "AGE-PLUGIN-"
 
 
 def check_name(name: str, error: type[Exception]) -> str:
-    """`name` in lower case, or `error` if it is not a valid plugin name."""
+    """`name` as given, or `error` if it is not a valid plugin name.
+
+    Its case is kept, as age keeps it: `age -j NAME` runs age-plugin-NAME. Only
+    names read from keys are lower case (a Bech32 string has one case).
+    """
     if not _NAME.fullmatch(_arguments.text("plugin name", name)):
         raise error(f"Invalid plugin name {name[:32]!r}: use only letters, digits and + - . _")
-    return name.lower()
+    return name
 
 
 def _decode(s: str, error: type[Exception]) -> tuple[str, bytes]:
@@ -58,7 +62,7 @@ class Recipient:
     """A plugin recipient, `age1NAME1...`; its plugin does the wrapping."""
 
     def __init__(self, name: str, data: bytes):
-        self._name = check_name(name, RecipientError)
+        self._name = check_name(name, RecipientError).lower()
         self._encoding = bech32.encode(_RECIPIENT_PREFIX + self._name, data)
 
     @classmethod
@@ -90,6 +94,7 @@ class Identity:
     """A plugin identity, `AGE-PLUGIN-NAME-1...`; its plugin does the unwrapping."""
 
     def __init__(self, name: str, data: bytes):
+        """The identity of plugin `name` (its case kept, as age's `-j NAME` keeps it) with `data`."""
         self._name = check_name(name, IdentityError)
         self._encoding = bech32.encode(f"{_IDENTITY_PREFIX}{self._name.upper()}-", data)
 
@@ -100,12 +105,13 @@ class Identity:
         if not (hrp.startswith(_IDENTITY_PREFIX) and hrp.endswith("-") and hrp == hrp.upper()
                 and len(hrp) > len(_IDENTITY_PREFIX) + 1):
             raise IdentityError("invalid HRP: not a plugin identity: prefix is not AGE-PLUGIN-NAME-")
-        return cls(hrp[len(_IDENTITY_PREFIX):-1], data)
+        return cls(hrp[len(_IDENTITY_PREFIX):-1].lower(), data)
 
     @classmethod
     def default_for_plugin(cls, plugin: str) -> "Identity":
-        """The data-less identity that lets a plugin pick its own keys (age -j NAME)."""
-        return cls(plugin, b"")
+        """The data-less identity that lets a plugin pick its own keys, its name in lower case as pyrage's
+        (the command's `-j NAME` keeps the case given, as age's)."""
+        return cls(check_name(plugin, IdentityError).lower(), b"")
 
     def plugin(self) -> str:
         """The plugin's name: NAME of the program age-plugin-NAME that serves this identity."""
@@ -175,7 +181,8 @@ class IdentityPluginV1:
     def __init__(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
         self._name = check_name(plugin_name, DecryptError)
         self._binary = _binary(self._name, DecryptError)
-        self._identities = _same_plugin(self._name, identities, DecryptError)
+        self._keys = list(identities)
+        self._identities = _same_plugin(self._name, self._keys, DecryptError)
         self._callbacks = callbacks
 
     def __repr__(self) -> str:
@@ -183,8 +190,7 @@ class IdentityPluginV1:
 
     def to_public(self) -> RecipientPluginV1:
         """A recipient that wraps to these identities (the plugin's add-identity), for age -e -i."""
-        identities = [Identity.from_str(i) for i in self._identities]
-        return RecipientPluginV1(self._name, [], identities, self._callbacks)
+        return RecipientPluginV1(self._name, [], self._keys, self._callbacks)
 
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
         """The file key the plugin finds in `stanzas` (running age-plugin-NAME
