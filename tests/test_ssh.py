@@ -157,6 +157,50 @@ def test_bad_recipients(line, fragment):
     assert "\n" not in str(e.value)
 
 
+# How an authorized_keys line may be written, as age reads it (Go's ssh.ParseAuthorizedKey and
+# base64.StdEncoding): True where age takes the key. ssh-keygen's rsa3072 key ends in one "=".
+_LINE_FORMS = [
+    ("{t} {b} comment", True),
+    ("{t}\t{b}", True),
+    ("{t} \v{b}", True),             # after the separator, any of Go's spaces
+    ("{t} {b}\f", True),
+    ("{t} {b}\u00a0", True),
+    ("{t} {b} \x00", True),          # the comment is not read
+    ("{t} {b}=", False),              # padding past the key
+    ("{t} {b}AAAA", False),           # data after the padding
+    ("{t} {nopad}", False),           # padding missing
+    ("{t} {b}\x00", False),
+    ("{t} {b}\x1c", False),          # not a space to Go (it is to Python's strip)
+    ("{t}\v{b}", False),             # fields end at a space or a tab only
+    ("{t}\u00a0{b}", False),
+    ("\u00a0{t} {b}", False),
+    ("{t} {dot}", False),
+]
+
+
+def _line_form(form, ssh_keys):
+    t, b = _public(ssh_keys["rsa3072"]).split()[:2]
+    return form.format(t=t, b=b, nopad=b.rstrip("="), dot=f"{b[:8]}.{b[8:]}")
+
+
+@pytest.mark.parametrize("form, taken", _LINE_FORMS)
+def test_authorized_keys_lines_are_read_as_age_reads_them(form, taken, ssh_keys):
+    line = _line_form(form, ssh_keys)
+    if taken:
+        assert agefast.parse_recipients(f"{line}\n")[0] == ssh.Recipient.from_str(_public(ssh_keys["rsa3072"]))
+    else:
+        with pytest.raises(agefast.RecipientError):
+            agefast.parse_recipients(f"{line}\n", warn=pytest.fail)
+
+
+@pytest.mark.requires_tool("age")
+def test_authorized_keys_line_forms_are_go_ages(ssh_keys, tmp_path):
+    for form, taken in _LINE_FORMS:
+        (tmp_path / "recipients").write_text(_line_form(form, ssh_keys) + "\n")
+        done = subprocess.run(["age", "-R", tmp_path / "recipients"], input=b"x", capture_output=True)
+        assert (done.returncode == 0) == taken, (form, done.stderr)
+
+
 def test_refused_key_types(ssh_keys):
     with pytest.raises(agefast.RecipientError, match="1024 bits; at least 2048"):
         ssh.Recipient.from_str(_public(ssh_keys["rsa1024"]))

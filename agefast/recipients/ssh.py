@@ -14,6 +14,7 @@ key with the same Montgomery form.
 import base64
 import hashlib
 import hmac
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -83,21 +84,39 @@ def _tweak(wire: bytes) -> X25519PrivateKey:
     return x25519._private_key(hkdf(b"", wire, _ED25519_LABEL))
 
 
+# Go's base64.StdEncoding, which age's SSH parsers decode with: whole quanta, a short last one padded.
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+# Go's bytes.TrimSpace: what unicode.IsSpace calls a space (Python's strip() also takes \x1c-\x1f).
+_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+    "\u2028\u2029\u202f\u205f\u3000"
+_FIELD_END = re.compile(r"[ \t]")
+
+
+def _blob(text: str) -> bytes | None:
+    return base64.b64decode(text) if _BASE64.fullmatch(text) else None
+
+
 def key_type(line: str) -> str | None:
     """The type of an authorized_keys-style line `TYPE BASE64 ...`, if it is one.
 
-    As age checks it: the type named in the line must be the one inside the
-    base64 key blob.
+    As age checks it (sshKeyType): fields split at single spaces, the type
+    named in the line the one inside the base64 key blob.
     """
-    fields = line.split()
-    if len(fields) < 2:
+    fields = line.split(" ")
+    blob = _blob(fields[1]) if len(fields) >= 2 else None
+    if blob is None or len(blob) < 4:
         return None
-    try:
-        blob = base64.b64decode(fields[1], validate=True)
-        (size,) = struct.unpack_from(">I", blob)
-    except (ValueError, struct.error):
-        return None
+    (size,) = struct.unpack_from(">I", blob)
     return fields[0] if blob[4:4 + size] == fields[0].encode("ascii", "replace") else None
+
+
+def _key_fields(line: str) -> tuple[str, str] | None:
+    """The type and base64 fields of an authorized_keys line, found as Go's ssh.ParseAuthorizedKey finds
+    them: fields end at a space or a tab, and the key's starts after any of Go's spaces."""
+    parts = _FIELD_END.split(line.strip(_GO_SPACE), 1)
+    if len(parts) < 2:
+        return None
+    return parts[0], _FIELD_END.split(parts[1].strip(_GO_SPACE), 1)[0]
 
 
 def _check_rsa_size(key: rsa.RSAPublicKey | rsa.RSAPrivateKey, error: type[Exception]) -> None:
@@ -140,15 +159,17 @@ class Recipient:
         """An authorized_keys line. A malformed one is "invalid SSH
         recipient", as pyrage says, a well-formed one of a type age cannot
         use an UnsupportedKeyError."""
-        fields = _arguments.text("v", v).strip().split()
-        if len(fields) < 2:
+        fields = _key_fields(_arguments.text("v", v))
+        if fields is None:
             raise RecipientError("invalid SSH recipient: malformed SSH public key: expected `TYPE BASE64 [COMMENT]`")
         if fields[0] not in (ED25519_TYPE, RSA_TYPE):
             if key_type(v) is not None:
                 raise UnsupportedKeyError(f"unsupported SSH key type: {fields[0][:32]!r}")
             raise RecipientError(f"invalid SSH recipient: unknown SSH key type: {fields[0][:32]!r}")
+        if _blob(fields[1]) is None:
+            raise RecipientError("invalid SSH recipient: malformed SSH public key: the key is not base64")
         try:
-            key = serialization.load_ssh_public_key(" ".join(fields[:2]).encode("ascii"))
+            key = serialization.load_ssh_public_key(" ".join(fields).encode("ascii"))
         except (ValueError, UnsupportedAlgorithm, UnicodeEncodeError) as e:
             raise RecipientError(f"invalid SSH recipient: malformed SSH public key: {e}") from None
         return cls(key)  # type: ignore[arg-type]  # an ssh-ed25519 or ssh-rsa key, by its type field
