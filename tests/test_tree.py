@@ -479,6 +479,31 @@ def test_the_command_reports_and_sets_the_exit_status(tmp_path, make_plaintext):
     assert usage.returncode == 1 and b"can't be used with decrypt" in usage.stderr
 
 
+def test_a_refused_thread_ends_the_command_with_its_error(tmp_path):
+    # Under a low ulimit -v the process pool forked its workers, then could not start its own thread: the run
+    # printed a traceback of the pool's shutdown and then hung, the interpreter's exit waiting for the workers.
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(3 * 64):     # three groups of small files: work for two workers
+        (src / f"f{n}").write_bytes(b"x")
+    refuse = ("import sys, concurrent.futures.process as p\n"
+              "def start(self): raise RuntimeError(\"can't start new thread\")\n"
+              "p._ExecutorManagerThread.start = start\n"
+              "from agefast.cli.tree import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    recipient = str(x25519.Identity.generate().to_public())
+    with subprocess.Popen([sys.executable, "-c", refuse, "encrypt", "--workers", "2", "-r", recipient, src,
+                           tmp_path / "enc"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, start_new_session=True) as run:
+        try:
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 1, stderr
+    assert stderr.decode() == "agefast-tree: error: the system refused a thread (its process limits: ulimit -u, -v, -d)\n"
+
+
 def test_a_folder_that_cannot_be_listed_fails_alone(tmp_path, make_plaintext, monkeypatch):
     # One unreadable folder (or one past PATH_MAX) had ended the job before any file was done, with no summary.
     import agefast.tree.walk as walk

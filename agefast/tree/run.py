@@ -89,9 +89,21 @@ def _in_workers(job: Job, appender: files.Manifest | None, groups: list[list[Fou
     global _inherited
     _inherited = (job, appender)
     try:
-        with ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), initializer=_die_with_parent,
-                                 initargs=(os.getpid(),)) as pool:
-            for future in as_completed([pool.submit(_do_group, g) for g in groups]):
+        before = set(multiprocessing.active_children())
+        pool = ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), initializer=_die_with_parent,
+                                   initargs=(os.getpid(),))
+        try:
+            futures = [pool.submit(_do_group, g) for g in groups]
+        except BaseException:
+            # The first submit forks the workers, then starts the pool's thread. Where that thread is refused
+            # (ulimit -v or -u) the pool can neither run nor shut down (joining the thread fails), and its
+            # workers would wait for work while the interpreter's exit waits for them.
+            for child in set(multiprocessing.active_children()) - before:
+                child.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        with pool:
+            for future in as_completed(futures):
                 yield future.result()
     finally:
         _inherited = None
