@@ -143,7 +143,8 @@ def parse_recipients(text: str, callbacks: object = None, *,
             if warn is not None and (isinstance(e, UnsupportedKeyError) or _module("ssh").key_type(line)):
                 warn(f"ignoring line {number}: {e}")
                 continue
-            raise RecipientError(f"malformed recipient on line {number}: {e}") from None
+            # an UnsupportedKeyError stays one, with its line, as the caller may skip such keys itself
+            raise type(e)(f"malformed recipient on line {number}: {e}") from None
     if not out:
         raise RecipientError("no recipients found")
     return out

@@ -229,7 +229,7 @@ def test_bad_identities(data):
 
 def test_recipients_file_with_authorized_keys_lines(ssh_keys):
     text = "".join(_public(ssh_keys[name]) for name in ("ed25519", "rsa2048", "ecdsa"))
-    with pytest.raises(agefast.RecipientError, match="line 3: unsupported SSH key type"):
+    with pytest.raises(errors.UnsupportedKeyError, match="line 3: unsupported SSH key type"):
         agefast.parse_recipients(text)
     warnings = []
     recipients = agefast.parse_recipients(text, warn=warnings.append)
