@@ -49,6 +49,7 @@ man_pages = [
     ("man/agefast-keygen", "agefast-keygen", "generate age key pairs", [author], 1),
     ("man/agefast-inspect", "agefast-inspect", "inspect age encrypted files", [author], 1),
     ("man/agefast-rekey", "agefast-rekey", "re-key age encrypted files for new recipients", [author], 1),
+    ("man/agefast-tree", "agefast-tree", "encrypt, decrypt, re-key or verify a tree of files", [author], 1),
 ]
 man_show_urls = False
 

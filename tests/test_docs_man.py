@@ -16,7 +16,7 @@ import sys
 import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
-COMMANDS = ("agefast", "agefast-keygen", "agefast-inspect", "agefast-rekey")
+COMMANDS = ("agefast", "agefast-keygen", "agefast-inspect", "agefast-rekey", "agefast-tree")
 
 # A flag is a dash, or two, and a name, not inside a word ("ML-KEM-768",
 # "agefast-keygen" and "post-quantum" are not flags).
@@ -42,7 +42,7 @@ def documented_flags(roff: str) -> set[str]:
 
 
 PARSERS = {"agefast": "agefast.cli.age", "agefast-keygen": "agefast.cli.keygen", "agefast-inspect": "agefast.cli.inspect",
-           "agefast-rekey": "agefast.cli.rekey"}
+           "agefast-rekey": "agefast.cli.rekey", "agefast-tree": "agefast.cli.tree"}
 
 
 def accepted_flags(command: str) -> set[str]:
