@@ -117,6 +117,21 @@ def test_without_a_matching_identity_nothing_is_written(tmp_path, keys, output):
     assert_nothing_changed(src, before)
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("command", ["rekey", "encrypt", "encrypt -a"])
+def test_a_full_device_as_output_is_named(tmp_path, keys, command):
+    # A device is written through a buffer: its close flushed the rest, failed again, and that error (naming
+    # no file) replaced the write's, which named it.
+    if command == "rekey":
+        src = encrypted_file(tmp_path, [keys["old"].to_public()])
+        done = run_rekey("-i", keys["old_file"], "-r", keys["new"].to_public(), "-o", "/dev/full", src)
+    else:
+        done = subprocess.run([sys.executable, "-m", "agefast", *command.split()[1:], "-r", str(keys["new"].to_public()),
+                               "-o", "/dev/full"], input=b"small", capture_output=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.endswith(b'error: failed to write output file "/dev/full": No space left on device\n')
+
+
 def test_a_modified_header_is_refused(tmp_path, keys):
     """The header MAC is checked with the recovered file key before anything is written."""
     src = encrypted_file(tmp_path, [keys["old"].to_public(), keys["new"].to_public()])

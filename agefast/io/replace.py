@@ -27,6 +27,7 @@ from typing import IO, TypeVar
 
 from .._typing import Writer
 from .direct import DirectWriter
+from .writes import write_failed
 
 T = TypeVar("T")
 
@@ -324,8 +325,19 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
     except FileNotFoundError:
         there = None
     if there is not None and not stat.S_ISREG(there.st_mode):
-        with open(path, "wb") as device:     # a pipe, a FIFO, a terminal, /dev/null: written into, as age does
+        device = open(path, "wb")     # a pipe, a FIFO, a terminal, /dev/null: written into, as age does
+        try:
             yield device
+        except BaseException:
+            # Closing flushes what is buffered, which fails as the write did (a full device): the write's
+            # error, which names the file, is the one to tell.
+            with contextlib.suppress(OSError):
+                device.close()
+            raise
+        try:
+            device.close()
+        except OSError as e:
+            raise write_failed(device, e) from None
         return
     if there is not None:
         _refuse_read_only(path, path)
