@@ -85,6 +85,11 @@ class SameFileError(AgeError, ValueError):
     """The input and the output are one file: writing would destroy the input."""
 
 
+class EngineError(AgeError):
+    """The payload engine a setting asks for cannot be had: AGEFAST_ENGINE names
+    no engine, or the kernels where this install has none to load."""
+
+
 def again(error: BaseException) -> BaseException:
     """`error`, stored by a reader that failed, to raise once more: every
     read after a failure raises the first error again (`raise again(e)`).

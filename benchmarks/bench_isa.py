@@ -303,7 +303,7 @@ def build():
     from agefast.kernels import _cache, _shipped
 
     found = _shipped.verified()
-    if found is not None:
+    if not isinstance(found, str):
         return f"shipped {found[0].name}"
     entry = _cache.lookup(_cache.key())
     return f"the cache's, compiled for {entry[2]['cpu']}" if entry else "compiled in this process, not cached"

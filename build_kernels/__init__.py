@@ -7,9 +7,12 @@ machine runs, ~30-40 s of CPU on an AVX2-only Zen 2), "all" (every class of the 
 machine's architecture, one process per core: what a release wheel sets),
 "none", or class names separated by commas. Each class compiles in its own
 process with Numba's CPU name and features set to the class's, and a fresh
-Numba cache. A class that fails to compile or link is left out, with the
-reason printed: the install goes on, and that class's CPUs compile at run
-time as before.
+Numba cache. By default a class that fails to compile or link is left out,
+with the reason printed: the install goes on, and that class's CPUs compile
+at run time where numba is installed (agefast[jit]), else run on
+cryptography. A class asked for by name (or by "all", a release's build)
+that fails, or a name of no class, fails the build: a wheel missing a class
+it was built to carry would only be found slow on the CPUs it serves.
 """
 
 import hashlib
@@ -29,12 +32,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = os.path.join(ROOT, "agefast", "kernels")
 
 
+_WITHOUT = ("the kernels compile at run time where numba is installed (pip install 'agefast[jit]'); without it, "
+            "payloads run on cryptography")
+
+
 def _say(message: str) -> None:
     print(f"agefast kernels: {message}", file=sys.stderr, flush=True)
 
 
+class BuildFailed(SystemExit):
+    """A class asked for was not built: the build stops with the reason (setuptools shows a SystemExit's)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"agefast kernels: {message}")
+
+
+def asked_by_name(setting: str) -> bool:
+    """Whether an AGEFAST_BUILD_KERNELS `setting` names its classes (or "all"), rather than leaving them to the host."""
+    return setting.strip() not in ("", "host", "none")
+
+
 def selected(setting: str, machine: str, flags: frozenset[str]) -> list[_shipped.CpuClass]:
-    """The classes an AGEFAST_BUILD_KERNELS `setting` asks for on a `machine` with `flags`."""
+    """The classes an AGEFAST_BUILD_KERNELS `setting` asks for on a `machine` with `flags`; BuildFailed for a
+    name of no class."""
     setting = setting.strip() or "host"
     ours = [c for c in _shipped.CLASSES if c.machine == machine]
     if setting == "none":
@@ -47,7 +67,8 @@ def selected(setting: str, machine: str, flags: frozenset[str]) -> list[_shipped
     names = [name.strip() for name in setting.split(",") if name.strip()]
     unknown = [name for name in names if name not in {c.name for c in ours}]
     if unknown:
-        _say(f"no class {', '.join(unknown)} for {machine} (AGEFAST_BUILD_KERNELS={setting!r})")
+        raise BuildFailed(f"no class {', '.join(unknown)} for {machine} (AGEFAST_BUILD_KERNELS={setting!r}; the "
+                          f"classes: {', '.join(c.name for c in ours)}, or host, all, none)")
     return [c for c in ours if c.name in names]
 
 
@@ -79,8 +100,7 @@ def ship(directory: str) -> None:
     setting = os.environ.get("AGEFAST_BUILD_KERNELS", "")
     classes = selected(setting, os.uname().machine, _shipped.host_flags())
     if not classes:
-        _say(f"no class to build (AGEFAST_BUILD_KERNELS={setting!r}, {os.uname().machine}): the kernels "
-             "compile at run time")
+        _say(f"no class to build (AGEFAST_BUILD_KERNELS={setting!r}, {os.uname().machine}): {_WITHOUT}")
         return
     os.makedirs(directory)
     paths = {c.name: os.path.join(directory, c.name + ".so") for c in classes}
@@ -89,6 +109,11 @@ def ship(directory: str) -> None:
         outcomes = list(pool.map(lambda c: _compile(c, paths[c.name]), classes))
     builds = {}
     record: dict[str, str] = {}
+    failed = [report for done, report, _ in outcomes if not done]
+    if failed and asked_by_name(setting):
+        shutil.rmtree(directory)
+        raise BuildFailed(f"{'; '.join(failed)} (AGEFAST_BUILD_KERNELS={setting!r}: unset it to install without "
+                          "the classes that failed)")
     for cpu_class, (done, report, built_by) in zip(classes, outcomes):
         _say(report)
         if done:
@@ -97,7 +122,7 @@ def ship(directory: str) -> None:
             record = built_by       # every class's process runs the same releases and linker
     if not builds:
         shutil.rmtree(directory)
-        _say("nothing shipped: the kernels compile at run time")
+        _say(f"nothing shipped: {_WITHOUT}")
         return
     with open(os.path.join(directory, _shipped.MANIFEST), "w", encoding="utf-8") as f:
         f.write(_shipped.write_manifest(_shipped.source_digest(SOURCES), record, builds))

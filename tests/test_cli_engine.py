@@ -22,6 +22,17 @@ def test_warm_up_refused_by_a_setting_says_so_in_one_line(tmp_path):
     assert len(done.stderr.splitlines()) == 1 and "AGEFAST_KERNEL_FORM" in done.stderr, done.stderr
 
 
+def test_an_engine_setting_of_no_engine_is_one_line(tmp_path):
+    # It had ended every command in a traceback.
+    env = dict(__import__("os").environ, AGEFAST_ENGINE="bogus")
+    recipient = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"
+    out = tmp_path / "out.age"
+    done = subprocess.run([sys.executable, "-m", "agefast", "-r", recipient, "-o", out], input="x", capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 1 and not out.exists()
+    assert done.stderr == "agefast: error: AGEFAST_ENGINE must be 'cryptography' or 'numba', not 'bogus'\n"
+
+
 def test_small_jobs_do_not_import_numba(tmp_path):
     probe = ("import sys, agefast\n"
              "i = agefast.x25519.Identity.generate()\n"

@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 
+import agefast.errors
+
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_cache():
@@ -122,9 +124,9 @@ def test_the_setting_is_read_at_a_processs_first_job(engine_setting, monkeypatch
     monkeypatch.setenv("AGEFAST_ENGINE", "openssl")
     assert choose(1024, None).kernels is not None
     engine_setting("openssl")
-    with pytest.raises(ValueError, match="AGEFAST_ENGINE must be"):
+    with pytest.raises(agefast.errors.EngineError, match="AGEFAST_ENGINE must be"):
         choose(1024, None)
-    with pytest.raises(ValueError):     # an invalid value is not kept: every job raises
+    with pytest.raises(agefast.errors.EngineError):     # an invalid value is not kept: every job raises
         choose(1024, None)
 
 

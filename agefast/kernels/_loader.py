@@ -21,6 +21,7 @@ import warnings
 from typing import Any
 
 from . import _abi, _cache, _known_answer, _native, _shipped
+from ..errors import EngineError
 from ..io import portable, trust
 
 _functions: _native.Functions | None = None     # the loaded C functions (_abi), once warm_up ran
@@ -33,7 +34,7 @@ _in_compile = False     # a compile is under way in this process, on some thread
 _forked_mid_compile = False     # this process was forked while its parent compiled
 
 
-class Unavailable(Exception):
+class Unavailable(EngineError):
     """There are no kernels in this process, by how agefast is installed: no
     shipped build runs on this CPU, and numba, which would compile them, cannot
     be imported. The message says so; every job runs on cryptography."""
@@ -102,8 +103,10 @@ def _reference() -> tuple[_native.Functions, str]:
 
 
 def _without_jit(e: ImportError) -> Unavailable:
-    return Unavailable(f"no kernel build shipped with agefast runs on this CPU, and numba and llvmlite, which would "
-                       f"compile one, cannot be imported ({e}; pip install 'agefast[jit]' adds them)")
+    shipped = _shipped.verified()
+    why = shipped if isinstance(shipped, str) else "the loader refused the shipped build"
+    return Unavailable(f"no kernel build shipped with agefast runs here ({why}), and numba and llvmlite, which "
+                       f"would compile one, cannot be imported ({e}; pip install 'agefast[jit]' adds them)")
 
 
 def _compile(key: str) -> tuple[_native.Functions, str]:
@@ -215,7 +218,7 @@ def _load() -> tuple[_native.Functions, str]:
     if _jit_disabled():
         return _reference()
     shipped = _shipped.load()
-    if shipped is not None:
+    if not isinstance(shipped, str):
         functions, features = shipped
         return functions, _isa_of(features)
     try:
@@ -254,7 +257,7 @@ def is_warm() -> bool:
 
 def cached() -> bool:
     """Whether warm_up would load the kernels (shipped or cached: milliseconds) rather than compile them."""
-    if _functions is not None or _jit_disabled() or _shipped.verified() is not None:
+    if _functions is not None or _jit_disabled() or not isinstance(_shipped.verified(), str):
         return True
     try:
         key = _cache.key()

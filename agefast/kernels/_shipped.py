@@ -32,6 +32,7 @@ no shipped build is used.
 import functools
 import hashlib
 import os
+import stat
 from typing import NamedTuple
 
 from ..io import portable
@@ -176,45 +177,64 @@ def write_manifest(source: str, record: dict[str, str], builds: dict[str, str]) 
     return "\n".join(lines) + "\n"
 
 
+# Far above any build (a library is ~60 KB, a manifest ~1 KB): a file larger is not one.
+_LARGEST = 16 << 20
+
+
+def _read(path: str) -> bytes:
+    """The bytes of the regular file at `path`; OSError or ValueError for anything else (a FIFO would block the
+    read, /dev/zero fill the memory)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = f.read(_LARGEST + 1)
+    if len(data) > _LARGEST:
+        raise ValueError("larger than any build")
+    return data
+
+
 @functools.cache     # the package directory does not change while a process runs
-def verified() -> tuple[CpuClass, bytes] | None:
-    """The class this CPU runs and its library's bytes, checked against the manifest; None where none fits."""
-    if any(os.environ.get(name) for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "AGEFAST_KERNEL_FORM")):
-        return None
+def verified() -> tuple[CpuClass, bytes] | str:
+    """The class this CPU runs and its library's bytes, checked against the manifest; else why there are none."""
+    asked = [name for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "AGEFAST_KERNEL_FORM") if os.environ.get(name)]
+    if asked:
+        return f"{asked[0]} asks for a build of its own"
     try:
-        with open(os.path.join(DIRECTORY, MANIFEST), encoding="utf-8") as f:
-            fields, builds = read_manifest(f.read())
+        fields, builds = read_manifest(_read(os.path.join(DIRECTORY, MANIFEST)).decode("utf-8"))
         if fields["source"] != source_digest(_HERE):
-            return None
-        cpu_class = choose(portable.machine(), host_flags(), frozenset(builds))
-        if cpu_class is None:
-            return None
-        build = builds[cpu_class.name]
-        # compiled for another target than the class's (a class redefined
-        # since): its code may need what the class does not require
-        if (build.cpu, build.features) != (cpu_class.cpu, cpu_class.features):
-            return None
-        with open(os.path.join(DIRECTORY, cpu_class.name + ".so"), "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
-        return None
+            return "the shipped builds are of other kernel sources"
+    except FileNotFoundError:
+        return "none was built with this install"
+    except (OSError, ValueError) as e:
+        return f"the manifest of the builds cannot be read ({e})"
+    cpu_class = choose(portable.machine(), host_flags(), frozenset(builds))
+    if cpu_class is None:
+        return f"this CPU runs none of the shipped builds ({', '.join(sorted(builds))})"
+    build = builds[cpu_class.name]
+    # compiled for another target than the class's (a class redefined
+    # since): its code may need what the class does not require
+    if (build.cpu, build.features) != (cpu_class.cpu, cpu_class.features):
+        return f"the shipped {cpu_class.name} build was compiled for another target"
+    try:
+        data = _read(os.path.join(DIRECTORY, cpu_class.name + ".so"))
+    except (OSError, ValueError) as e:
+        return f"the shipped {cpu_class.name} build cannot be read ({e})"
     if hashlib.sha256(data).hexdigest() != build.sha256:
-        return None
+        return f"the shipped {cpu_class.name} build is not the one its manifest names"
     return cpu_class, data
 
 
-def load() -> tuple[_native.Functions, str] | None:
-    """The shipped build's functions and the LLVM features it was compiled for; None where there is none to load.
-
-    None too where the loader refuses the memfd (a kernel whose
-    vm.memfd_noexec forbids mapping memfds executable): the cache serves.
-    """
+def load() -> tuple[_native.Functions, str] | str:
+    """The shipped build's functions and the LLVM features it was compiled for; else why there is none to load
+    (where the loader refuses the memfd too: a kernel whose vm.memfd_noexec forbids mapping memfds executable),
+    and the cache serves."""
     found = verified()
-    if found is None:
-        return None
+    if isinstance(found, str):
+        return found
     cpu_class, data = found
     try:
         functions = _native.load_library(data, f"agefast-kernels-{cpu_class.name}")
-    except OSError:
-        return None
+    except OSError as e:
+        return f"the shipped {cpu_class.name} build cannot be loaded here ({e})"
     return functions, cpu_class.features

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .._typing import Buffer
+from ..errors import EngineError
 from ..io import portable
 from .rules import (CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, KERNEL_SPLIT_CHUNKS, LONE_CHUNK_NONCE,
                     SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce)
@@ -98,7 +99,7 @@ ONE_CORE_AFTER = 128 << 20
 def _forced() -> str:
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):
-        raise ValueError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
+        raise EngineError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
     return engine
 
 

@@ -79,12 +79,44 @@ def test_a_build_for_another_target_than_its_class_is_refused(tmp_path, host_bui
     manifest = prebuilt / "manifest"
     _shipped.verified.cache_clear()
     try:
-        assert _shipped.verified() is not None
+        assert not isinstance(_shipped.verified(), str)
         manifest.write_text(manifest.read_text().replace(f" {cpu_class.cpu} ", " skylake-avx512 "))
         _shipped.verified.cache_clear()
-        assert _shipped.verified() is None
+        assert _shipped.verified() == f"the shipped {cpu_class.name} build was compiled for another target"
     finally:
         _shipped.verified.cache_clear()
+
+
+def test_what_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, host_build):
+    # A FIFO had held the process in its read, /dev/zero filled the memory.
+    cpu_class, library = host_build
+    prebuilt = ship(tmp_path / "prebuilt", cpu_class, library)
+    os.mkfifo(tmp_path / "fifo")
+    why = textwrap.dedent("""
+        import sys
+        from agefast.kernels import _shipped
+        _shipped.DIRECTORY = sys.argv[1]
+        print(_shipped.verified())
+    """)
+    for there in (tmp_path / "fifo", Path("/dev/zero")):
+        (prebuilt / f"{cpu_class.name}.so").unlink()
+        (prebuilt / f"{cpu_class.name}.so").symlink_to(there)
+        done = subprocess.run([sys.executable, "-c", why, str(prebuilt)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                              capture_output=True, text=True, timeout=60)
+        assert done.stdout == f"the shipped {cpu_class.name} build cannot be read (not a regular file)\n", done.stderr
+
+
+def test_without_numba_the_message_says_why_no_shipped_build_runs(tmp_path, monkeypatch):
+    from agefast.kernels import _loader
+
+    monkeypatch.setattr(_shipped, "DIRECTORY", str(tmp_path))
+    _shipped.verified.cache_clear()
+    try:
+        message = str(_loader._without_jit(ImportError("No module named 'numba'")))
+    finally:
+        _shipped.verified.cache_clear()
+    assert message.startswith("no kernel build shipped with agefast runs here (none was built with this install), "
+                              "and numba and llvmlite")
 
 
 LOAD = textwrap.dedent("""
@@ -169,10 +201,10 @@ def test_a_numba_target_or_a_kernel_form_in_the_environment_passes_the_shipped_b
     monkeypatch.setattr(_shipped, "DIRECTORY", str(ship(tmp_path / "prebuilt", *host_build)))
     _shipped.verified.cache_clear()
     try:
-        assert _shipped.verified() is not None
+        assert not isinstance(_shipped.verified(), str)
         _shipped.verified.cache_clear()
         monkeypatch.setenv(*setting)
-        assert _shipped.verified() is None
+        assert _shipped.verified() == f"{setting[0]} asks for a build of its own"
     finally:
         _shipped.verified.cache_clear()
 
@@ -189,11 +221,13 @@ def test_the_build_compiles_the_classes_asked_for(capsys):
     assert names(build_kernels.selected("all", "x86_64", zen2)) == ["avx512ifma", "avx512f", "avx2"]
     assert names(build_kernels.selected("all", "aarch64", frozenset())) == ["aarch64"]
     assert names(build_kernels.selected("none", "x86_64", zen2)) == []
-    assert names(build_kernels.selected("avx2, avx512fx", "x86_64", zen2)) == ["avx2"]
-    assert "no class avx512fx for x86_64" in capsys.readouterr().err
+    assert names(build_kernels.selected("avx2, avx512f", "x86_64", zen2)) == ["avx512f", "avx2"]
+    for typo in ("avx2, avx512fx", "AVX2", "bogus"):     # a typo had built nothing, the install going on
+        with pytest.raises(build_kernels.BuildFailed, match="no class"):
+            build_kernels.selected(typo, "x86_64", zen2)
 
 
-def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_path, monkeypatch, capsys):
+def test_a_class_that_fails_to_compile_is_left_out_where_the_host_chose_it(tmp_path, monkeypatch, capsys):
     import build_kernels
 
     def compile_class(cpu_class, out):
@@ -203,11 +237,13 @@ def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_pat
         return True, f"{cpu_class.name} compiled in 1 s", {"numba": "0.68.1", "linker": "cc -shared"}
 
     monkeypatch.setattr(build_kernels, "_compile", compile_class)
-    # the x86 classes by name, whatever machine builds (ship() picks among the building machine's classes)
-    selected = build_kernels.selected
-    monkeypatch.setattr(build_kernels, "selected", lambda setting, machine, flags: selected(setting, "x86_64", flags))
+    # two x86 classes, whatever machine builds and whatever the setting names (the setting still decides
+    # whether a failure fails the build)
+    avx512f, avx2 = [c for c in _shipped.CLASSES if c.name in ("avx2", "avx512f")]
+    chosen = {"": [avx512f, avx2], "avx2,avx512f": [avx512f, avx2], "avx2": [avx2]}
+    monkeypatch.setattr(build_kernels, "selected", lambda setting, machine, flags: chosen[setting])
     prebuilt = tmp_path / "prebuilt"
-    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2,avx512f")
+    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "")
     build_kernels.ship(str(prebuilt))
     fields, builds = _shipped.read_manifest((prebuilt / "manifest").read_text())
     assert {name: build.sha256 for name, build in builds.items()} == {
@@ -217,7 +253,15 @@ def test_a_class_that_fails_to_compile_is_left_out_and_the_build_goes_on(tmp_pat
     assert sorted(p.name for p in prebuilt.iterdir()) == ["avx512f.so", "manifest"]
     assert "avx2 failed after 1 s: no C compiler driver" in capsys.readouterr().err
 
-    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "avx2")
+    # asked for by name (or by "all"), a class that fails fails the build, and nothing is left to ship
+    for setting in ("avx2,avx512f", "avx2"):
+        monkeypatch.setenv("AGEFAST_BUILD_KERNELS", setting)
+        with pytest.raises(build_kernels.BuildFailed, match="avx2 failed after 1 s: no C compiler driver"):
+            build_kernels.ship(str(prebuilt))
+        assert not prebuilt.exists()
+
+    chosen[""] = [avx2]
+    monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "")
     build_kernels.ship(str(prebuilt))
-    assert not prebuilt.exists()      # nothing of the earlier build is left to ship
-    assert "nothing shipped" in capsys.readouterr().err
+    assert not prebuilt.exists()
+    assert "nothing shipped: the kernels compile at run time where numba is installed" in capsys.readouterr().err
