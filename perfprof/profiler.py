@@ -52,6 +52,11 @@ class Profiler:
 
     enable_on_exec=True leaves the counters off until the process pid
     calls exec (how the CLI measures a command from its first instruction).
+
+    The counters belong to the process that opened them.  A child forked
+    while they are open shares their file descriptors, so an ioctl there
+    would switch off the parent's counting: in the child, close() only
+    closes its copies and every other method raises ProfilerStateError.
     """
 
     def __init__(self, events=DEFAULT_EVENTS, *, pid=0, inherit=False, exclude_kernel=True, enable_on_exec=False):
@@ -68,6 +73,8 @@ class Profiler:
         self._user_only = set()
         self._unavailable = ""
         self._final = None
+        # The process that opened the counters; set by open().
+        self._opener = None
 
     # -- lifecycle -----------------------------------------------------
 
@@ -75,6 +82,7 @@ class Profiler:
         """Open every counter, disabled; failures become None-with-reason."""
         self._require("new")
         self._state = "open"
+        self._opener = os.getpid()
         try:
             _abi.syscall_number()
         except PerfUnavailableError as err:
@@ -107,6 +115,11 @@ class Profiler:
     def close(self):
         """Stop if running, keep the last reading for read(), release the fds."""
         if self._state == "closed":
+            return
+        if self._forked():
+            # A forked child: the kernel objects are the parent's; drop our copies.
+            self._close_fds()
+            self._state = "closed"
             return
         if self._state == "running":
             self.stop()
@@ -143,7 +156,14 @@ class Profiler:
 
     # -- internals -----------------------------------------------------
 
+    def _forked(self):
+        return self._opener is not None and self._opener != os.getpid()
+
     def _require(self, *states):
+        if self._forked():
+            raise ProfilerStateError(
+                f"the counters belong to process {self._opener} (opened before a fork); this is process {os.getpid()}"
+            )
         if self._state not in states:
             raise ProfilerStateError(f"profiler is {self._state}; this needs it {' or '.join(states)}")
 

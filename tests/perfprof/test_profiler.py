@@ -136,6 +136,46 @@ def test_read_after_close_returns_the_final_reading_and_frees_fds(spin):
     assert profiler.read() is first and profiler._groups == []
 
 
+def test_a_forked_child_leaving_the_block_leaves_the_parents_counters_on(spin):
+    child = None
+    try:
+        with Profiler(["task-clock"]) as profiler:
+            child = os.fork()
+            if child == 0:
+                raise SystemExit  # the child unwinds through the with, as a forked worker exiting does
+            _, status = os.waitpid(child, 0)
+            spin(0.2)
+    except SystemExit:
+        if child == 0:
+            os._exit(0)
+        raise
+    finally:
+        if child == 0:
+            os._exit(1)  # whatever went wrong, the child never returns into pytest
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert profiler.read()["task-clock"] >= 0.15e9
+
+
+def test_in_a_forked_child_the_counters_are_the_parents(spin):
+    parent = os.getpid()
+    with Profiler(["task-clock"]) as profiler:
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                for method in (profiler.read, profiler.stop, profiler.start):
+                    with pytest.raises(ProfilerStateError, match=f"process {parent} .*fork"):
+                        method()
+                profiler.close()  # what the perf_counters fixture does at teardown
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        spin(0.2)
+        assert profiler.read()["task-clock"] >= 0.15e9
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_wrong_state_is_a_typed_error(spin):
     profiler = Profiler(["task-clock"])
     with pytest.raises(ProfilerStateError):
