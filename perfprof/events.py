@@ -15,6 +15,10 @@ class EventSpec:
     # kernel registers, so exclude_kernel=1 would filter every one of them
     # and leave a count of 0 that means nothing.
     kernel_only: bool = False
+    # task-clock is the task's on-CPU time, user and kernel alike: the kernel
+    # ignores exclude_kernel when counting it (the bit only filters its
+    # samples), so it is opened user-only, as any paranoid setting allows.
+    ignores_exclude_kernel: bool = False
 
 
 def _hw_cache(cache, op, result):
@@ -35,7 +39,7 @@ EVENTS = {
         EventSpec("branch-misses", _abi.PERF_TYPE_HARDWARE, 5),
         EventSpec("L1-dcache-loads", _abi.PERF_TYPE_HW_CACHE, _hw_cache(_L1D, _OP_READ, _ACCESS)),
         EventSpec("L1-dcache-load-misses", _abi.PERF_TYPE_HW_CACHE, _hw_cache(_L1D, _OP_READ, _MISS)),
-        EventSpec("task-clock", _abi.PERF_TYPE_SOFTWARE, 1),
+        EventSpec("task-clock", _abi.PERF_TYPE_SOFTWARE, 1, ignores_exclude_kernel=True),
         EventSpec("page-faults", _abi.PERF_TYPE_SOFTWARE, 2),
         EventSpec("context-switches", _abi.PERF_TYPE_SOFTWARE, 3, kernel_only=True),
         EventSpec("cpu-migrations", _abi.PERF_TYPE_SOFTWARE, 4, kernel_only=True),

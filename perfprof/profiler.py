@@ -43,7 +43,9 @@ class Profiler:
     with inherit, and reads them one by one.
 
     exclude_kernel=True (the default) counts user space only, which
-    perf_event_paranoid=2 allows without privilege.  context-switches and
+    perf_event_paranoid=2 allows without privilege.  task-clock is the
+    exception: it is the task's whole on-CPU time, kernel time included,
+    whatever exclude_kernel says.  context-switches and
     cpu-migrations happen only in the kernel, so they are always opened
     with kernel counting and come back None with a reason where that is not
     allowed.  exclude_kernel=False counts the kernel too; an event the
@@ -180,7 +182,7 @@ class Profiler:
             try:
                 counter, joined = self._open_counter(spec, group)
             except OSError as err:
-                counts_kernel = spec.kernel_only or not self.exclude_kernel
+                counts_kernel = not self._excludes_kernel(spec)
                 self._failed[spec.name] = reasons.open_failure(err, counts_kernel=counts_kernel, paranoid=paranoid)
                 continue
             if joined:
@@ -191,7 +193,7 @@ class Profiler:
 
     def _open_counter(self, spec, group):
         """Open spec in group (or as a new leader); return (counter, joined_group)."""
-        exclude_kernel = self.exclude_kernel and not spec.kernel_only
+        exclude_kernel = self._excludes_kernel(spec)
         try:
             return self._open_with(spec, group, exclude_kernel), group is not None
         except OSError as err:
@@ -205,6 +207,12 @@ class Profiler:
                 self._user_only.add(spec.name)
                 return counter, group is not None
             raise
+
+    def _excludes_kernel(self, spec):
+        """The exclude_kernel bit spec is opened with."""
+        if spec.kernel_only:
+            return False
+        return self.exclude_kernel or spec.ignores_exclude_kernel
 
     def _open_with(self, spec, group, exclude_kernel):
         leader = group is None

@@ -3,6 +3,7 @@ plus the fallbacks driven by errnos the kernel here does not produce."""
 
 import errno
 import os
+import resource
 import threading
 import time
 
@@ -108,14 +109,37 @@ def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeyp
     monkeypatch.setattr(reasons, "PARANOID_PATH", str(paranoid))
     # perf_event_paranoid=2 without CAP_PERFMON: no kernel-mode counting.
     refuse(monkeypatch, errno.EACCES, lambda attr: not attr.exclude_kernel)
-    with Profiler(["task-clock", "context-switches"], exclude_kernel=False) as profiler:
+    with Profiler(["task-clock", "page-faults", "context-switches"], exclude_kernel=False) as profiler:
         spin(0.01)
     reading = profiler.read()
     assert reading["context-switches"] is None
     assert "perf_event_paranoid = 2" in reading.reasons["context-switches"]
     assert "kernel.perf_event_paranoid=1" in reading.reasons["context-switches"]
-    # task-clock was retried user-only rather than lost.
-    assert reading["task-clock"] > 0 and reading.user_only == {"task-clock"}
+    # page-faults was retried user-only rather than lost; task-clock counts
+    # kernel time whatever exclude_kernel says, so it is not user-only.
+    assert reading["page-faults"] is not None and reading.user_only == {"page-faults"}
+    assert reading["task-clock"] > 0
+
+
+def test_task_clock_counts_kernel_time_under_exclude_kernel():
+    def cpu_seconds():
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+        return usage.ru_utime, usage.ru_stime
+
+    zero = os.open("/dev/zero", os.O_RDONLY)
+    try:
+        user, system = cpu_seconds()
+        with Profiler(["task-clock"]) as profiler:
+            end = time.thread_time() + 0.1
+            while time.thread_time() < end:
+                os.read(zero, 1 << 20)  # the kernel's time: filling the buffer
+        user_after, system_after = cpu_seconds()
+    finally:
+        os.close(zero)
+    user, system = user_after - user, system_after - system
+    assert system > 2 * user
+    assert profiler.read()["task-clock"] / 1e9 == pytest.approx(user + system, rel=0.15, abs=0.005)
+    assert profiler.read().user_only == set()
 
 
 def test_unsupported_machine_gives_all_none_with_reason(monkeypatch, spin):
