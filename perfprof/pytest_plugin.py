@@ -7,11 +7,15 @@ import pytest
 
 from perfprof.errors import MarkerError
 from perfprof.profiler import Profiler
+from perfprof.reading import Reading
 from perfprof.report import per_test_table
 
 # What the --perfprof table needs: time, and IPC and cycles/byte where the
 # machine has a PMU.
 SESSION_EVENTS = ("task-clock", "cycles", "instructions")
+
+# Where a pytest-xdist worker leaves its rows in config.workeroutput.
+WORKER_OUTPUT_KEY = "perfprof_rows"
 
 
 def pytest_addoption(parser):
@@ -27,7 +31,12 @@ def pytest_configure(config):
         "markers", "perfprof_bytes(n): the test processes n bytes; --perfprof reports cycles per byte"
     )
     if config.getoption("perfprof"):
-        config.pluginmanager.register(SessionCounters(), "perfprof-session")
+        counters = SessionCounters()
+        config.pluginmanager.register(counters, "perfprof-session")
+        # pytest_testnodedown is xdist's hook; pytest fails a session whose
+        # plugins implement a hook no plugin declares.
+        if config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(XdistRows(counters), "perfprof-xdist")
 
 
 @pytest.fixture
@@ -61,7 +70,11 @@ def declared_bytes(item):
 
 
 class SessionCounters:
-    """Measures each test's call phase and prints the table at session end."""
+    """Measures each test's call phase and prints the table at session end.
+
+    Under pytest-xdist the tests run in worker processes: each worker hands
+    its rows to the controller (XdistRows), which prints the one table.
+    """
 
     def __init__(self):
         self.rows = []
@@ -74,6 +87,16 @@ class SessionCounters:
             yield
         self.rows.append((item.nodeid, profiler.read(), nbytes))
 
+    def pytest_sessionfinish(self, session):
+        # Only an xdist worker's config has workeroutput; xdist sends it to
+        # the controller after every pytest_sessionfinish has run.
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKER_OUTPUT_KEY] = [
+                {"test": test_id, "reading": reading.to_dict(), "bytes": nbytes}
+                for test_id, reading, nbytes in self.rows
+            ]
+
     def pytest_terminal_summary(self, terminalreporter):
         terminalreporter.write_sep("-", "perfprof: per-test counters (call phase)")
         if not self.rows:
@@ -84,3 +107,15 @@ class SessionCounters:
         reasons = {name: why for _, reading, _ in self.rows for name, why in reading.reasons.items()}
         for name, why in reasons.items():
             terminalreporter.write_line(f"{name}: {why}")
+
+
+class XdistRows:
+    """On the pytest-xdist controller: adds each worker's rows to the session's."""
+
+    def __init__(self, counters):
+        self.counters = counters
+
+    def pytest_testnodedown(self, node, error):
+        # A worker that crashed sent no workeroutput; its tests report the crash.
+        rows = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY, [])
+        self.counters.rows.extend((row["test"], Reading.from_dict(row["reading"]), row["bytes"]) for row in rows)

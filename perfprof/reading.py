@@ -61,6 +61,23 @@ class Reading(Mapping):
             return None
         return instructions / cycles
 
+    def to_dict(self):
+        """This reading as builtins only (dicts, lists, str, int, float, None).
+
+        pytest-xdist sends a worker's output through execnet, which carries
+        nothing else; from_dict() makes the Reading again.
+        """
+        return {
+            "counts": dict(self.counts),
+            "reasons": dict(self.reasons),
+            "multiplexed": dict(self.multiplexed),
+            "user_only": sorted(self.user_only),
+        }
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(dict(data["counts"]), dict(data["reasons"]), dict(data["multiplexed"]), frozenset(data["user_only"]))
+
     @classmethod
     def unavailable(cls, names, reason):
         return cls({name: None for name in names}, {name: reason for name in names})

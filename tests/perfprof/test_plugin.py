@@ -1,8 +1,15 @@
 """The pytest plugin, run in an inner pytest session through pytester."""
 
 import inspect
+import json
+import pathlib
+from types import SimpleNamespace
 
 import pytest
+
+import perfprof
+from perfprof import Reading
+from perfprof.pytest_plugin import SessionCounters, XdistRows
 
 pytest_plugins = ["pytester"]
 
@@ -96,3 +103,34 @@ def test_perf_counters_fixture_gives_started_profilers(pytester):
         """
     )
     run(pytester).assert_outcomes(passed=1)
+
+
+def test_an_xdist_workers_rows_reach_the_controller_as_plain_data():
+    reading = Reading(
+        {"task-clock": 12_000_000, "page-faults": 7, "cycles": None},
+        {"cycles": "not supported by this machine"},
+        {"page-faults": 0.5},
+        frozenset({"page-faults"}),
+    )
+    worker = SessionCounters()
+    worker.rows.append(("test_a.py::test_a", reading, 1 << 20))
+    worker_session = SimpleNamespace(config=SimpleNamespace(workeroutput={}))
+    worker.pytest_sessionfinish(worker_session)
+    # execnet carries builtins only: what survives JSON survives it.
+    sent = json.loads(json.dumps(worker_session.config.workeroutput))
+    controller = SessionCounters()
+    XdistRows(controller).pytest_testnodedown(SimpleNamespace(workeroutput=sent), None)
+    # A worker that died has no workeroutput; it adds no rows.
+    XdistRows(controller).pytest_testnodedown(SimpleNamespace(), "crashed")
+    assert controller.rows == [("test_a.py::test_a", reading, 1 << 20)]
+
+
+def test_perfprof_with_xdist_prints_every_workers_rows(pytester, measured, monkeypatch):
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed; the plain-data path is tested without it")
+    # The inner session and its workers import the perfprof under test.
+    monkeypatch.setenv("PYTHONPATH", str(pathlib.Path(perfprof.__file__).parent.parent))
+    result = pytester.runpytest_subprocess("-p", "no:hypothesispytest", "-p", "no:benchmark", "--perfprof", "-n", "2")
+    result.assert_outcomes(passed=2)
+    rows = table_rows(result.outlines)
+    assert set(rows) == {"test_measured.py::test_declares_a_mebibyte", "test_measured.py::test_threaded"}
+    assert float(rows["test_measured.py::test_threaded"][0]) >= 80

@@ -1,5 +1,6 @@
 """Multiplex scaling, group-read parsing, and Reading's derived values."""
 
+import json
 import os
 import struct
 
@@ -69,3 +70,11 @@ def test_reading_is_a_mapping():
     reading = Reading.unavailable(["cycles", "task-clock"], "no PMU")
     assert dict(reading) == {"cycles": None, "task-clock": None}
     assert reading.reasons == {"cycles": "no PMU", "task-clock": "no PMU"}
+
+
+def test_reading_round_trips_through_plain_data():
+    reading = Reading({"task-clock": 5, "page-faults": 3, "cycles": None}, {"cycles": "no PMU"},
+                      {"page-faults": 0.25}, frozenset({"page-faults"}))
+    plain = json.loads(json.dumps(reading.to_dict()))
+    assert Reading.from_dict(plain) == reading
+    assert list(Reading.from_dict(plain)) == ["task-clock", "page-faults", "cycles"]
