@@ -76,7 +76,9 @@ def main(argv=None):
     events = [name.strip() for name in args.events.split(",") if name.strip()]
     try:
         code, reading, elapsed = run(command, events, exclude_kernel=not args.kernel)
-    except PerfprofError as err:
+    except (PerfprofError, OSError) as err:
+        # OSError: perfprof's own pipe, fork or wait failed (too many open
+        # files, processes); the command's failures are its exit status.
         print(f"perfprof: {err}", file=sys.stderr)
         return 2
     print(stat_table(reading, repr(shlex.join(command)), elapsed), file=sys.stderr)

@@ -12,6 +12,11 @@ import sys
 
 from perfprof.errors import PerfUnavailableError
 
+try:
+    import fcntl
+except ImportError:  # not Unix: perfprof still imports, and syscall_number() says why it cannot count
+    fcntl = None
+
 # The installed uapi header (and so the struct below) ends at sig_data.
 # Newer kernels accept a smaller attr and treat the missing tail as zero,
 # older kernels accept it as long as it is not larger than they know.
@@ -158,15 +163,11 @@ def perf_event_open(attr, pid, cpu, group_fd, flags):
 
 def ioctl(fd, request, arg=0):
     """Issue a perf ioctl that takes an integer argument (ENABLE, RESET...)."""
-    import fcntl  # Unix-only; imported here so perfprof imports on any OS.
-
     fcntl.ioctl(fd, request, arg)
 
 
 def event_id(fd):
     """Return the kernel's id for this counter, as reported in group reads."""
-    import fcntl  # see ioctl()
-
     buf = bytearray(8)
     fcntl.ioctl(fd, PERF_EVENT_IOC_ID, buf, True)
     return int.from_bytes(buf, sys.byteorder)

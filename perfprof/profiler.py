@@ -226,7 +226,7 @@ class Profiler:
             raise
         try:
             return _Counter(spec.name, fd, _abi.event_id(fd))
-        except OSError:
+        except BaseException:
             os.close(fd)
             raise
 

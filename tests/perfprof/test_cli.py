@@ -46,3 +46,13 @@ def test_usage_errors():
     assert perfprof("-e", "task-clock").returncode == 2
     bad = perfprof("-e", "nope", "--", "true")
     assert bad.returncode == 2 and "unknown event 'nope'" in bad.stderr
+
+
+def test_a_system_error_of_its_own_is_one_line_and_status_2(run_with_free_fds):
+    # One descriptor left: the pipe to the paused child needs two.
+    done = run_with_free_fds(
+        "import sys\nfrom perfprof.__main__ import main", 'sys.exit(main(["-e", "task-clock", "--", "true"]))', 1
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("perfprof: ") and "Too many open files" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -200,6 +200,31 @@ def test_in_a_forked_child_the_counters_are_the_parents(spin):
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_one_descriptor_left_is_enough_for_a_counter(run_with_free_fds):
+    done = run_with_free_fds(
+        "import perfprof",
+        """
+with perfprof.Profiler(["task-clock"]) as profiler:
+    pass
+assert profiler.read()["task-clock"] is not None
+os.close(os.open("/dev/null", os.O_RDONLY))  # the counter's descriptor was given back
+""",
+        1,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_counter_that_fails_after_its_open_is_closed(monkeypatch):
+    def event_id(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_abi, "event_id", event_id)
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(KeyboardInterrupt):
+        Profiler(["task-clock"]).open()
+    assert set(os.listdir("/proc/self/fd")) == before
+
+
 def test_wrong_state_is_a_typed_error(spin):
     profiler = Profiler(["task-clock"])
     with pytest.raises(ProfilerStateError):
