@@ -172,7 +172,7 @@ class Profiler:
     def _open_all(self, grouped):
         self._grouped = grouped
         self._groups, self._failed, self._user_only = [], {}, set()
-        paranoid = reasons.read_paranoid()
+        paranoid, privileged = reasons.read_paranoid(), reasons.perfmon_capable()
         # Software events never compete for PMU counters, so they get a group
         # of their own that a too-full hardware group cannot starve.
         current = {}  # is_software -> the group new events of that kind join
@@ -183,7 +183,9 @@ class Profiler:
                 counter, joined = self._open_counter(spec, group)
             except OSError as err:
                 counts_kernel = not self._excludes_kernel(spec)
-                self._failed[spec.name] = reasons.open_failure(err, counts_kernel=counts_kernel, paranoid=paranoid)
+                self._failed[spec.name] = reasons.open_failure(
+                    err, counts_kernel=counts_kernel, paranoid=paranoid, privileged=privileged
+                )
                 continue
             if joined:
                 group.append(counter)

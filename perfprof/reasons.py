@@ -3,6 +3,12 @@
 import errno
 
 PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
+STATUS_PATH = "/proc/self/status"
+
+# Either capability lifts the perf_event_paranoid limits (CAP_PERFMON from
+# Linux 5.8; CAP_SYS_ADMIN before it and still).
+_CAP_SYS_ADMIN = 21
+_CAP_PERFMON = 38
 
 _NOT_SUPPORTED = {errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV}
 _NOT_PERMITTED = {errno.EACCES, errno.EPERM}
@@ -17,12 +23,28 @@ def read_paranoid():
         return None
 
 
+def perfmon_capable():
+    """Whether this process has CAP_PERFMON or CAP_SYS_ADMIN in effect (root, outside a container, has both)."""
+    try:
+        with open(STATUS_PATH) as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    effective = int(line.split()[1], 16)
+                    return bool(effective & (1 << _CAP_PERFMON | 1 << _CAP_SYS_ADMIN))
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def is_permission_error(err):
     return err.errno in _NOT_PERMITTED
 
 
-def open_failure(err, *, counts_kernel, paranoid):
-    """Explain an OSError from perf_event_open for one event."""
+def open_failure(err, *, counts_kernel, paranoid, privileged):
+    """Explain an OSError from perf_event_open for one event.
+
+    privileged: the process has CAP_PERFMON or CAP_SYS_ADMIN (perfmon_capable()).
+    """
     if err.errno in _NOT_SUPPORTED:
         return f"not supported by this machine ({errno.errorcode[err.errno]}: no PMU provides this event)"
     if err.errno in _NOT_PERMITTED:
@@ -30,9 +52,22 @@ def open_failure(err, *, counts_kernel, paranoid):
         # processes, 1 adds kernel-mode counting, 0 CPU-wide, -1 everything.
         needed = 1 if counts_kernel else 2
         what = "kernel-mode counting" if counts_kernel else "counting your own processes"
+        refused = f"not permitted ({errno.errorcode[err.errno]})"
+        if privileged or (paranoid is not None and paranoid <= needed):
+            # Then the sysctl is not what refused: a seccomp filter (Docker's
+            # default answers EPERM) or an LSM hook stops the call first.
+            allowed_by = (
+                "this process has CAP_PERFMON or CAP_SYS_ADMIN"
+                if privileged
+                else f"perf_event_paranoid = {paranoid} allows {what}"
+            )
+            return (
+                f"{refused}: the kernel refused perf_event_open although {allowed_by}; "
+                "a seccomp filter (a container's) or a security module (SELinux, AppArmor) may block perf_event_open"
+            )
         setting = "unreadable" if paranoid is None else str(paranoid)
         return (
-            f"not permitted ({errno.errorcode[err.errno]}): perf_event_paranoid = {setting}; "
+            f"{refused}: perf_event_paranoid = {setting}; "
             f"{what} needs sysctl kernel.perf_event_paranoid={needed} or lower, or CAP_PERFMON"
         )
     name = errno.errorcode.get(err.errno, str(err.errno))

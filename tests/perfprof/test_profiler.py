@@ -107,6 +107,7 @@ def test_permission_reason_names_paranoid_and_the_setting_that_allows_it(monkeyp
     paranoid = tmp_path / "perf_event_paranoid"
     paranoid.write_text("2\n")
     monkeypatch.setattr(reasons, "PARANOID_PATH", str(paranoid))
+    monkeypatch.setattr(reasons, "perfmon_capable", lambda: False)
     # perf_event_paranoid=2 without CAP_PERFMON: no kernel-mode counting.
     refuse(monkeypatch, errno.EACCES, lambda attr: not attr.exclude_kernel)
     with Profiler(["task-clock", "page-faults", "context-switches"], exclude_kernel=False) as profiler:
