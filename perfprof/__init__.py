@@ -6,7 +6,7 @@
     reading["task-clock"]   # ns, or None; reading.reasons says why None
 """
 
-from perfprof.errors import EventListError, PerfprofError, PerfUnavailableError, ProfilerStateError
+from perfprof.errors import EventListError, MarkerError, PerfprofError, PerfUnavailableError, ProfilerStateError
 from perfprof.events import DEFAULT_EVENTS, EVENTS
 from perfprof.profiler import Profiler
 from perfprof.reading import Reading, Scaled, scale
@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_EVENTS",
     "EVENTS",
     "EventListError",
+    "MarkerError",
     "PerfUnavailableError",
     "PerfprofError",
     "Profiler",

@@ -6,7 +6,7 @@ class PerfprofError(Exception):
 
 
 class EventListError(PerfprofError, ValueError):
-    """The events list names an unknown event, repeats one, or is empty."""
+    """The events list names an unknown event, repeats one, is empty, or is one string."""
 
 
 class ProfilerStateError(PerfprofError, RuntimeError):

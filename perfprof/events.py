@@ -62,7 +62,7 @@ DEFAULT_EVENTS = (
 def resolve(names):
     """Return the EventSpec for each name, in order, rejecting unknown and repeated names."""
     if isinstance(names, str):
-        raise TypeError("events must be a sequence of names, not one string")
+        raise EventListError(f"events must be a sequence of names, not one string ({names!r}); write [{names!r}]")
     specs = []
     for name in names:
         if name not in EVENTS:

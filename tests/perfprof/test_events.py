@@ -2,7 +2,8 @@
 
 import pytest
 
-from perfprof import EVENTS, EventListError
+import perfprof
+from perfprof import EVENTS, EventListError, Profiler, errors
 from perfprof.events import resolve
 
 
@@ -37,6 +38,12 @@ def test_bad_event_lists(names, match):
         resolve(names)
 
 
-def test_a_single_string_is_a_type_error():
-    with pytest.raises(TypeError):
-        resolve("cycles")
+def test_a_single_string_is_an_event_list_error():
+    with pytest.raises(EventListError, match="sequence of names"):
+        Profiler("task-clock")
+
+
+def test_every_error_class_is_exported_and_a_perfprof_error():
+    classes = {name for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, Exception)}
+    assert classes <= set(perfprof.__all__)
+    assert all(issubclass(getattr(perfprof, name), perfprof.PerfprofError) for name in classes)
