@@ -77,7 +77,11 @@ def open_failure(err, *, counts_kernel, paranoid, privileged):
 def never_ran(time_enabled):
     """Explain a counter that was open but never counted."""
     if time_enabled == 0:
-        return "never enabled: the counted code did not run while the counter was on"
+        # A task's counter adds to time_enabled only while that task is on a CPU.
+        return (
+            "never enabled: the counted code did not run while the counter was on; "
+            "a pid=0 counter counts only the thread that opened it, so the work may have run on another thread"
+        )
     return (
         "never scheduled: the PMU had no free counter for this group while it was enabled; "
         "ask for fewer hardware events"

@@ -91,6 +91,24 @@ def test_inherit_counts_a_worker_thread_started_after_start(spin):
     assert measure(inherit=True) > 0.15e9
 
 
+def test_a_counter_switched_on_by_another_thread_says_whom_it_counts(spin):
+    profiler = Profiler(["task-clock"]).open()
+
+    def work():
+        time.sleep(0.05)  # the opening thread is blocked in join() by then
+        profiler.start()
+        spin(0.05)
+        profiler.stop()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    reading = profiler.read()
+    profiler.close()
+    assert reading["task-clock"] is None
+    assert "counts only the thread that opened it" in reading.reasons["task-clock"]
+
+
 def test_inherit_falls_back_to_ungrouped_reads_when_the_kernel_refuses_group(monkeypatch, spin):
     # What older kernels say to PERF_FORMAT_GROUP with inherit.
     refuse(monkeypatch, errno.EINVAL, lambda attr: attr.inherit and attr.read_format & _abi.PERF_FORMAT_GROUP)

@@ -25,7 +25,10 @@ def test_scale(raw, enabled, running, value, fraction):
     assert scaled.running_fraction == pytest.approx(fraction)
 
 
-@pytest.mark.parametrize(("enabled", "why"), [(0, "never enabled"), (100, "never scheduled")])
+@pytest.mark.parametrize(
+    ("enabled", "why"),
+    [(0, "never enabled"), (0, "counts only the thread that opened it"), (100, "never scheduled")],
+)
 def test_counter_that_never_ran_has_no_value(enabled, why):
     scaled = scale(0, enabled, 0)
     assert scaled.value is None and why in scaled.reason
