@@ -85,6 +85,11 @@ def test_bad_byte_marker_fails_the_test(pytester, arg):
     result.stdout.fnmatch_lines(["*MarkerError*perfprof_bytes*"])
 
 
+def test_the_byte_marker_is_read_only_under_perfprof(pytester):
+    pytester.makepyfile("import pytest\n@pytest.mark.perfprof_bytes(0)\ndef test_x():\n    pass\n")
+    run(pytester).assert_outcomes(passed=1)
+
+
 def test_perf_counters_fixture_gives_started_profilers(pytester):
     pytester.makepyfile(
         """
