@@ -31,7 +31,7 @@ def pytest_configure(config):
         "markers", "perfprof_bytes(n): the test processes n bytes; --perfprof reports cycles per byte"
     )
     if config.getoption("perfprof"):
-        counters = SessionCounters()
+        counters = SessionCounters(config)
         config.pluginmanager.register(counters, "perfprof-session")
         # pytest_testnodedown is xdist's hook; pytest fails a session whose
         # plugins implement a hook no plugin declares.
@@ -76,8 +76,12 @@ class SessionCounters:
     its rows to the controller (XdistRows), which prints the one table.
     """
 
-    def __init__(self):
+    def __init__(self, config):
+        self.config = config
+        # (test id, outcome, Reading, bytes or None), in the order tests ended.
         self.rows = []
+        # test id -> (Reading, bytes) until the test's call report gives its outcome.
+        self._measured = {}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
@@ -85,7 +89,16 @@ class SessionCounters:
         # inherit: threads the test starts are part of its cost.
         with Profiler(SESSION_EVENTS, inherit=True) as profiler:
             yield
-        self.rows.append((item.nodeid, profiler.read(), nbytes))
+        self._measured[item.nodeid] = (profiler.read(), nbytes)
+
+    def pytest_runtest_logreport(self, report):
+        # An xdist controller gets its workers' reports, measured over there.
+        if report.when != "call" or report.nodeid not in self._measured:
+            return
+        reading, nbytes = self._measured.pop(report.nodeid)
+        # The word pytest's summary uses: passed, failed, skipped, xfailed...
+        outcome, _, _ = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        self.rows.append((report.nodeid, outcome, reading, nbytes))
 
     def pytest_sessionfinish(self, session):
         # Only an xdist worker's config has workeroutput; xdist sends it to
@@ -93,8 +106,8 @@ class SessionCounters:
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[WORKER_OUTPUT_KEY] = [
-                {"test": test_id, "reading": reading.to_dict(), "bytes": nbytes}
-                for test_id, reading, nbytes in self.rows
+                {"test": test_id, "outcome": outcome, "reading": reading.to_dict(), "bytes": nbytes}
+                for test_id, outcome, reading, nbytes in self.rows
             ]
 
     def pytest_terminal_summary(self, terminalreporter):
@@ -104,7 +117,7 @@ class SessionCounters:
             return
         for line in per_test_table(self.rows).splitlines():
             terminalreporter.write_line(line)
-        reasons = {name: why for _, reading, _ in self.rows for name, why in reading.reasons.items()}
+        reasons = {name: why for _, _, reading, _ in self.rows for name, why in reading.reasons.items()}
         for name, why in reasons.items():
             terminalreporter.write_line(f"{name}: {why}")
 
@@ -118,4 +131,6 @@ class XdistRows:
     def pytest_testnodedown(self, node, error):
         # A worker that crashed sent no workeroutput; its tests report the crash.
         rows = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY, [])
-        self.counters.rows.extend((row["test"], Reading.from_dict(row["reading"]), row["bytes"]) for row in rows)
+        self.counters.rows.extend(
+            (row["test"], row["outcome"], Reading.from_dict(row["reading"]), row["bytes"]) for row in rows
+        )

@@ -2,6 +2,10 @@
 
 NS_PER_MS = 1e6
 
+# A longer test id is cut in the middle, so that one long parametrize id does
+# not widen every row of the per-test table.
+TEST_ID_WIDTH = 80
+
 
 def stat_table(reading, title, elapsed_s):
     """Render one Reading the way `perf stat` does."""
@@ -28,16 +32,25 @@ def stat_table(reading, title, elapsed_s):
     return "\n".join(lines)
 
 
+def _cut(test_id):
+    if len(test_id) <= TEST_ID_WIDTH:
+        return test_id
+    head = (TEST_ID_WIDTH - 1) // 2
+    return test_id[:head] + "…" + test_id[len(test_id) - (TEST_ID_WIDTH - 1 - head):]
+
+
 def per_test_table(rows):
-    """Render (test id, Reading, bytes or None) rows: task-clock ms, IPC, cycles/byte."""
-    header = ("test", "task-clock ms", "IPC", "cycles/byte")
+    """Render (test id, outcome, Reading, bytes or None) rows: task-clock ms, IPC, cycles/byte."""
+    header = ("test", "outcome", "task-clock ms", "IPC", "cycles/byte")
+    texts = 2  # the test id and outcome columns are text, aligned left
     body = []
-    for test_id, reading, nbytes in rows:
+    for test_id, outcome, reading, nbytes in rows:
         clock = reading.get("task-clock")
         cycles = reading.get("cycles")
         body.append(
             (
-                test_id,
+                _cut(test_id),
+                outcome,
                 "n/a" if clock is None else f"{clock / NS_PER_MS:.2f}",
                 "n/a" if reading.ipc is None else f"{reading.ipc:.2f}",
                 "n/a" if cycles is None or not nbytes else f"{cycles / nbytes:.2f}",
@@ -46,7 +59,7 @@ def per_test_table(rows):
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
 
     def line(row):
-        first = row[0].ljust(widths[0])
-        return "  ".join([first, *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:]))])
+        cells = zip(row, widths)
+        return "  ".join(cell.ljust(width) if i < texts else cell.rjust(width) for i, (cell, width) in enumerate(cells))
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, body)])

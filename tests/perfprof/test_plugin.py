@@ -1,6 +1,7 @@
 """The pytest plugin, run in an inner pytest session through pytester."""
 
 import inspect
+import itertools
 import json
 import pathlib
 from types import SimpleNamespace
@@ -46,7 +47,8 @@ def run(pytester, *args):
 def table_rows(lines):
     """The per-test rows of the --perfprof table: test id -> cells."""
     start = next(i for i, line in enumerate(lines) if "perfprof: per-test counters" in line)
-    return {line.split()[0]: line.split()[1:] for line in lines[start + 3:] if "::" in line}
+    rows = itertools.takewhile(lambda line: "::" in line, lines[start + 3:])
+    return {line.split()[0]: line.split()[1:] for line in rows}
 
 
 def test_perfprof_option_prints_a_per_test_table(pytester, measured):
@@ -54,16 +56,43 @@ def test_perfprof_option_prints_a_per_test_table(pytester, measured):
     result.assert_outcomes(passed=2)
     rows = table_rows(result.outlines)
     assert set(rows) == {"test_measured.py::test_declares_a_mebibyte", "test_measured.py::test_threaded"}
-    clock, ipc, per_byte = rows["test_measured.py::test_declares_a_mebibyte"]
-    assert float(clock) >= 40
+    outcome, clock, ipc, per_byte = rows["test_measured.py::test_declares_a_mebibyte"]
+    assert outcome == "passed" and float(clock) >= 40
     # Worker threads count: the main thread only waits in join().
-    assert float(rows["test_measured.py::test_threaded"][0]) >= 80
+    assert float(rows["test_measured.py::test_threaded"][1]) >= 80
     # IPC and cycles/byte need a PMU; without one they say n/a, and why.
     if ipc == "n/a":
         assert per_byte == "n/a"
         result.stdout.fnmatch_lines(["cycles: *"])
     else:
         assert float(ipc) > 0 and float(per_byte) > 0
+
+
+def test_the_table_gives_each_tests_outcome(pytester):
+    pytester.makepyfile(
+        test_outcomes="""
+        import pytest
+
+        def test_passes():
+            pass
+
+        def test_fails():
+            assert False
+
+        def test_skips():
+            pytest.skip("not here")
+
+        @pytest.mark.xfail
+        def test_xfails():
+            assert False
+        """
+    )
+    result = run(pytester, "--perfprof")
+    result.assert_outcomes(passed=1, failed=1, skipped=1, xfailed=1)
+    outcomes = {test.partition("::")[2]: cells[0] for test, cells in table_rows(result.outlines).items()}
+    assert outcomes == {
+        "test_passes": "passed", "test_fails": "failed", "test_skips": "skipped", "test_xfails": "xfailed"
+    }
 
 
 def test_no_table_without_the_option(pytester, measured):
@@ -117,17 +146,17 @@ def test_an_xdist_workers_rows_reach_the_controller_as_plain_data():
         {"page-faults": 0.5},
         frozenset({"page-faults"}),
     )
-    worker = SessionCounters()
-    worker.rows.append(("test_a.py::test_a", reading, 1 << 20))
+    worker = SessionCounters(config=None)
+    worker.rows.append(("test_a.py::test_a", "passed", reading, 1 << 20))
     worker_session = SimpleNamespace(config=SimpleNamespace(workeroutput={}))
     worker.pytest_sessionfinish(worker_session)
     # execnet carries builtins only: what survives JSON survives it.
     sent = json.loads(json.dumps(worker_session.config.workeroutput))
-    controller = SessionCounters()
+    controller = SessionCounters(config=None)
     XdistRows(controller).pytest_testnodedown(SimpleNamespace(workeroutput=sent), None)
     # A worker that died has no workeroutput; it adds no rows.
     XdistRows(controller).pytest_testnodedown(SimpleNamespace(), "crashed")
-    assert controller.rows == [("test_a.py::test_a", reading, 1 << 20)]
+    assert controller.rows == [("test_a.py::test_a", "passed", reading, 1 << 20)]
 
 
 def test_perfprof_with_xdist_prints_every_workers_rows(pytester, measured, monkeypatch):
@@ -138,4 +167,4 @@ def test_perfprof_with_xdist_prints_every_workers_rows(pytester, measured, monke
     result.assert_outcomes(passed=2)
     rows = table_rows(result.outlines)
     assert set(rows) == {"test_measured.py::test_declares_a_mebibyte", "test_measured.py::test_threaded"}
-    assert float(rows["test_measured.py::test_threaded"][0]) >= 80
+    assert float(rows["test_measured.py::test_threaded"][1]) >= 80
