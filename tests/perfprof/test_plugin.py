@@ -11,6 +11,7 @@ import pytest
 import perfprof
 from perfprof import Reading
 from perfprof.pytest_plugin import SessionCounters, XdistRows
+from required import need_module
 
 pytest_plugins = ["pytester"]
 
@@ -160,7 +161,7 @@ def test_an_xdist_workers_rows_reach_the_controller_as_plain_data():
 
 
 def test_perfprof_with_xdist_prints_every_workers_rows(pytester, measured, monkeypatch):
-    pytest.importorskip("xdist", reason="pytest-xdist is not installed; the plain-data path is tested without it")
+    need_module("xdist")
     # The inner session and its workers import the perfprof under test.
     monkeypatch.setenv("PYTHONPATH", str(pathlib.Path(perfprof.__file__).parent.parent))
     result = pytester.runpytest_subprocess("-p", "no:hypothesispytest", "-p", "no:benchmark", "--perfprof", "-n", "2")
