@@ -46,8 +46,9 @@ Options:
     -j PLUGIN                   Use the data-less plugin PLUGIN. Can be repeated.
     --threads N                 Cores for the payload (default: every core for
                                 inputs large enough to gain from it).
-    --warm-up                   Compile (or load from Numba's cache) the payload
-                                engine, say which, and exit.
+    --warm-up                   Load the payload engine (the build shipped with
+                                agefast, or the cache's, else compile it), say
+                                which, and exit.
 
 INPUT defaults to standard input, and OUTPUT defaults to standard output.
 If OUTPUT exists, it is replaced only once the whole result was written;
