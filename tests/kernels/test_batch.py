@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from agefast.errors import EngineError
 from agefast.payload import rules
 from agefast.payload.engine import choose
 from agefast import kernels
@@ -175,7 +176,7 @@ def test_chunks_dispatch(engine_setting):
         back = bytearray(len(src))
         assert choose(None, 2).open(KEY, 9, expect, back, True) == 4 and back == src
     engine_setting("openssl")
-    with pytest.raises(ValueError):
+    with pytest.raises(EngineError):
         choose(None, None).seal(KEY, 0, b"", bytearray(16), True)
 
 

@@ -122,7 +122,7 @@ def test_a_child_forked_during_a_compile_never_compiles(tmp_path):
         import agefast
         from agefast import kernels, x25519
         from agefast.kernels import _loader, _shipped
-        _shipped.load = lambda: None    # no shipped build: only a compile would give the kernels
+        _shipped.load = lambda: "none here"    # no shipped build: only a compile would give the kernels
         started, release = threading.Event(), threading.Event()
         def compile_slowly(key):
             started.set()
