@@ -8,6 +8,7 @@ left at -o; flags that don't parse exit with status 2, as with age.
 import base64
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -507,8 +508,8 @@ def test_interrupted_prompt(tmp_path, tty_run):
     src = tmp_path / "plain"
     src.write_bytes(b"hello")
     done = tty_run([*AGEFAST, "-p", "-o", tmp_path / "out.age", src], [(b"Enter passphrase", "\x03")])
-    assert done.returncode == 1
-    assert _last_line(done.transcript) == "agefast: error: interrupted"
+    assert done.returncode == -signal.SIGINT      # as age dies of it, once the output is removed
+    assert b"error" not in done.transcript and b"Traceback" not in done.transcript
     assert os.listdir(tmp_path) == ["plain"]
 
 

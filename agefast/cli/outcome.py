@@ -87,8 +87,6 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         if str(e) != "can't start new thread":
             raise
         message = "the system refused a thread (its process limits: ulimit -u, -v, -d)"
-    except KeyboardInterrupt:
-        message = "interrupted"
     print(f"{command}: error: {message}", file=sys.stderr)
     for hint in hints:
         print(f"{command}: hint: {hint}", file=sys.stderr)
@@ -152,8 +150,10 @@ def run_cleaning_up(run: Callable[[list[str]], int], argv: list[str]) -> int:
     try:
         with _cleanup_on_termination():
             return run(argv)
-    except _Terminated as e:
-        # Cleaned up; now die of the signal, so the caller sees what happened.
-        signal.signal(e.signum, signal.SIG_DFL)
-        os.kill(os.getpid(), e.signum)
-        raise SystemExit(128 + e.signum) from None
+    except (_Terminated, KeyboardInterrupt) as e:
+        # Cleaned up; now die of the signal, as age does, so that the caller sees what happened: a shell's
+        # loop stops at Ctrl-C rather than run the next command.
+        signum = e.signum if isinstance(e, _Terminated) else signal.SIGINT
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        raise SystemExit(128 + signum) from None
