@@ -210,3 +210,28 @@ def test_prompt_on_a_terminal_that_hangs_up(ignore, tmp_path, plain):
     else:
         assert status == -signal.SIGHUP, (stderr, shown)
     assert os.listdir(out) == []
+
+
+def test_without_a_controlling_terminal_the_prompt_is_on_standard_input_where_it_is_one(tmp_path):
+    # Under setsid there is no /dev/tty: age then prompts on standard input if it is a terminal; agefast
+    # had refused ("standard input is not a terminal").
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(b"no controlling terminal", [agefast.passphrase.Recipient("pw", work_factor=10)]))
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen([*AGEFAST, "-d", sealed], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    finally:
+        os.close(slave)
+    shown = bytearray()
+    try:
+        deadline = time.monotonic() + 60
+        while b"Enter passphrase" not in shown and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                shown += os.read(master, 65536)
+        os.write(master, b"pw\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        os.close(master)
+    assert (proc.returncode, out) == (0, b"no controlling terminal"), (err, bytes(shown))

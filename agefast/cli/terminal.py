@@ -3,7 +3,8 @@
 Passphrases are read from /dev/tty rather than stdin because stdin usually
 carries the file being encrypted or decrypted. getpass is not used: when
 /dev/tty cannot be opened it silently falls back to reading stdin, which
-would consume the input data as the passphrase.
+would consume the input data as the passphrase. Standard input is read
+instead only where it is itself a terminal, as age does.
 """
 
 import contextlib
@@ -29,10 +30,15 @@ def is_terminal(stream: Any) -> bool:
 
 
 def _open_tty() -> FileIO:
+    """The terminal: /dev/tty, else standard input where it is one (a process with no controlling terminal, as
+    under setsid), as age's term.WithTerminal takes them."""
     try:
         fd = os.open("/dev/tty", os.O_RDWR | getattr(os, "O_NOCTTY", 0))    # Windows has neither
     except OSError as e:
-        raise TerminalError(f"standard input is not a terminal, and /dev/tty is not available: {e.strerror}") from None
+        if not is_terminal(sys.stdin):
+            raise TerminalError(f"standard input is not a terminal, and /dev/tty is not available: {e.strerror}") \
+                from None
+        fd = os.dup(sys.stdin.fileno())
     return open(fd, "r+b", buffering=0)
 
 
