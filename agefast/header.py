@@ -75,7 +75,10 @@ def open_file_key(source: "HeaderSource", identities: "Iterable[Identity]") -> b
     """
     header = parse_header(source)
     file_key = None
-    for identity in identities:
+    # As age 1.3 (Decrypt): its own identity types first, the others (an identity file encrypted to a
+    # passphrase, an SSH key, a plugin) after, each group in the order given. A file one of the first opens
+    # then asks for no passphrase and runs no plugin.
+    for identity in sorted(identities, key=lambda i: not getattr(i, "tried_first", False)):
         file_key = identity.unwrap(header.stanzas)
         if file_key is not None:
             break

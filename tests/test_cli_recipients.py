@@ -104,6 +104,20 @@ def test_encrypted_identity_file_wrong_passphrase(age_key, tmp_path, tty_run):
     assert b"agefast: error: identity file" in result.transcript and b"cannot decrypt it" in result.transcript
 
 
+def test_native_identities_are_tried_before_an_encrypted_identity_file(tmp_path, run_agefast):
+    # As age 1.3: an X25519 key given after an identity file encrypted to a passphrase opens the file without
+    # the passphrase being asked for (here there is no terminal to ask on: asking fails the command).
+    inner, key = agefast.x25519.Identity.generate(), agefast.x25519.Identity.generate()
+    protected = tmp_path / "protected.age"
+    protected.write_bytes(agefast.encrypt(f"{inner}\n".encode(), [agefast.passphrase.Recipient("pw", work_factor=10)]))
+    plain = tmp_path / "key.txt"
+    plain.write_text(f"{key}\n")
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(b"no prompt", [key.to_public()]))
+    done = run_agefast("-d", "-i", protected, "-i", plain, sealed, start_new_session=True)
+    assert (done.returncode, done.stdout) == (0, b"no prompt"), done.stderr
+
+
 def test_plugin_recipient_and_j_flag(on_path, run_agefast):
     # The test plugin's data-less identity pairs with the recipient of empty data.
     recipient = bech32.encode("age1agefasttest", b"")

@@ -198,3 +198,22 @@ def test_every_low_order_point_is_refused():
     for point in _REFUSED:
         with pytest.raises(errors.EncryptError, match="low-order"):
             x25519._sodium_share_and_secret(bindings, os.urandom(32), point.to_bytes(32, "little"))
+
+
+def test_age_s_own_identity_types_are_tried_first_whatever_the_order_given():
+    # age 1.3's Decrypt: X25519, hybrid and scrypt identities before any other (a plugin, an SSH key, an
+    # encrypted identity file), so that a file they open runs no plugin and asks for no passphrase.
+    tried = []
+
+    class Other:
+        def unwrap(self, stanzas):
+            tried.append("other")
+            return None
+
+    identity = agefast.x25519.Identity.generate()
+    sealed = agefast.encrypt(b"x", [identity.to_public()])
+    assert agefast.decrypt(sealed, [Other(), identity]) == b"x"
+    assert tried == []
+    with pytest.raises(agefast.errors.NoIdentityMatchError):
+        agefast.decrypt(sealed, [Other(), agefast.x25519.Identity.generate()])
+    assert tried == ["other"]

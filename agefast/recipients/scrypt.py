@@ -76,6 +76,10 @@ class Recipient:
 class Identity:
     """Decrypts files encrypted to a passphrase, up to a work factor cap."""
 
+    # age 1.3 tries its own identity types (X25519, hybrid, scrypt) before any other, whatever the order given
+    # (agefast.header.open_file_key)
+    tried_first = True
+
     def __init__(self, passphrase: str | bytes, max_work_factor: int = DEFAULT_MAX_WORK_FACTOR):
         if not isinstance(max_work_factor, int) or not 1 <= max_work_factor <= 30:
             raise ValueError("max_work_factor must be an integer from 1 to 30")

@@ -152,6 +152,9 @@ class Identity(Bech32Key):
     HRP = IDENTITY_HRP
     ERROR = IdentityError
     KIND = "X25519 secret key"
+    # age 1.3 tries its own identity types (X25519, hybrid, scrypt) before any other, whatever the order given
+    # (agefast.header.open_file_key)
+    tried_first = True
 
     def __init__(self, private_key: bytes):
         if len(private_key) != 32:
