@@ -25,6 +25,12 @@ _ZERO_NONCE = bytes(12)
 _SHA256 = hashes.SHA256()
 
 
+def passphrase_bytes(passphrase: str | bytes) -> bytes:
+    """A passphrase's bytes: a str's UTF-8, its lone surrogates the bytes they stand for (surrogateescape: how
+    Python reads what is not UTF-8 from a terminal or the environment). age takes any bytes."""
+    return passphrase.encode("utf-8", "surrogateescape") if isinstance(passphrase, str) else bytes(passphrase)
+
+
 def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
     return HKDF(_SHA256, length, salt or None, info).derive(ikm)
 

@@ -28,9 +28,11 @@ def test_round_trip(batch_env, run_agefast):
     assert (decrypted.returncode, decrypted.stdout) == (0, b"batch"), decrypted.stderr
 
 
-def test_passphrase_from_a_file_descriptor(batch_env, run_agefast):
+@pytest.mark.parametrize("written, passphrase", [(b"from fd\n\n", "from fd"), (b"caf\xe9\n", b"caf\xe9")],
+                         ids=["text", "not-utf8"])     # any bytes, as age takes them
+def test_passphrase_from_a_file_descriptor(written, passphrase, batch_env, run_agefast):
     read_end, write_end = os.pipe()
-    os.write(write_end, b"from fd\n\n")
+    os.write(write_end, written)
     os.close(write_end)
     try:
         encrypted = run_agefast("-e", "-j", "batchpass", input=b"x", pass_fds=(read_end,),
@@ -38,7 +40,7 @@ def test_passphrase_from_a_file_descriptor(batch_env, run_agefast):
     finally:
         os.close(read_end)
     assert encrypted.returncode == 0, encrypted.stderr
-    assert agefast.decrypt(encrypted.stdout, [agefast.passphrase.Identity("from fd")]) == b"x"
+    assert agefast.decrypt(encrypted.stdout, [agefast.passphrase.Identity(passphrase)]) == b"x"
 
 
 @pytest.mark.parametrize(("variables", "fragment"), [

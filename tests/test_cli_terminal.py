@@ -235,3 +235,14 @@ def test_without_a_controlling_terminal_the_prompt_is_on_standard_input_where_it
         proc.kill()
         os.close(master)
     assert (proc.returncode, out) == (0, b"no controlling terminal"), (err, bytes(shown))
+
+
+def test_a_passphrase_that_is_not_utf8_is_taken_as_its_bytes(tmp_path):
+    # age takes the bytes typed (a Latin-1 terminal's "café"); agefast had refused them, and with them every
+    # file age had encrypted so.
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(b"latin-1", [agefast.passphrase.Recipient(b"caf\xe9", work_factor=10)]))
+    out = tmp_path / "out"
+    status, stderr, shown = at_prompt([*AGEFAST, "-d", "-o", out, sealed], b"caf\xe9\n")
+    assert (status, stderr) == (0, b""), shown
+    assert out.read_bytes() == b"latin-1"

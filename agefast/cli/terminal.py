@@ -80,12 +80,13 @@ def read_passphrase(prompt: str) -> str:
     End of input, or a terminal that hung up, is a TerminalError and Ctrl-C
     a KeyboardInterrupt: never an empty answer.
     """
-    return _prompt(prompt, "passphrase", echo=False, whole_line=True).decode("utf-8")
+    # any bytes, as age takes them: what is not UTF-8 stands as surrogates (agefast.primitives.passphrase_bytes)
+    return _prompt(prompt, "passphrase", echo=False, whole_line=True).decode("utf-8", "surrogateescape")
 
 
 def read_public(prompt: str) -> str:
     """Prompt on /dev/tty and read one line, echoed as it is typed (a plugin's request-public)."""
-    return _prompt(prompt, "value", echo=True, whole_line=True).decode("utf-8")
+    return _prompt(prompt, "value", echo=True, whole_line=True).decode("utf-8", "surrogateescape")
 
 
 def read_character(prompt: str) -> bytes:
@@ -94,9 +95,8 @@ def read_character(prompt: str) -> bytes:
 
 
 def _prompt(prompt: str, what: str, echo: bool, whole_line: bool) -> bytes:
-    """`prompt` on /dev/tty, then a line (whole_line) or one byte typed there; the prompt is erased after.
-
-    The answer is valid UTF-8 (TerminalError otherwise); see read_passphrase."""
+    """`prompt` on /dev/tty, then a line (whole_line) or one byte typed there; the prompt is erased after;
+    see read_passphrase."""
     with _open_tty() as tty, _interruptible():
         import termios      # here: a system without it (Windows) has no /dev/tty either, and runs every other command
 
@@ -130,10 +130,6 @@ def _prompt(prompt: str, what: str, echo: bool, whole_line: bool) -> bytes:
                 tty.write(b"\r\n\x1b[F\x1b[K")
             except (termios.error, OSError):
                 pass  # the terminal hung up: there is nothing left to restore
-    try:
-        answer.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TerminalError(f"the {what} is not valid UTF-8") from None
     return answer
 
 

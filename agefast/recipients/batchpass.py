@@ -58,10 +58,8 @@ def _passphrase() -> str:
         raise BatchpassError(f"failed to read passphrase from fd {fd}: {e.strerror or e}") from None
     if len(data) > _MAX_PASSPHRASE_SIZE:
         raise BatchpassError(f"passphrase from fd {fd} is too long")
-    try:
-        return data.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError:
-        raise BatchpassError(f"passphrase from fd {fd} is not valid UTF-8") from None
+    # any bytes, as age takes them (agefast.primitives.passphrase_bytes gives them back)
+    return data.decode("utf-8", "surrogateescape").rstrip("\r\n")
 
 
 def _work_factor(variable: str) -> int | None:

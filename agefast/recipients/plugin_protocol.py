@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import IO, NamedTuple
 
 from ..format.grammar import Stanza, b64decode, read_stanza
+from ..primitives import passphrase_bytes
 
 # A plugin's stanzas carry file keys, messages and wrapped keys: nothing
 # legitimate is near this, and a runaway plugin must not exhaust memory.
@@ -137,7 +138,7 @@ def _answer_other(conn: Connection, s: Stanza, callbacks: object) -> None:
         method = "request_public_string" if s.type == "request-public" else "request_passphrase"
         _, value = _call(callbacks, method, s.body.decode("utf-8", "replace"))
         if isinstance(value, str):
-            conn.send("ok", body=value.encode("utf-8"))
+            conn.send("ok", body=passphrase_bytes(value))
         else:
             conn.send("fail")
     elif s.type == "confirm":

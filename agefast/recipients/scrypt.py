@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from . import sodium
 from ..errors import HeaderError
 from ..format.grammar import Stanza, b64decode, b64encode
-from ..primitives import FILE_KEY_SIZE, unwrap_file_key, wrap_file_key
+from ..primitives import FILE_KEY_SIZE, passphrase_bytes, unwrap_file_key, wrap_file_key
 
 STANZA_TYPE = "scrypt"
 _SALT_LABEL = b"age-encryption.org/v1/scrypt"
@@ -45,10 +45,6 @@ def _wrap_key(passphrase: bytes, salt: bytes, log_n: int) -> bytes:
     return key
 
 
-def _encode(passphrase: str | bytes) -> bytes:
-    return passphrase.encode("utf-8") if isinstance(passphrase, str) else bytes(passphrase)
-
-
 class Recipient:
     """Encrypts to a passphrase, with scrypt work factor 2**work_factor."""
 
@@ -58,7 +54,7 @@ class Recipient:
     def __init__(self, passphrase: str | bytes, work_factor: int = DEFAULT_WORK_FACTOR):
         if not isinstance(work_factor, int) or not 1 <= work_factor <= 30:
             raise ValueError("work_factor must be an integer from 1 to 30")
-        self._passphrase = _encode(passphrase)
+        self._passphrase = passphrase_bytes(passphrase)
         self._work_factor = work_factor
         # A label no other recipient shares, so this one cannot be mixed.
         self.labels = frozenset({os.urandom(16).hex()})
@@ -83,7 +79,7 @@ class Identity:
     def __init__(self, passphrase: str | bytes, max_work_factor: int = DEFAULT_MAX_WORK_FACTOR):
         if not isinstance(max_work_factor, int) or not 1 <= max_work_factor <= 30:
             raise ValueError("max_work_factor must be an integer from 1 to 30")
-        self._passphrase = _encode(passphrase)
+        self._passphrase = passphrase_bytes(passphrase)
         self._max_work_factor = max_work_factor
 
     def __repr__(self) -> str:

@@ -29,7 +29,7 @@ from ..errors import (EncryptError, HeaderError, IdentityError, PassphraseNeeded
                      UnsupportedKeyError)
 from .._typing import Buffer
 from ..format.grammar import Stanza, b64decode, b64encode
-from ..primitives import FILE_KEY_SIZE, hkdf, unwrap_file_key, wrap_file_key
+from ..primitives import FILE_KEY_SIZE, hkdf, passphrase_bytes, unwrap_file_key, wrap_file_key
 from . import x25519
 
 ED25519_TYPE = "ssh-ed25519"
@@ -252,9 +252,8 @@ class Identity:
     @classmethod
     def from_buffer(cls, buf: Buffer, passphrase: str | bytes | None = None) -> "Identity":
         """Load a private key file's contents (bytes); `passphrase` opens a protected key."""
-        if isinstance(passphrase, str):
-            passphrase = passphrase.encode("utf-8")
-        return cls(_load_private_key(bytes(_arguments.buffer("buf", buf)), passphrase))
+        key = None if passphrase is None else passphrase_bytes(passphrase)
+        return cls(_load_private_key(bytes(_arguments.buffer("buf", buf)), key))
 
     def __repr__(self) -> str:
         return f"<ssh.Identity {self.type} {_tag(self._wire)}>"
