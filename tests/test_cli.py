@@ -513,6 +513,20 @@ def test_interrupted_prompt(tmp_path, tty_run):
     assert os.listdir(tmp_path) == ["plain"]
 
 
+def test_an_scrypt_stanza_with_company_is_refused_before_the_passphrase_is_asked_for(tmp_path, run_agefast):
+    # As age: the header is refused first. agefast had asked for a passphrase (here, with no terminal to ask
+    # on, failed on that) and run scrypt on it, for a file it then refused.
+    def b64(data):
+        return base64.b64encode(data).decode().rstrip("=")
+    header = (f"age-encryption.org/v1\n-> X25519 {b64(bytes(range(32)))}\n{b64(bytes(32))}\n"
+              f"-> scrypt {b64(bytes(16))} 10\n{b64(bytes(32))}\n--- {b64(bytes(32))}\n")
+    sealed = tmp_path / "mixed.age"
+    sealed.write_bytes(header.encode() + bytes(16 + 17))
+    done = run_agefast("-d", sealed, start_new_session=True)
+    assert done.returncode == 1
+    assert done.stderr == b"agefast: error: invalid header: an scrypt stanza must be the only one in the header\n"
+
+
 def test_wrong_passphrase(tmp_path, tty_run):
     src = tmp_path / "in.age"
     src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("right", work_factor=10)]))

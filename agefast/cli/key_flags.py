@@ -232,7 +232,10 @@ class _PassphrasePrompt:
         # (scrypt, and OpenSSL's backend with it) cost every decryption 10 ms.
         if not any(s.type == "scrypt" for s in stanzas):
             return None
-        file_key = agefast.passphrase.Identity(read_passphrase("Enter passphrase:")).unwrap(stanzas)
+        from agefast.recipients import scrypt
+
+        scrypt.check_alone(stanzas)     # before the prompt: a passphrase typed for nothing, as age refuses it
+        file_key = scrypt.Identity(read_passphrase("Enter passphrase:")).unwrap(stanzas)
         if file_key is None:
             raise UsageError("incorrect passphrase")
         return file_key

@@ -69,6 +69,13 @@ class Recipient:
         return [Stanza(STANZA_TYPE, [b64encode(salt), str(self._work_factor)], wrap_file_key(key, file_key))]
 
 
+def check_alone(stanzas: list[Stanza]) -> None:
+    """HeaderError where an scrypt stanza is not alone in the header: a passphrase must be a file's only
+    recipient (checked before a passphrase is asked for, as age checks it)."""
+    if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
+        raise HeaderError("an scrypt stanza must be the only one in the header")
+
+
 class Identity:
     """Decrypts files encrypted to a passphrase, up to a work factor cap."""
 
@@ -90,8 +97,7 @@ class Identity:
 
         HeaderError if an scrypt stanza is not alone in the header, is
         malformed, or asks for a work factor above max_work_factor."""
-        if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
-            raise HeaderError("an scrypt stanza must be the only one in the header")
+        check_alone(stanzas)
         for s in stanzas:
             if s.type != STANZA_TYPE:
                 continue
