@@ -90,6 +90,12 @@ class EngineError(AgeError):
     no engine, or the kernels where this install has none to load."""
 
 
+def go_quote(text: str) -> str:
+    """`text` in double quotes with escapes, as Go's %q prints a name in age's messages and prompts."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped) + '"'
+
+
 def again(error: BaseException) -> BaseException:
     """`error`, stored by a reader that failed, to raise once more: every
     read after a failure raises the first error again (`raise again(e)`).

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from . import api
 from .recipients import x25519
-from .errors import DecryptError, EncryptError, IdentityError, PassphraseNeededError, RecipientError, UnsupportedKeyError
+from .errors import (DecryptError, EncryptError, IdentityError, PassphraseNeededError, RecipientError,
+                     UnsupportedKeyError, go_quote)
 from .format.grammar import Stanza
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ class EncryptedIdentityFile:
         if self._identities is None:
             if self._passphrase is None:
                 raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
-            secret = self._passphrase(f"Enter passphrase for identity file {self._name!r}: ")
+            secret = self._passphrase(f"Enter passphrase for identity file {go_quote(self._name)}:")
             try:
                 text = api.decrypt(self._data, [_module("scrypt").Identity(secret)])
             except DecryptError as e:
@@ -209,7 +210,7 @@ def _ssh_identity(data: bytes, name: str, passphrase: Callable[[str], str] | Non
         if passphrase is None:
             raise
         encrypted: "ssh.EncryptedIdentity" = ssh_keys.EncryptedIdentity(
-            data, public, lambda: passphrase(f"Enter passphrase for {name!r}: "))
+            data, public, lambda: passphrase(f"Enter passphrase for {go_quote(name)}:"))
         return encrypted
 
 

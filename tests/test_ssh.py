@@ -75,7 +75,7 @@ def test_protected_key_prompts_only_for_its_own_stanzas(ssh_keys):
     mine = agefast.encrypt(b"mine", [identity.to_public()])
     assert agefast.decrypt(mine, [identity]) == b"mine"
     assert agefast.decrypt(mine, [identity]) == b"mine"
-    assert asked == ["Enter passphrase for 'id_test': "]
+    assert asked == ['Enter passphrase for "id_test":']
 
 
 def test_protected_key_errors(ssh_keys):
@@ -248,7 +248,7 @@ def test_encrypted_identity_file_is_opened_at_first_use(ssh_keys):
     assert asked == []
     assert agefast.decrypt(agefast.encrypt(b"ok", [inner.to_public()]), [identity]) == b"ok"
     assert identity.recipients() == [inner.to_public()]
-    assert asked == ["Enter passphrase for identity file 'key.age': "]
+    assert asked == ['Enter passphrase for identity file "key.age":']
     [wrong] = keys.load_identities(sealed, name="key.age", passphrase=lambda p: "nope")
     with pytest.raises(agefast.IdentityError, match="identity file key.age: cannot decrypt it"):
         wrong.recipients()

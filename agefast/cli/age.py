@@ -21,7 +21,7 @@ from agefast._typing import Identity, Recipient
 from agefast.cli import early_payload, files, goflag, key_flags, output
 from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
-from agefast.cli.output import go_quote
+from agefast.errors import go_quote
 from agefast.cli.progress import with_progress
 from agefast.cli.terminal import is_terminal, read_terminal_input
 from agefast.io import malloc, pipes

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from . import files, goflag, outcome
-from .output import go_quote
+from ..errors import go_quote
 from ..io.source import Source
 from ..format.armor import ArmorReader, starts_armored
 from ..errors import AgeError, HeaderError

@@ -17,7 +17,7 @@ from agefast import errors
 from agefast._typing import Identity, Recipient
 from agefast.cli import files
 from agefast.cli.outcome import UsageError, print_warning
-from agefast.cli.output import go_quote
+from agefast.errors import go_quote
 from agefast.cli.terminal import PluginPrompts, print_to_terminal, read_passphrase
 from agefast.format import bech32
 from agefast.format.grammar import Stanza

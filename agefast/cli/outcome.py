@@ -15,7 +15,8 @@ from typing import Any
 from agefast import errors
 from agefast.cli import files
 from agefast.cli.files import FileFailed
-from agefast.cli.output import OutputRefused, go_quote
+from agefast.cli.output import OutputRefused
+from agefast.errors import go_quote
 from agefast.cli.terminal import TerminalError
 from agefast.io import portable
 

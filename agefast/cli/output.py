@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, ContextManager
 
+from ..errors import go_quote
 from ..io import pipes
 from .files import FileFailed
 from ..io.replace import replacing
@@ -24,12 +25,6 @@ class OutputRefused(Exception):
     def __init__(self, message: str, *hints: str) -> None:
         super().__init__(message)
         self.hints = hints
-
-
-def go_quote(text: str) -> str:
-    """`text` in double quotes with escapes, as Go's %q prints it in age's messages."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped) + '"'
 
 
 def _same_file(path: str, output: str, output_stat: os.stat_result | None) -> bool:

@@ -12,7 +12,8 @@ import sys
 
 from agefast import rekeying
 from agefast.cli import age, goflag, key_flags, outcome, output
-from agefast.cli.output import OutputRefused, go_quote
+from agefast.cli.output import OutputRefused
+from agefast.errors import go_quote
 from agefast.cli.terminal import is_terminal
 from agefast._typing import Recipient
 from agefast.cli.arguments import Arguments

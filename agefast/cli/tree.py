@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from agefast import tree
+from agefast.errors import go_quote
 from agefast.cli import goflag, key_flags, outcome, output
 from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError
@@ -141,7 +142,7 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
             chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""
             # A name is anyone's to choose: one with a newline or an escape sequence could write report lines
             # of its own, or hide this one on a terminal.
-            source, error = (text if text.isprintable() else output.go_quote(text)
+            source, error = (text if text.isprintable() else go_quote(text)
                              for text in (record["source"], record["error"]))
             print(f"agefast-tree: {source}: {error}{chunk}", file=sys.stderr)
     print(f"agefast-tree: {operation}: {summary.done} done, {summary.failed} failed, {summary.skipped} done "
