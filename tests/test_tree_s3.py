@@ -226,6 +226,35 @@ def test_a_failed_upload_leaves_nothing(tmp_path, make_plaintext, s3, monkeypatc
     assert fs.call_s3("list_multipart_uploads", Bucket="bucket").get("Uploads", []) == []
 
 
+def test_a_name_s3fs_reads_as_another_objects_fails_alone(tmp_path, s3):
+    # s3fs cuts a path at "?versionId=": the output of "report.txt.age?versionId=1" had been written over
+    # report.txt's, and the restore gave back the planted file's contents, with no error.
+    identity = x25519.Identity.generate()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "report.txt").write_bytes(b"the real report")
+    (src / "report.txt.age?versionId=1").write_bytes(b"planted")
+    url = "s3://bucket/versioned"
+    summary = tree.encrypt(src, url, [identity.to_public()], workers=1, storage_options=s3.options)
+    [failed] = [r for r in summary.records if r["status"] == "failed"]
+    assert (summary.done, failed["source"]) == (1, "report.txt.age?versionId=1")
+    assert "reads this name as another object's" in failed["error"]
+    tree.decrypt(url, tmp_path / "back", [identity], workers=1, storage_options=s3.options)
+    assert (tmp_path / "back" / "report.txt").read_bytes() == b"the real report"
+
+
+def test_folder_markers_are_not_files(tmp_path, s3):
+    # The zero-byte "folder/" objects the S3 console makes had failed every run (an empty name).
+    fs = _fs(s3)
+    for key, data in (("bucket/marked/", b""), ("bucket/marked/2024/", b""), ("bucket/marked/2024/a.txt", b"a")):
+        fs.pipe_file(key, data)
+    identity = x25519.Identity.generate()
+    summary = tree.encrypt("s3://bucket/marked", tmp_path / "enc", [identity.to_public()], workers=1,
+                           storage_options=s3.options)
+    assert (summary.done, summary.failed) == (1, 0), summary.records
+    assert agefast.decrypt((tmp_path / "enc" / "2024" / "a.txt.age").read_bytes(), [identity]) == b"a"
+
+
 def test_any_fsspec_store_takes_a_tree_and_keeps_its_manifest(tmp_path, make_plaintext, monkeypatch):
     # memory:// has no server-side copy: re-keying downloads and uploads.
     # Its files live in this process, so one worker. The manifest object is

@@ -334,7 +334,15 @@ class Remote(NamedTuple):
         except UnicodeEncodeError:
             # S3's and GCS's keys are UTF-8: such a file fails alone.
             raise OSError(errno.EILSEQ, "the name is not UTF-8, as an fsspec store's names must be", name) from None
-        return f"{self.root}/{name}"
+        key = f"{self.root}/{name}"
+        # s3fs reads "?versionId=" in any path as a version (gcsfs "#" as a generation): such a name would be
+        # another object's, its output written over that one's. It fails alone.
+        split = getattr(self.fs, "split_path", None)
+        if split is not None:
+            bucket, addressed = split(key)[:2]
+            if f"{bucket}/{addressed}" != key:
+                raise OSError(errno.EINVAL, f"{self.protocol}:// reads this name as another object's", name)
+        return key
 
     def is_folder(self) -> bool:
         return bool(self.fs.isdir(self.root))
@@ -363,7 +371,9 @@ class Remote(NamedTuple):
         start = len(self.root) + 1
         for name in sorted(found):
             info = found[name]
-            if info.get("type", "file") == "file" and name.startswith(self.root + "/"):
+            # An empty object named "folder/" is a folder marker (the S3 console makes them), not a file.
+            marker = name.endswith("/") and int(info.get("size", 0)) == 0
+            if info.get("type", "file") == "file" and name.startswith(self.root + "/") and not marker:
                 yield os.fsencode(name[start:]), info
 
     def walk(self, folders: set[tuple[int, int]] | None = None) -> Iterator[Found | Passed | Unlisted]:
