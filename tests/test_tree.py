@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -502,6 +503,27 @@ def test_a_refused_thread_ends_the_command_with_its_error(tmp_path):
                 os.killpg(run.pid, signal.SIGKILL)
     assert run.returncode == 1, stderr
     assert stderr.decode() == "agefast-tree: error: the system refused a thread (its process limits: ulimit -u, -v, -d)\n"
+
+
+@pytest.mark.parametrize("lost", ["KilledWorker", "FutureCancelledError"])
+def test_a_job_the_dask_cluster_lost_is_one_error_line(lost):
+    # Every worker killed: the job scattered to them was forgotten, and the command ended in distributed's
+    # traceback. It is a ClusterError, an OSError, which the command tells in one line.
+    need_module("distributed")
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+    from agefast.cli import outcome
+    from agefast.tree import cluster
+
+    class Lost:
+        def result(self):
+            if lost == "KilledWorker":
+                raise KilledWorker("task-1", types.SimpleNamespace(address="tcp://127.0.0.1:1"), 0)
+            raise FutureCancelledError("task-1", "already forgotten")
+
+    with pytest.raises(cluster.ClusterError, match=f"the Dask cluster lost the job: {lost}") as e:
+        cluster.result(Lost())
+    assert outcome.describe(e.value).startswith("the Dask cluster lost the job")
 
 
 def test_a_folder_that_cannot_be_listed_fails_alone(tmp_path, make_plaintext, monkeypatch):

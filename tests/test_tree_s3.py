@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -241,6 +242,32 @@ def test_a_name_s3fs_reads_as_another_objects_fails_alone(tmp_path, s3):
     assert "reads this name as another object's" in failed["error"]
     tree.decrypt(url, tmp_path / "back", [identity], workers=1, storage_options=s3.options)
     assert (tmp_path / "back" / "report.txt").read_bytes() == b"the real report"
+
+
+def test_once_a_run_fails_its_workers_write_nothing_more(tmp_path, s3, monkeypatch):
+    # The manifest's rewrite failing (an outage of the store) ended the run with an error, while the pool's
+    # workers went on uploading every output left, after the caller had been told and had cleaned up.
+    from agefast.tree import store
+
+    monkeypatch.setattr(importlib.import_module("agefast.tree.run"), "GROUP_FILES", 4)
+    monkeypatch.setattr(manifest.Rewriter, "REWRITE_AFTER", 0.0)
+    monkeypatch.setattr(manifest.Rewriter, "_rewrite", lambda self: (_ for _ in ()).throw(
+        store.StoreError(5, "the store went away", "s3://bucket/failing")))
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(80):
+        (src / f"f{n:02}").write_bytes(b"x" * 1000)
+    url = "s3://bucket/failing"
+    with pytest.raises(store.StoreError, match="the store went away"):
+        tree.encrypt(src, url, [x25519.Identity.generate().to_public()], workers=2, storage_options=s3.options)
+    fs = _fs(s3)
+
+    def written():
+        fs.invalidate_cache()
+        return len(fs.find("bucket/failing"))
+    told = written()
+    time.sleep(2)
+    assert written() == told < 80
 
 
 def test_folder_markers_are_not_files(tmp_path, s3):

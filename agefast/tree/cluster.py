@@ -28,6 +28,23 @@ def _task(job: Job, group: list[Found], appends: bool, threads: int | None) -> l
             appender.close()
 
 
+class ClusterError(ConnectionError):
+    """The cluster lost the job: its workers died, or the scheduler cancelled its tasks."""
+
+
+def result(future: Any) -> list[dict[str, Any]]:
+    """A task's records; ClusterError where the cluster lost it (told in one line, not distributed's traceback)."""
+    from concurrent.futures import CancelledError
+
+    from distributed.scheduler import KilledWorker
+
+    try:
+        records: list[dict[str, Any]] = future.result()
+    except (KilledWorker, CancelledError) as e:
+        raise ClusterError(f"the Dask cluster lost the job: {type(e).__name__}: {e}") from None
+    return records
+
+
 def on_cluster(client: Any, job: Job, appends: bool, groups: list[list[Found]],
                large: list[Found]) -> Iterator[list[dict[str, Any]]]:
     """The records of each group, and of each large file (a task of its own, on all of its worker's cores)."""
@@ -36,5 +53,10 @@ def on_cluster(client: Any, job: Job, appends: bool, groups: list[list[Found]],
     [shared] = client.scatter([job], broadcast=True)
     futures = [client.submit(_task, shared, group, appends, 1, pure=False) for group in groups]
     futures += [client.submit(_task, shared, [found], appends, None, pure=False) for found in large]
-    for future in as_completed(futures):  # type: ignore[no-untyped-call]  # distributed's is unannotated
-        yield future.result()
+    try:
+        for future in as_completed(futures):  # type: ignore[no-untyped-call]  # distributed's is unannotated
+            yield result(future)
+    except BaseException:
+        # The job failed, or its caller left it: the tasks not yet run are dropped (one under way finishes).
+        client.cancel(futures)
+        raise

@@ -102,9 +102,16 @@ def _in_workers(job: Job, appender: files.Manifest | None, groups: list[list[Fou
                 child.kill()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-        with pool:
-            for future in as_completed(futures):
-                yield future.result()
+        with pool:      # leaving it waits for the tasks under way
+            try:
+                for future in as_completed(futures):
+                    yield future.result()
+            except BaseException:
+                # The job failed, or its caller left it (GeneratorExit): no task that has not started starts, so
+                # nothing is written once the failure is told.
+                for future in futures:
+                    future.cancel()
+                raise
     finally:
         _inherited = None
 
@@ -232,11 +239,18 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
             results = itertools.chain(
                 ([files.process(job, found, shared) for found in group] for group in groups),
                 ([files.process(job, found, shared, threads=workers)] for found in large))
-        for done in results:
-            records += done
-            bar.update(done)
-            if appender is not None and shared is None:
-                appender.append(done)
+        try:
+            for done in results:
+                records += done
+                bar.update(done)
+                if appender is not None and shared is None:
+                    appender.append(done)
+        finally:
+            # A failure here (a store's manifest that cannot be written) ends the workers' tasks before it is
+            # told: a generator left open went on writing outputs after the run had failed.
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
     finally:
         bar.close()
         if appender is not None:
