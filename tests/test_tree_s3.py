@@ -270,6 +270,29 @@ def test_once_a_run_fails_its_workers_write_nothing_more(tmp_path, s3, monkeypat
     assert written() == told < 80
 
 
+def test_an_object_written_while_it_is_rekeyed_in_place_is_left_as_written(tmp_path, s3, monkeypatch):
+    # A writer replacing the object between the re-key's read and its put had its version dropped, the file
+    # reported done; a local file in that race fails and is left. The put is now conditional (If-Match).
+    from agefast.tree import store
+
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    fs = _fs(s3)
+    fs.pipe_file("bucket/race/doc.age", agefast.encrypt(b"version 1", [old.to_public()]))
+    newer = agefast.encrypt(b"version 2", [old.to_public()])
+    read = store.Remote.read
+
+    def read_then_replaced(self, path):
+        data = read(self, path)
+        fs.pipe_file("bucket/race/doc.age", newer)
+        return data
+    monkeypatch.setattr(store.Remote, "read", read_then_replaced)
+    summary = tree.rekey("s3://bucket/race", [old], [new.to_public()], workers=1, storage_options=s3.options)
+    [failed] = [r for r in summary.records if r["status"] == "failed"]
+    assert "the object changed while it was re-keyed: left as it is" in failed["error"]
+    fs.invalidate_cache()
+    assert fs.cat_file("bucket/race/doc.age") == newer
+
+
 def test_folder_markers_are_not_files(tmp_path, s3):
     # The zero-byte "folder/" objects the S3 console makes had failed every run (an empty name).
     fs = _fs(s3)

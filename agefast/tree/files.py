@@ -233,5 +233,9 @@ def _write(job: Job, found: Found, name: bytes, content: Content, record: dict[s
                       sha256=hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else None)
         if manifest is not None:
             manifest.append([record])
-    # In place (re-keying), the file an output replaces is the only copy of its payload.
-    target.put(name, content, named, durable=job.destination is None)
+    # In place (re-keying), the file an output replaces is the only copy of its payload; an object another
+    # writer replaced since it was read is left as they left it.
+    if isinstance(target, Remote) and job.destination is None:
+        target.put(name, content, named, unchanged=found.stamp)
+    else:
+        target.put(name, content, named, durable=job.destination is None)

@@ -33,7 +33,7 @@ from .. import _arguments
 from ..io import uploads
 from ..io.replace import Folder
 from ..io.writes import write_all
-from . import manifest
+from . import manifest, s3copy
 from .walk import MANIFEST_NAME, Found, Passed, Unlisted, below, walk
 
 # An output's size and stamp, as the manifest records them.
@@ -393,12 +393,22 @@ class Remote(NamedTuple):
     def open(self, path: bytes) -> Any:
         return self.fs.open(self.key(path), "rb")
 
-    def put(self, path: bytes, content: Content, named: Callable[[Stat], None], durable: bool = False) -> None:
-        # An object is stored whole, as the store keeps it, when its put or its commit returns: `durable` asks
-        # nothing more.
+    def put(self, path: bytes, content: Content, named: Callable[[Stat], None], durable: bool = False,
+            unchanged: str | None = None) -> None:
+        """As Local.put; `unchanged`, the stamp the object replaced must still have (an in-place re-key): on S3 a
+        conditional put, which fails where another writer replaced it meanwhile rather than drop what it wrote.
+        An object is stored whole, as the store keeps it, when its put or its commit returns: `durable` asks
+        nothing more."""
         fs, key = self.fs, self.key(path)
         if isinstance(content, bytes):
-            _made(fs, key, lambda: fs.pipe_file(key, content))
+            condition = {"IfMatch": unchanged} if unchanged is not None and s3copy.is_s3(fs) else {}
+            try:
+                _made(fs, key, lambda: fs.pipe_file(key, content, **condition))
+            except OSError:
+                if condition and self.written(path)[1] != unchanged:
+                    raise OSError(errno.EBUSY, "the object changed while it was re-keyed: left as it is",
+                                  os.fsdecode(path)) from None
+                raise
             named(self.written(path))
             return
         if self.in_this_process:
