@@ -293,6 +293,24 @@ def test_an_object_written_while_it_is_rekeyed_in_place_is_left_as_written(tmp_p
     assert fs.cat_file("bucket/race/doc.age") == newer
 
 
+def test_a_rekey_in_place_killed_before_its_manifest_was_rewritten_is_resumed_with_the_new_identities_too(s3):
+    # The killed run had re-keyed doc.age unrecorded: the same command failed it ever after ("no identity
+    # matched"), with nothing to say why nor what to do.
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    fs = _fs(s3)
+    fs.pipe_file("bucket/resumed/doc.age", agefast.encrypt(b"doc", [new.to_public()]))     # re-keyed, unrecorded
+    fs.pipe_file("bucket/resumed/other.age", agefast.encrypt(b"other", [old.to_public()]))
+    url, options = "s3://bucket/resumed", s3.options
+    summary = tree.rekey(url, [old], [new.to_public()], workers=1, storage_options=options)
+    [failed] = [r for r in summary.records if r["status"] == "failed"]
+    assert failed["source"] == "doc.age" and "give the new identities too (-i)" in failed["error"]
+    summary = tree.rekey(url, [old, new], [new.to_public()], workers=1, storage_options=options)
+    assert (summary.done, summary.failed, summary.skipped) == (1, 0, 1)
+    fs.invalidate_cache()
+    assert [agefast.decrypt(fs.cat_file(f"bucket/resumed/{n}.age"), [new]) for n in ("doc", "other")] == [b"doc",
+                                                                                                        b"other"]
+
+
 def test_folder_markers_are_not_files(tmp_path, s3):
     # The zero-byte "folder/" objects the S3 console makes had failed every run (an empty name).
     fs = _fs(s3)

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from .. import api, rekeying
 from .._typing import Identity, Recipient
-from ..errors import AgeError, PayloadError
+from ..errors import AgeError, NoIdentityMatchError, PayloadError
 from ..payload.rules import CHUNK_SIZE
 from . import s3copy
 from .manifest import Appender, Rewriter
@@ -202,6 +202,12 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
         if isinstance(e, OSError) and isinstance(e.filename, bytes):     # named as the file system decodes it
             e = type(e)(e.errno, e.strerror, os.fsdecode(e.filename))
         record.update(status="failed", error=str(e) or type(e).__name__)
+        if isinstance(e, NoIdentityMatchError) and job.operation == REKEY and job.destination is None \
+                and isinstance(store, Remote):
+            # A store's manifest is rewritten every few seconds: a killed run may have re-keyed this one
+            # unrecorded, and only the new identities open it now.
+            record["error"] += ("; if an earlier run was stopped, it may have re-keyed this file before recording "
+                                "it: give the new identities too (-i)")
         if isinstance(e, PayloadError) and job.operation != ENCRYPT:
             with store.open(found.path) as again:
                 record["chunk"] = first_bad_chunk(again, job.identities)
