@@ -19,6 +19,7 @@ retries.
 """
 
 import contextlib
+import errno
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,15 @@ def is_s3(fs: Any) -> bool:
     return "s3" in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol) and hasattr(fs, "call_s3")
 
 
+def replaced_meanwhile(fs: Any, key: str, etag: str) -> OSError | None:
+    """The error of an in-place re-key whose object another writer replaced since it was read (its ETag no
+    longer `etag`), else None: what they wrote is left as they wrote it."""
+    fs.invalidate_cache(key)
+    if fs.info(key).get("ETag") == etag:
+        return None
+    return OSError(errno.EBUSY, "the object changed while it was re-keyed: left as it is", key)
+
+
 def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_header: NewHeader) -> bool:
     """Write the age file at `source` (`size` bytes, ETag `etag`) re-keyed at `target`, by server-side copy;
     False, with nothing done, if its payload can't be copied as it is (new_header said so)."""
@@ -56,6 +66,8 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
     if first_end > len(head):
         head += bytes(fs.cat_file(source, start=len(head), end=first_end))
     first = header + head[old_length:first_end]
+    # In place, the new object replaces the one read only if no one replaced it meanwhile.
+    replacing = {"IfMatch": etag} if etag is not None and (bucket, key) == (target_bucket, target_key) else {}
     upload = fs.call_s3("create_multipart_upload", Bucket=target_bucket, Key=target_key)["UploadId"]
     try:
         parts = [fs.call_s3("upload_part", Bucket=target_bucket, Key=target_key, UploadId=upload, PartNumber=1,
@@ -69,12 +81,16 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
                              CopySourceRange=f"bytes={start}-{end - 1}", **match)
             parts.append(out["CopyPartResult"]["ETag"])
         fs.call_s3("complete_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload,
-                   MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]})
-    except BaseException:
+                   MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]},
+                   **replacing)
+    except BaseException as e:
         # The error told is the first one; an abort that fails too leaves an
         # upload that S3's lifecycle rule for incomplete uploads removes.
         with contextlib.suppress(OSError):
             fs.call_s3("abort_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload)
+        if replacing and etag is not None and isinstance(e, OSError) and \
+                (changed := replaced_meanwhile(fs, source, etag)) is not None:
+            raise changed from None
         raise
     fs.invalidate_cache(target)
     return True

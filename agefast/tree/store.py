@@ -405,9 +405,9 @@ class Remote(NamedTuple):
             try:
                 _made(fs, key, lambda: fs.pipe_file(key, content, **condition))
             except OSError:
-                if condition and self.written(path)[1] != unchanged:
-                    raise OSError(errno.EBUSY, "the object changed while it was re-keyed: left as it is",
-                                  os.fsdecode(path)) from None
+                if unchanged is not None and condition and \
+                        (changed := s3copy.replaced_meanwhile(fs, key, unchanged)) is not None:
+                    raise changed from None
                 raise
             named(self.written(path))
             return
@@ -422,6 +422,10 @@ class Remote(NamedTuple):
         f = _made(fs, key, lambda: fs.open(key, "wb", autocommit=False))
         try:
             content(f)
+            # s3fs's commit takes no condition: the ETag is asked just before it (a window of one request).
+            if unchanged is not None and s3copy.is_s3(fs) and \
+                    (changed := s3copy.replaced_meanwhile(fs, key, unchanged)) is not None:
+                raise changed
             uploads.commit(f)
         except BaseException:
             uploads.discard(f)
