@@ -526,6 +526,13 @@ def test_a_job_the_dask_cluster_lost_is_one_error_line(lost):
     assert outcome.describe(e.value).startswith("the Dask cluster lost the job")
 
 
+def test_an_engine_setting_of_no_engine_fails_the_job_once_not_every_file(tmp_path, make_plaintext, engine_setting):
+    _make_tree(tmp_path / "src", make_plaintext)
+    engine_setting("bogus")
+    with pytest.raises(agefast.errors.EngineError, match="AGEFAST_ENGINE must be"):
+        tree.encrypt(tmp_path / "src", tmp_path / "enc", [x25519.Identity.generate().to_public()], workers=1)
+
+
 def test_a_folder_that_cannot_be_listed_fails_alone(tmp_path, make_plaintext, monkeypatch):
     # One unreadable folder (or one past PATH_MAX) had ended the job before any file was done, with no summary.
     import agefast.tree.walk as walk

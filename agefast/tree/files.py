@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from .. import api, rekeying
 from .._typing import Identity, Recipient
-from ..errors import AgeError, NoIdentityMatchError, PayloadError
+from ..errors import AgeError, EngineError, NoIdentityMatchError, PayloadError
 from ..payload.rules import CHUNK_SIZE
 from . import s3copy
 from .manifest import Appender, Rewriter
@@ -198,6 +198,8 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
                     with store.open(found.path) as src:
                         _write(job, found, name, lambda dst: _streamed(job, threads)(src, dst), record, manifest)
                 return record     # its line added by _write, before the output took its name
+    except EngineError:
+        raise       # the engine a setting asks for, not this file: the job's to fail, once
     except (AgeError, OSError) as e:
         if isinstance(e, OSError) and isinstance(e.filename, bytes):     # named as the file system decodes it
             e = type(e)(e.errno, e.strerror, os.fsdecode(e.filename))
