@@ -166,6 +166,7 @@ _LINE_FORMS = [
     ("{t} {b}\f", True),
     ("{t} {b}\u00a0", True),
     ("{t} {b} \x00", True),          # the comment is not read
+    ("{t} {b}\rjunk", True),         # Go's line ends at a CR
     ("{t} {b}=", False),              # padding past the key
     ("{t} {b}AAAA", False),           # data after the padding
     ("{t} {nopad}", False),           # padding missing
@@ -199,6 +200,13 @@ def test_authorized_keys_line_forms_are_go_ages(ssh_keys, tmp_path):
         (tmp_path / "recipients").write_text(_line_form(form, ssh_keys) + "\n")
         done = subprocess.run(["age", "-R", tmp_path / "recipients"], input=b"x", capture_output=True)
         assert (done.returncode == 0) == taken, (form, done.stderr)
+
+
+def test_a_type_field_whose_blob_is_cut_short_is_malformed_not_skipped(ssh_keys):
+    # age's sshKeyType reads all the type's bytes: a blob cut short is no SSH key to skip with a warning.
+    cut = base64.b64encode(b"\x00\x00\x00\x64ssh-foo").decode()
+    with pytest.raises(agefast.RecipientError, match="line 1"):
+        agefast.parse_recipients(f"ssh-foo {cut}\n{_public(ssh_keys['ed25519'])}", warn=pytest.fail)
 
 
 def test_refused_key_types(ssh_keys):

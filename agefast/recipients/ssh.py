@@ -107,12 +107,15 @@ def key_type(line: str) -> str | None:
     if blob is None or len(blob) < 4:
         return None
     (size,) = struct.unpack_from(">I", blob)
+    if len(blob) < 4 + size:      # Go's cryptobyte ReadBytes wants all of them
+        return None
     return fields[0] if blob[4:4 + size] == fields[0].encode("ascii", "replace") else None
 
 
 def _key_fields(line: str) -> tuple[str, str] | None:
     """The type and base64 fields of an authorized_keys line, found as Go's ssh.ParseAuthorizedKey finds
     them: fields end at a space or a tab, and the key's starts after any of Go's spaces."""
+    line = line.split("\n", 1)[0].split("\r", 1)[0]     # where Go's ParseAuthorizedKey ends a line
     parts = _FIELD_END.split(line.strip(_GO_SPACE), 1)
     if len(parts) < 2:
         return None
