@@ -97,7 +97,9 @@ class SessionCounters:
             return
         reading, nbytes = self._measured.pop(report.nodeid)
         # The word pytest's summary uses: passed, failed, skipped, xfailed...
-        outcome, _, _ = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        # None where no plugin words it (pytest -p no:terminal): the report's own outcome then.
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        outcome = status[0] if status else report.outcome
         self.rows.append((report.nodeid, outcome, reading, nbytes))
 
     def pytest_sessionfinish(self, session):

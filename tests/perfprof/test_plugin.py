@@ -52,6 +52,13 @@ def table_rows(lines):
     return {line.split()[0]: line.split()[1:] for line in rows}
 
 
+def test_without_the_terminal_plugin_the_rows_take_the_reports_outcome(pytester, measured):
+    # No plugin words a report's status then (pytest_report_teststatus gives None): unpacking it had been an
+    # INTERNALERROR.
+    result = run(pytester, "--perfprof", "-p", "no:terminal")
+    assert result.ret == 0
+
+
 def test_perfprof_option_prints_a_per_test_table(pytester, measured):
     result = run(pytester, "--perfprof")
     result.assert_outcomes(passed=2)
