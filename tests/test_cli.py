@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -524,7 +525,21 @@ def test_an_scrypt_stanza_with_company_is_refused_before_the_passphrase_is_asked
     sealed.write_bytes(header.encode() + bytes(16 + 17))
     done = run_agefast("-d", sealed, start_new_session=True)
     assert done.returncode == 1
-    assert done.stderr == b"agefast: error: invalid header: an scrypt stanza must be the only one in the header\n"
+    assert done.stderr == b"agefast: error: invalid header: an scrypt recipient must be the only one\n"
+
+
+@pytest.mark.parametrize("command", [["agefast.cli.keygen", "-y"], ["agefast.cli.inspect"]])
+def test_ctrl_c_ends_every_command_as_it_ends_age(command):
+    # agefast-keygen and agefast-inspect, waiting on standard input, printed KeyboardInterrupt's traceback.
+    proc = subprocess.Popen([sys.executable, "-m", *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        time.sleep(1.0)     # past the imports, at the read
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, stderr) == (-signal.SIGINT, b"")
 
 
 def test_wrong_passphrase(tmp_path, tty_run):

@@ -155,8 +155,11 @@ def _error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    files.mend_closed_streams()
-    parsed, status = goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    return outcome.run_cleaning_up(_run, sys.argv[1:] if argv is None else argv)
+
+
+def _run(argv: list[str]) -> int:
+    parsed, status = goflag.parse_command(_flags(), argv, USAGE)
     if parsed is None:
         return status
     values, positional = parsed

@@ -19,7 +19,7 @@ from agefast.cli import files, goflag
 from agefast.recipients import pq, x25519
 from agefast.cli.terminal import is_terminal
 from agefast.cli.key_flags import read_key_file
-from agefast.cli.outcome import UsageError, describe
+from agefast.cli.outcome import UsageError, describe, run_cleaning_up
 from agefast.cli.output import STDOUT_NAME
 
 USAGE = """\
@@ -106,8 +106,11 @@ def _convert(path: str | None, output: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    files.mend_closed_streams()
-    parsed, status = goflag.parse_command(_flags(), sys.argv[1:] if argv is None else argv, USAGE)
+    return run_cleaning_up(_run, sys.argv[1:] if argv is None else argv)
+
+
+def _run(argv: list[str]) -> int:
+    parsed, status = goflag.parse_command(_flags(), argv, USAGE)
     if parsed is None:
         return status
     values, positional = parsed

@@ -73,7 +73,7 @@ def check_alone(stanzas: list[Stanza]) -> None:
     """HeaderError where an scrypt stanza is not alone in the header: a passphrase must be a file's only
     recipient (checked before a passphrase is asked for, as age checks it)."""
     if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
-        raise HeaderError("an scrypt stanza must be the only one in the header")
+        raise HeaderError("an scrypt recipient must be the only one")     # age's words
 
 
 class Identity:
