@@ -246,3 +246,18 @@ def test_a_passphrase_that_is_not_utf8_is_taken_as_its_bytes(tmp_path):
     status, stderr, shown = at_prompt([*AGEFAST, "-d", "-o", out, sealed], b"caf\xe9\n")
     assert (status, stderr) == (0, b""), shown
     assert out.read_bytes() == b"latin-1"
+
+
+def test_without_termios_standard_input_is_not_taken_for_the_terminal(tmp_path):
+    # Where termios is missing (Windows) the terminal cannot be switched to read a secret unseen: the prompt on
+    # standard input, new with no controlling terminal, ended in an ImportError's traceback there.
+    no_termios = "import sys; sys.modules['termios'] = None; from agefast.cli.age import main; sys.exit(main())"
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-c", no_termios, "-p", "-o", tmp_path / "out.age", os.devnull],
+                              stdin=slave, capture_output=True, start_new_session=True, timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert done.returncode == 1
+    assert done.stderr.startswith(b"agefast: error: standard input is not a terminal, and /dev/tty is not available")

@@ -32,8 +32,8 @@ def define(f: "goflag.FlagSet") -> None:
     """The key flags -r, -R, -i and -j, as every command that takes keys spells them."""
     f.repeated("recipients", "r", "recipient")
     f.repeated("recipients_files", "R", "recipients-file")
-    # -i and -j share one list, so that they are tried in the order given
-    # ("-j agent -i fallback.age" tries the plugin first).
+    # -i and -j share one list, so that they are tried in the order given, after the native identities
+    # (X25519, post-quantum, passphrase), which age 1.3 tries first whatever the order (agefast.header).
     f.repeated("identity_flags", "i", "identity", tag="i")
     f.repeated("identity_flags", "j", tag="j")
 

@@ -8,6 +8,7 @@ instead only where it is itself a terminal, as age does.
 """
 
 import contextlib
+import importlib.util
 import os
 import signal
 import sys
@@ -35,7 +36,8 @@ def _open_tty() -> FileIO:
     try:
         fd = os.open("/dev/tty", os.O_RDWR | getattr(os, "O_NOCTTY", 0))    # Windows has neither
     except OSError as e:
-        if not is_terminal(sys.stdin):
+        # Without termios (Windows) a console as standard input cannot be switched to read a secret unseen.
+        if not (is_terminal(sys.stdin) and importlib.util.find_spec("termios")):
             raise TerminalError(f"standard input is not a terminal, and /dev/tty is not available: {e.strerror}") \
                 from None
         fd = os.dup(sys.stdin.fileno())
