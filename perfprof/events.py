@@ -17,7 +17,7 @@ class EventSpec:
     kernel_only: bool = False
     # task-clock is the task's on-CPU time, user and kernel alike: the kernel
     # ignores exclude_kernel when counting it (the bit only filters its
-    # samples), so it is opened user-only, as any paranoid setting allows.
+    # samples), so it is opened user-only, as perf_event_paranoid 2 (and below) allows.
     ignores_exclude_kernel: bool = False
 
 

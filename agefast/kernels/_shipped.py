@@ -184,7 +184,7 @@ _LARGEST = 16 << 20
 def _read(path: str) -> bytes:
     """The bytes of the regular file at `path`; OSError or ValueError for anything else (a FIFO would block the
     read, /dev/zero fill the memory)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     with open(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file")
