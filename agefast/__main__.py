@@ -1,19 +1,40 @@
-"""`python -m agefast` and the agefast console script (run) run the agefast command."""
+"""`python -m agefast` and the console scripts: agefast (run), agefast-keygen, agefast-inspect, agefast-rekey and
+agefast-tree.
 
+Each script imports its command only once SIGINT is at its default action: a Ctrl-C while Python imports it
+(some 25 ms) ends the process at once, as it ends age, where KeyboardInterrupt's traceback had been printed.
+There is nothing to clean up yet; the command's own handling takes over once it is imported.
+"""
+
+import importlib
 import os
+import signal
 import sys
+from typing import Callable
 
-from agefast.cli.age import main
+
+def _command(module: str) -> Callable[[], int]:
+    """The `main` of the command in `module`, imported with SIGINT at its default action."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    except ValueError:      # not the main thread, where no handler is set (nor needed)
+        previous = None
+    try:
+        main: Callable[[], int] = importlib.import_module(module).main
+        return main
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def run() -> None:
-    """Run the command, then end the process at once.
+    """Run the agefast command, then end the process at once.
 
     The command has closed its files and joined its threads by the time main
     returns, so the interpreter's teardown (freeing every module and object
     one by one) only adds time: ~20 ms of each command on the project's VM.
     """
-    code = main()
+    code = _command("agefast.cli.age")()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -22,6 +43,22 @@ def run() -> None:
     os._exit(code)
 
 
+def keygen() -> int:
+    return _command("agefast.cli.keygen")()
+
+
+def inspect() -> int:
+    return _command("agefast.cli.inspect")()
+
+
+def rekey() -> int:
+    return _command("agefast.cli.rekey")()
+
+
+def tree() -> int:
+    return _command("agefast.cli.tree")()
+
+
 if __name__ == "__main__":
     # As a module the command returns like any program run by runpy would.
-    sys.exit(main())
+    sys.exit(_command("agefast.cli.age")())

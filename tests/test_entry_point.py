@@ -1,6 +1,7 @@
 """The agefast console script: it ends the process itself (os._exit), so
 everything it printed must still arrive, and its exit status must be main's."""
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,23 @@ def test_failure_exit_status_and_message():
     done = subprocess.run([SCRIPT, "-d"], input=b"not an age file", capture_output=True)
     assert done.returncode == 1
     assert done.stderr.startswith(b"agefast: error: ") and done.stderr.endswith(b"\n")
+
+
+def test_a_command_is_imported_with_sigint_at_its_default_action(tmp_path, monkeypatch):
+    # A Ctrl-C while Python imported a command printed KeyboardInterrupt's traceback; at SIGINT's default
+    # action it ends the process at once, as it ends age. The handler is back once the command is imported.
+    from agefast import __main__ as scripts
+
+    (tmp_path / "probe_command.py").write_text("import signal\nat_import = signal.getsignal(signal.SIGINT)\n"
+                                               "def main():\n    return 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = signal.getsignal(signal.SIGINT)
+    main = scripts._command("probe_command")
+    assert (sys.modules["probe_command"].at_import, main(), signal.getsignal(signal.SIGINT)) == (
+        signal.SIG_DFL, 7, before)
+    # every console script goes through it
+    from importlib.metadata import entry_points
+
+    installed = {e.name: e.value for e in entry_points(group="console_scripts") if e.name.startswith("agefast")}
+    assert installed == {"agefast": "agefast.__main__:run", **{f"agefast-{name}": f"agefast.__main__:{name}"
+                                                             for name in ("keygen", "inspect", "rekey", "tree")}}
