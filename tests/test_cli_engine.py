@@ -22,6 +22,13 @@ def test_warm_up_refused_by_a_setting_says_so_in_one_line(tmp_path):
     assert len(done.stderr.splitlines()) == 1 and "AGEFAST_KERNEL_FORM" in done.stderr, done.stderr
 
 
+def test_warm_up_says_when_the_setting_keeps_every_job_on_cryptography():
+    # It had said "payload engine ready (avx2)", though no job of the process would run on the kernels.
+    env = dict(__import__("os").environ, AGEFAST_ENGINE="cryptography")
+    done = subprocess.run([sys.executable, "-m", "agefast", "--warm-up"], capture_output=True, text=True, env=env)
+    assert (done.returncode, done.stderr) == (0, "agefast: payload engine: cryptography; AGEFAST_ENGINE asks for it\n")
+
+
 def test_an_engine_setting_of_no_engine_is_one_line(tmp_path):
     # It had ended every command in a traceback.
     env = dict(__import__("os").environ, AGEFAST_ENGINE="bogus")

@@ -241,7 +241,11 @@ def _warm_up() -> None:
     """Pay the engine's one-time compile now rather than in the first large job."""
     start = time.perf_counter()
     from agefast import kernels
+    from agefast.payload import engine
 
+    if engine.forced() == "cryptography":      # an invalid setting is the EngineError every job would meet
+        print("agefast: payload engine: cryptography; AGEFAST_ENGINE asks for it", file=sys.stderr)
+        return
     try:
         kernels.warm_up()
     except Exception as e:

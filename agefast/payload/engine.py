@@ -103,6 +103,12 @@ def _forced() -> str:
     return engine
 
 
+def forced() -> str:
+    """The engine AGEFAST_ENGINE forces, "cryptography" or "numba"; "" where it forces none; EngineError for any
+    other value."""
+    return _forced()
+
+
 def _warm() -> ModuleType | None:
     """The kernels module where this process has loaded the kernels, else None (loads nothing)."""
     loaded = sys.modules.get("agefast.kernels")
