@@ -126,19 +126,19 @@ def engine_env(engine: str | None) -> dict:
 def in_engine(engine: str | None, fn):
     """fn, called with AGEFAST_ENGINE set to `engine` (agefast reads it at a
     process's first job and keeps it: made to read it again, before and after)."""
-    from agefast.payload.engine import _forced
+    from agefast.payload.engine import forced
 
     def call():
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(engine_env(engine))
-        _forced.cache_clear()
+        forced.cache_clear()
         try:
             return fn()
         finally:
             os.environ.clear()
             os.environ.update(saved)
-            _forced.cache_clear()
+            forced.cache_clear()
     return call
 
 

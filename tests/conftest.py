@@ -58,7 +58,7 @@ def require_tool():
 @pytest.fixture
 def engine_setting(monkeypatch):
     """engine_setting(value): AGEFAST_ENGINE for this test. agefast reads it
-    once per process (agefast.payload.engine._forced): the setting is read
+    once per process (agefast.payload.engine.forced): the setting is read
     again after each change and after the test. The simulated platform
     (tests/test_platform.py) has no kernels: a test that asks for them there
     is skipped, by the one reason that run accepts."""
@@ -68,11 +68,11 @@ def engine_setting(monkeypatch):
         if value == "numba" and os.environ.get("AGEFAST_SIMULATE_PLATFORM"):
             pytest.skip("the simulated platform has no kernels")
         monkeypatch.setenv("AGEFAST_ENGINE", value)
-        engine._forced.cache_clear()
+        engine.forced.cache_clear()
 
     yield setting
     # Before monkeypatch restores the variable: the next job reads it then.
-    engine._forced.cache_clear()
+    engine.forced.cache_clear()
 
 
 @pytest.fixture

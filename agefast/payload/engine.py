@@ -76,7 +76,7 @@ LONE_KERNEL_MIN = 32 << 10
 # and a job of ONE_CORE_AFTER bytes or more loads them where they are shipped
 # or cached; it never compiles them (that would take a second core) and
 # counts nothing.
-# AGEFAST_ENGINE=cryptography|numba forces one (_forced).
+# AGEFAST_ENGINE=cryptography|numba forces one (forced).
 ENGINE_AFTER = 32 << 20
 COMPILE_AFTER = 1 << 30
 # One core: loading the kernels into a process that has imported agefast
@@ -96,17 +96,13 @@ ONE_CORE_AFTER = 128 << 20
 # alternating rounds, 2026-12-03, Zen 2). An invalid value is not kept: every
 # job raises. Tests and benchmarks that change it in process clear the cache.
 @functools.cache
-def _forced() -> str:
+def forced() -> str:
+    """The engine AGEFAST_ENGINE forces, "cryptography" or "numba"; "" where it forces none; EngineError for any
+    other value."""
     engine = os.environ.get("AGEFAST_ENGINE", "")
     if engine not in ("", "cryptography", "numba"):
         raise EngineError(f"AGEFAST_ENGINE must be 'cryptography' or 'numba', not {engine!r}")
     return engine
-
-
-def forced() -> str:
-    """The engine AGEFAST_ENGINE forces, "cryptography" or "numba"; "" where it forces none; EngineError for any
-    other value."""
-    return _forced()
 
 
 def _warm() -> ModuleType | None:
@@ -353,10 +349,10 @@ def choose(size: int | None, threads: int | None) -> Engine:
     """The engine for a job of `size` bytes (None: not known, a stream) on
     `threads` cores (None: all), by the rules above."""
     threads = checked_threads(threads)
-    forced = _forced()
-    if forced == "cryptography":
+    forcing = forced()
+    if forcing == "cryptography":
         return Engine(None, threads)
-    if forced == "numba":
+    if forcing == "numba":
         from .. import kernels
 
         kernels.warm_up()       # forced: a failure to load is the caller's to see
