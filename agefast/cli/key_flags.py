@@ -200,11 +200,13 @@ def load_recipients(args: "Arguments") -> list[Recipient]:
 
 
 def _same_passphrase(a: str, b: str) -> bool:
-    """Whether two passphrases are the same, compared in constant time (as
-    UTF-8: compare_digest takes str only in ASCII)."""
-    import hmac     # here, not with the module: it costs every command's start-up ~3 ms (agefast.primitives)
+    """Whether two passphrases are the same, compared in constant time, as the bytes they stand for
+    (compare_digest takes str only in ASCII)."""
+    import hmac     # here, not with the module: it costs every command's start-up ~3 ms
 
-    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+    from agefast.primitives import passphrase_bytes
+
+    return hmac.compare_digest(passphrase_bytes(a), passphrase_bytes(b))
 
 
 def _new_passphrase() -> str:
