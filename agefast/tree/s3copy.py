@@ -67,7 +67,7 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
         head += bytes(fs.cat_file(source, start=len(head), end=first_end))
     first = header + head[old_length:first_end]
     # In place, the new object replaces the one read only if no one replaced it meanwhile.
-    replacing = {"IfMatch": etag} if etag is not None and (bucket, key) == (target_bucket, target_key) else {}
+    replacing = etag if (bucket, key) == (target_bucket, target_key) else None
     upload = fs.call_s3("create_multipart_upload", Bucket=target_bucket, Key=target_key)["UploadId"]
     try:
         parts = [fs.call_s3("upload_part", Bucket=target_bucket, Key=target_key, UploadId=upload, PartNumber=1,
@@ -82,14 +82,14 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
             parts.append(out["CopyPartResult"]["ETag"])
         fs.call_s3("complete_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload,
                    MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]},
-                   **replacing)
+                   **({} if replacing is None else {"IfMatch": replacing}))
     except BaseException as e:
         # The error told is the first one; an abort that fails too leaves an
         # upload that S3's lifecycle rule for incomplete uploads removes.
         with contextlib.suppress(OSError):
             fs.call_s3("abort_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload)
-        if replacing and etag is not None and isinstance(e, OSError) and \
-                (changed := replaced_meanwhile(fs, source, etag)) is not None:
+        if replacing is not None and isinstance(e, OSError) and \
+                (changed := replaced_meanwhile(fs, source, replacing)) is not None:
             raise changed from None
         raise
     fs.invalidate_cache(target)

@@ -400,13 +400,13 @@ class Remote(NamedTuple):
         An object is stored whole, as the store keeps it, when its put or its commit returns: `durable` asks
         nothing more."""
         fs, key = self.fs, self.key(path)
+        # The ETag the object must still have, where the store has them (S3's).
+        etag = unchanged if unchanged is not None and s3copy.is_s3(fs) else None
         if isinstance(content, bytes):
-            condition = {"IfMatch": unchanged} if unchanged is not None and s3copy.is_s3(fs) else {}
             try:
-                _made(fs, key, lambda: fs.pipe_file(key, content, **condition))
+                _made(fs, key, lambda: fs.pipe_file(key, content, **({} if etag is None else {"IfMatch": etag})))
             except OSError:
-                if unchanged is not None and condition and \
-                        (changed := s3copy.replaced_meanwhile(fs, key, unchanged)) is not None:
+                if etag is not None and (changed := s3copy.replaced_meanwhile(fs, key, etag)) is not None:
                     raise changed from None
                 raise
             named(self.written(path))
@@ -423,8 +423,7 @@ class Remote(NamedTuple):
         try:
             content(f)
             # s3fs's commit takes no condition: the ETag is asked just before it (a window of one request).
-            if unchanged is not None and s3copy.is_s3(fs) and \
-                    (changed := s3copy.replaced_meanwhile(fs, key, unchanged)) is not None:
+            if etag is not None and (changed := s3copy.replaced_meanwhile(fs, key, etag)) is not None:
                 raise changed
             uploads.commit(f)
         except BaseException:
