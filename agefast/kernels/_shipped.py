@@ -179,12 +179,14 @@ def write_manifest(source: str, record: dict[str, str], builds: dict[str, str]) 
 
 # Far above any build (a library is ~60 KB, a manifest ~1 KB): a file larger is not one.
 _LARGEST = 16 << 20
+# O_NONBLOCK: a FIFO in a build's place fails the read rather than block the open.
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
 def _read(path: str) -> bytes:
     """The bytes of the regular file at `path`; OSError or ValueError for anything else (a FIFO would block the
     read, /dev/zero fill the memory)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    fd = os.open(path, _READ)
     with open(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file")
