@@ -27,8 +27,16 @@ _SHA256 = hashes.SHA256()
 
 def passphrase_bytes(passphrase: str | bytes) -> bytes:
     """A passphrase's bytes: a str's UTF-8, its lone surrogates the bytes they stand for (surrogateescape: how
-    Python reads what is not UTF-8 from a terminal or the environment). age takes any bytes."""
-    return passphrase.encode("utf-8", "surrogateescape") if isinstance(passphrase, str) else bytes(passphrase)
+    Python reads what is not UTF-8 from a terminal or the environment). age takes any bytes.
+
+    TypeError for anything else: bytes() of an int is that many zero bytes, a passphrase anyone could guess.
+    """
+    if isinstance(passphrase, str):
+        return passphrase.encode("utf-8", "surrogateescape")
+    try:
+        return memoryview(passphrase).tobytes()
+    except TypeError:
+        raise TypeError(f"a passphrase must be a str or bytes, not {type(passphrase).__name__}") from None
 
 
 def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:

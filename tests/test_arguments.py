@@ -309,3 +309,22 @@ def test_one_key_where_a_list_is_expected_is_named_plainly():
         agefast.encrypt(b"x", identity.to_public())
     with pytest.raises(TypeError, match=r"^argument 'identities': expected a list of identities, not "):
         agefast.decrypt(agefast.encrypt(b"x", [identity.to_public()]), identity)
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: agefast.passphrase.encrypt(b"x", p),
+    lambda p: agefast.passphrase.decrypt(agefast.encrypt(b"x", [agefast.passphrase.Recipient("", 2)]), p),
+    lambda p: agefast.passphrase.Recipient(p),
+    lambda p: agefast.passphrase.Identity(p),
+], ids=["encrypt", "decrypt", "Recipient", "Identity"])
+@pytest.mark.parametrize("bad", [0, 1234, [1, 2], None], ids=["0", "1234", "list", "None"])
+def test_a_passphrase_is_a_str_or_bytes(make, bad):
+    # bytes() had taken anything: 0 became the empty passphrase, 1234 as many zero bytes (as pyrage, a TypeError).
+    with pytest.raises(TypeError, match="a passphrase must be a str or bytes"):
+        make(bad)
+
+
+def test_a_passphrase_of_any_bytes_like_is_its_bytes():
+    sealed = agefast.encrypt(b"x", [agefast.passphrase.Recipient("pass", 2)])
+    for same in (b"pass", bytearray(b"pass"), memoryview(b"pass")):
+        assert agefast.decrypt(sealed, [agefast.passphrase.Identity(same)]) == b"x"
