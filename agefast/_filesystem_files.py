@@ -101,13 +101,14 @@ class AgeReadFile(AbstractBufferedFile):
         if self.closed:
             raise ValueError("I/O operation on closed file.")
         view = memoryview(b).cast("B")
-        start: int = self.loc
-        end: int = min(start + len(view), self.size)
-        if start >= end:
-            return 0
+        # The position read and moved under the lock: threads sharing the file each get the next bytes.
         with self._lock:
+            start: int = self.loc
+            end: int = min(start + len(view), self.size)
+            if start >= end:
+                return 0
             self._fill(view[:end - start], ready_now, start)
-        self.loc = end
+            self.loc = end
         return end - start
 
     def _fetch_range(self, start: int, end: int) -> bytes:

@@ -9,6 +9,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 
 import fsspec
 import numpy as np
@@ -152,6 +153,26 @@ def test_readinto_fills_the_callers_buffer(tmp_path, key, make_plaintext):
             assert buf[:n] == plaintext[start:start + n]
             assert f.tell() == start + n
         assert f.readinto(bytearray(10)) == 0
+
+
+def test_threads_sharing_a_file_each_readinto_the_next_bytes(tmp_path, key, make_plaintext):
+    # The position had been read before the lock was taken: eight threads read
+    # 6 MB of a 4 MiB file, the same ranges more than once.
+    plaintext = make_plaintext(64 * CHUNK_SIZE)
+    write_age(tmp_path / "x.age", plaintext, key)
+    pieces: list[bytes] = []
+    with reader(key).open(str(tmp_path / "x.age")) as f:
+        def drain():
+            buf = bytearray(4096)
+            while n := f.readinto(buf):
+                pieces.append(bytes(buf[:n]))
+        threads = [threading.Thread(target=drain) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sum(map(len, pieces)) == len(plaintext)
+    assert sorted(pieces) == sorted(plaintext[i:i + 4096] for i in range(0, len(plaintext), 4096))
 
 
 def test_a_damaged_chunk_fails_readinto_without_moving(tmp_path, key, make_plaintext):
