@@ -17,7 +17,7 @@ from . import _arguments
 from .io.source import Source
 from ._typing import Buffer, Reader, Recipient
 from .errors import again
-from .streaming import Encryptor, read_all
+from .streaming import Encryptor, OpenStream, read_all
 from .payload.rules import CHUNK_SIZE, STREAM_BATCH
 
 _PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
@@ -34,7 +34,7 @@ class _Output:
         return len(b)
 
 
-class EncryptingReader(io.RawIOBase):
+class EncryptingReader(OpenStream, io.RawIOBase):
     """Reads as the age file of the plaintext read from `src`.
 
     read(n) returns n bytes until the file ends (uploaders take a short read

@@ -63,6 +63,14 @@ def finish_file(out: object, dst: object) -> None:
     flush(dst)
 
 
+class OpenStream:
+    """Refuses pickle, copy and deepcopy, as Python's own files do: a copy would share the stream's position and
+    its payload's chunks, and one closed would seal the file the other still writes."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"cannot pickle or copy {type(self).__name__!r} object: it is an open stream")
+
+
 class AbortOnError:
     """close() on leaving a `with` block normally; abort() on leaving it
     through an exception, or when collected unclosed: an unfinished file must
@@ -108,7 +116,7 @@ class AbortOnError:
             self.abort()
 
 
-class Encryptor(AbortOnError, io.RawIOBase):
+class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
     """A writable binary stream that encrypts onto `dst`.
 
     close() (or finish()) seals the final chunk, as does leaving a `with`
@@ -222,7 +230,7 @@ def _is_seekable(src: object) -> bool:
     return seekable is not None and bool(seekable())
 
 
-class Decryptor(io.RawIOBase):
+class Decryptor(OpenStream, io.RawIOBase):
     """A readable binary stream of the plaintext of `src`.
 
     `armored` says what the caller knows of the file: True for ASCII armor

@@ -1,5 +1,7 @@
 """Every key type pickles, as a tree job sends its parsed keys to Dask workers (docs/tree.md)."""
 
+import copy
+import io
 import pickle
 
 import pytest
@@ -41,3 +43,18 @@ def test_ssh_keys_pickle(ssh_keys, name):
     assert type(copy) is ssh.Identity and repr(copy) == repr(identity)
     sealed = agefast.encrypt(b"worker", [_round_trip(recipient)])
     assert agefast.decrypt(sealed, [copy]) == b"worker"
+
+
+@pytest.mark.parametrize("make", [
+    lambda key: agefast.encryptor(io.BytesIO(), [key.to_public()]),
+    lambda key: agefast.decryptor(io.BytesIO(agefast.encrypt(b"x", [key.to_public()])), [key]),
+    lambda key: agefast.EncryptingReader(io.BytesIO(b"x"), [key.to_public()]),
+], ids=["encryptor", "decryptor", "EncryptingReader"])
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy, pickle.dumps], ids=["copy", "deepcopy", "pickle"])
+def test_streams_are_neither_pickled_nor_copied(make, how):
+    # A copy had shared its original's payload: the copy closed sealed the final chunk, the original went on
+    # writing and closed without an error, and the file did not decrypt.
+    stream = make(x25519.Identity.generate())
+    with pytest.raises(TypeError, match=f"cannot pickle or copy {type(stream).__name__!r} object"):
+        how(stream)
+    stream.close()
