@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 CHUNK_SIZE = _abi.CHUNK
 TAG_SIZE = _abi.TAG
 SEALED_CHUNK_SIZE = CHUNK_SIZE + TAG_SIZE
-_U64 = (1 << 64) - 1
 
 
 # The helpers below run once per call; a 64 KiB chunk seals in ~17 µs.
@@ -41,11 +40,13 @@ def key_buffer(key: Any) -> "ctypes.Array[ctypes.c_char]":
     return _native.key_buffer(_key(key))
 
 
-def _counter(counter: object) -> int:
+def _counter(counter: object, chunks: int = 1) -> int:
+    """`counter`, where it and the batch's `chunks` after it are under 2**64: the kernels count in 64 bits, and
+    past 2**64 a chunk's nonce would be an earlier chunk's (age's counter has 88 bits; no file gets there)."""
     if type(counter) is not int:
         raise TypeError("counter must be an int")
-    if not 0 <= counter < 1 << 64:
-        raise ValueError("counter out of range")
+    if not 0 <= counter <= (1 << 64) - chunks:
+        raise ValueError("counter out of range: a batch's chunks must be numbered below 2**64")
     return counter
 
 
@@ -129,7 +130,7 @@ def _run_spans(mode: int, k: bytes, counter: int, s_at: int, n: int, d_at: int, 
         a, b = span
         src_at, dst_at = a * step_in, a * step_out
         size = min(b * step_in, n) - src_at
-        call = _native.batch_call(k, (counter + a) & _U64, s_at + src_at, size, d_at + dst_at, m - dst_at,
+        call = _native.batch_call(k, counter + a, s_at + src_at, size, d_at + dst_at, m - dst_at,
                                   final and b == chunks, mode)
         if nonces is not None:
             _native.set_nonce_mask_and_aad(call, *nonces)
@@ -149,14 +150,15 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     `src` must hold a whole number of chunks unless `final`. `threads=None`
     uses every CPU this process may run on.
     """
-    k, ctr = _key(key), _counter(counter)
+    k = _key(key)
+    _counter(counter)
     final = bool(final)
     s_at, n, s_hold = lending.lend(src, writable=False)
     try:
         if not final and (n == 0 or n % CHUNK_SIZE):
             raise ValueError("a non-final batch must hold whole chunks")
         chunks = max(1, -(-n // CHUNK_SIZE))
-        return _run(_abi.SEAL, k, ctr, s_at, n, dst, n + chunks * TAG_SIZE, final, threads, chunks, CHUNK_SIZE,
+        return _run(_abi.SEAL, k, _counter(counter, chunks), s_at, n, dst, n + chunks * TAG_SIZE, final, threads, chunks, CHUNK_SIZE,
                     SEALED_CHUNK_SIZE)
     finally:
         lending.release(s_hold)
@@ -194,14 +196,15 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     one pass that stops at its first failure, so chunks after k (in other
     ranges) may hold their verified plaintext. Release only the first k.
     """
-    k, ctr = _key(key), _counter(counter)
+    k = _key(key)
+    _counter(counter)
     final = bool(final)
     s_at, n, s_hold = lending.lend(src, writable=False)
     try:
         if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
             raise ValueError("a batch must hold whole sealed chunks")
         chunks = -(-n // SEALED_CHUNK_SIZE)
-        return _run(_abi.OPEN, k, ctr, s_at, n, dst, max(0, n - chunks * TAG_SIZE), final, threads, chunks,
+        return _run(_abi.OPEN, k, _counter(counter, chunks), s_at, n, dst, max(0, n - chunks * TAG_SIZE), final, threads, chunks,
                     SEALED_CHUNK_SIZE, CHUNK_SIZE)
     finally:
         lending.release(s_hold)

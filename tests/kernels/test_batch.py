@@ -158,6 +158,23 @@ def test_validation():
         kernels.open_chunks(KEY, 0, bytes(SEALED + 1), bytearray(CHUNK + 1), False)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_no_batch_numbers_a_chunk_past_2_64(threads):
+    # The kernels count chunks in 64 bits: chunk 2 of a batch from 2**64 - 2 had been sealed under chunk 0's
+    # nonce, the keystream and Poly1305 key again.
+    top = 1 << 64
+    src = bytes(3 * CHUNK)
+    for seal in (True, False):
+        for counter, chunks in ((top - 2, 3), (top - 1, 2), (top, 1)):
+            n = chunks * CHUNK
+            with pytest.raises(ValueError, match="numbered below 2"):
+                if seal:
+                    kernels.seal_chunks(KEY, counter, src[:n], bytearray(chunks * SEALED), True, threads=threads)
+                else:
+                    kernels.open_chunks(KEY, counter, bytes(chunks * SEALED), bytearray(n), True, threads=threads)
+    assert kernels.seal_chunks(KEY, top - 3, src, bytearray(3 * SEALED), True, threads=threads) == 3 * SEALED
+
+
 def test_isa_names_the_compiled_instruction_set():
     assert kernels.isa() in ("avx512ifma", "avx512f", "avx2", "baseline")
     from agefast.kernels import _common
