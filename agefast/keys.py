@@ -69,17 +69,18 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
-def parse_identity(s: str, callbacks: object = None) -> ParsedIdentity:
-    """One identity string; plugin identities talk to the user through `callbacks`."""
+def parse_identity(s: str, callbacks: object = None, *, plugins: bool = True) -> ParsedIdentity:
+    """One identity string; plugin identities talk to the user through `callbacks`, or are of an unknown type
+    where not `plugins` (as Go's age.ParseIdentities has them: age-keygen -y runs no plugin)."""
     for prefix, module in _IDENTITY_TYPES:
         if s.startswith(prefix):
             identity: ParsedIdentity = _module(module).Identity.from_str(s)
             return identity
-    if s.startswith("AGE-PLUGIN-"):
-        plugins = _module("plugin")
-        key = plugins.Identity.from_str(s)
+    if plugins and s.startswith("AGE-PLUGIN-"):
+        plugin = _module("plugin")
+        key = plugin.Identity.from_str(s)
         try:
-            identity = plugins.IdentityPluginV1(key.plugin(), [key], callbacks)
+            identity = plugin.IdentityPluginV1(key.plugin(), [key], callbacks)
             return identity
         except DecryptError as e:
             raise IdentityError(str(e)) from None
@@ -112,12 +113,12 @@ def parse_recipient(s: str, callbacks: object = None) -> ParsedRecipient:
     return x25519.Recipient.from_str(s)
 
 
-def parse_identities(text: str, callbacks: object = None) -> list[ParsedIdentity]:
-    """Parse identity-file text: one identity per line, `#` comments."""
+def parse_identities(text: str, callbacks: object = None, *, plugins: bool = True) -> list[ParsedIdentity]:
+    """Parse identity-file text: one identity per line, `#` comments; plugin identities only where `plugins`."""
     out = []
     for number, line in _lines(text):
         try:
-            out.append(parse_identity(line, callbacks))
+            out.append(parse_identity(line, callbacks, plugins=plugins))
         except IdentityError as e:
             # Never echo the line itself: it may be a secret key.
             raise IdentityError(f"malformed identity on line {number}: {e}") from None

@@ -643,6 +643,19 @@ def test_keygen_y_bad_input(run_keygen):
     _assert_one_error_line(done.stderr, "malformed identity on line 1", prog="agefast-keygen")
 
 
+def test_keygen_y_runs_no_plugin_and_refuses_its_identity(tmp_path, run_keygen):
+    # As age-keygen -y (age.ParseIdentities): a plugin identity is of an unknown type. The plugin had been run,
+    # and the recipient printed was a Python repr, exit 0.
+    plugin = tmp_path / "age-plugin-foo"
+    plugin.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+    plugin.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    done = run_keygen("-y", input=b"AGE-PLUGIN-FOO-1QYQSZQGPQYQSZQGPLXQZEG\n", env=env)
+    assert done.returncode == 1 and done.stdout == b""
+    _assert_one_error_line(done.stderr, "malformed identity on line 1: unknown identity type", prog="agefast-keygen")
+    assert not (tmp_path / "ran").exists()
+
+
 def test_keygen_post_quantum(tmp_path, run_keygen):
     path = tmp_path / "pq.txt"
     assert run_keygen("-pq", "-o", path).returncode == 0

@@ -99,7 +99,9 @@ def _generate(output: str | None, post_quantum: bool) -> None:
 
 
 def _convert(path: str | None, output: str | None) -> None:
-    identities = agefast.parse_identities(read_key_file(path or "-", "input file"))
+    # Only age's own keys have a recipient to print: a plugin's identity is an unknown type, as in age-keygen
+    # (its to_public() had printed a Python repr, exit 0).
+    identities = agefast.parse_identities(read_key_file(path or "-", "input file"), plugins=False)
     # Everything is parsed before OUTPUT is created, so a bad INPUT leaves no file.
     with _open_output(output) as out:
         out.write("".join(f"{identity.to_public()}\n" for identity in identities))
