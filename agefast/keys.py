@@ -28,10 +28,7 @@ ParsedRecipient: TypeAlias = ("x25519.Recipient | pq.Recipient | tag.Recipient |
 LoadedIdentity: TypeAlias = ("x25519.Identity | pq.Identity | plugin.IdentityPluginV1 | ssh.Identity"
                              " | ssh.EncryptedIdentity | EncryptedIdentityFile")
 
-# Bech32 prefixes, upper-case for identities and lower-case for recipients,
-# as they appear in files, with the module of their type; the longer prefix
-# must be tried first. Modules other than x25519 are imported when a key of
-# theirs is met: together they cost a command ~25 ms of start-up.
+
 def key_text(data: bytes) -> str:
     """A key file's text. As Go age reads one, only its keys must be valid (ASCII, and checked as keys): a comment
     may hold anything, Latin-1 included. Bytes that are not UTF-8 become U+FFFD, which no key holds."""
@@ -50,6 +47,11 @@ def read_key_file(f: Any, name: str, error: type[Exception]) -> bytes:
         raise error(f"{name}: larger than {MAX_KEY_FILE >> 20} MiB, which no key file is")
     return data
 
+
+# Bech32 prefixes, upper-case for identities and lower-case for recipients,
+# as they appear in files, with the module of their type; the longer prefix
+# must be tried first. Modules other than x25519 are imported when a key of
+# theirs is met: together they cost a command ~25 ms of start-up.
 _IDENTITY_TYPES = (("AGE-SECRET-KEY-PQ-1", "pq"), ("AGE-SECRET-KEY-1", "x25519"))
 _RECIPIENT_TYPES = (("age1pq1", "pq"), ("age1tagpq1", "tagpq"), ("age1tag1", "tag"))
 
