@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from . import api
 from .recipients import x25519
-from .errors import (DecryptError, EncryptError, IdentityError, PassphraseNeededError, RecipientError,
-                     UnsupportedKeyError, go_quote)
+from .errors import (DecryptError, EncryptError, IdentityError, NoIdentityMatchError, PassphraseNeededError,
+                     RecipientError, UnsupportedKeyError, go_quote)
 from .format.grammar import Stanza
 
 if TYPE_CHECKING:
@@ -154,32 +154,57 @@ def parse_recipients(text: str, callbacks: object = None, *,
     return out
 
 
+class _AskedPassphrase:
+    """The passphrase of an encrypted identity file, asked for only where the file's one stanza is scrypt's (as
+    age's LazyScryptIdentity): a file encrypted to a key asks for nothing."""
+
+    def __init__(self, ask: Callable[[], str]) -> None:
+        self._ask = ask
+
+    def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
+        scrypt = _module("scrypt")
+        scrypt.check_alone(stanzas)
+        if len(stanzas) != 1 or stanzas[0].type != scrypt.STANZA_TYPE:
+            return None
+        file_key: bytes | None = scrypt.Identity(self._ask()).unwrap(stanzas)
+        if file_key is None:
+            raise DecryptError("incorrect passphrase")     # age's words: the file has one passphrase, and not this
+        return file_key
+
+
 class EncryptedIdentityFile:
     """An identity file encrypted to a passphrase, opened at first use.
 
     As in age, the passphrase is asked for (through `passphrase(prompt)`)
-    the first time a file is decrypted with it, not when it is loaded.
+    the first time a file is decrypted with it, not when it is loaded; and
+    where none of its identities opens a file, `warn(message)` says so.
     """
 
     def __init__(self, data: bytes, name: str, passphrase: Callable[[str], str] | None,
-                 callbacks: object = None) -> None:
+                 callbacks: object = None, warn: Callable[[str], object] | None = None) -> None:
         self._data = bytes(data)
         self._name = name
         self._passphrase = passphrase
         self._callbacks = callbacks
+        self._warn = warn
         self._identities: list[ParsedIdentity] | None = None
 
     def __repr__(self) -> str:
         return f"<keys.EncryptedIdentityFile {self._name!r}>"
 
+    def _ask(self) -> str:
+        if self._passphrase is None:
+            raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
+        return self._passphrase(f"Enter passphrase for identity file {go_quote(self._name)}:")
+
     def identities(self) -> list[ParsedIdentity]:
         """The identities in the file, decrypted (asking for the passphrase) the first time."""
         if self._identities is None:
-            if self._passphrase is None:
-                raise IdentityError(f"identity file {self._name} is passphrase-encrypted: a passphrase is needed")
-            secret = self._passphrase(f"Enter passphrase for identity file {go_quote(self._name)}:")
             try:
-                text = api.decrypt(self._data, [_module("scrypt").Identity(secret)])
+                text = api.decrypt(self._data, [_AskedPassphrase(self._ask)])
+            except NoIdentityMatchError:
+                raise IdentityError(
+                    f"identity file {self._name} is encrypted with age but not with a passphrase") from None
             except DecryptError as e:
                 raise IdentityError(f"identity file {self._name}: cannot decrypt it: {e}") from None
             self._identities = parse_identities(key_text(text), self._callbacks)
@@ -195,6 +220,8 @@ class EncryptedIdentityFile:
             file_key = identity.unwrap(stanzas)
             if file_key is not None:
                 return file_key
+        if self._warn is not None:
+            self._warn(f"encrypted identity file {go_quote(self._name)} didn't match file's recipients")
         return None
 
 
@@ -222,11 +249,13 @@ PublicKey = Union["ssh.Recipient", Callable[[], "ssh.Recipient | None"], None]
 
 
 def load_identities(data: bytes, *, name: str = "-", passphrase: Callable[[str], str] | None = None,
-                    callbacks: object = None, ssh_public_key: PublicKey = None) -> list[LoadedIdentity]:
+                    callbacks: object = None, ssh_public_key: PublicKey = None,
+                    warn: Callable[[str], object] | None = None) -> list[LoadedIdentity]:
     """The identities in an identity file's bytes, in any of age's forms.
 
     - an age file (binary or armored) encrypted with a passphrase, holding
-      an identity file: opened at first use with `passphrase(prompt) -> str`;
+      an identity file: opened at first use with `passphrase(prompt) -> str`,
+      and `warn(message)` called where none of its identities opens a file;
     - a PEM or OpenSSH private key (ssh-ed25519, ssh-rsa); a protected one
       asks `passphrase(prompt)` once a file has a stanza for it, and needs its
       public key, which OpenSSH files carry and `ssh_public_key` (an
@@ -238,7 +267,7 @@ def load_identities(data: bytes, *, name: str = "-", passphrase: Callable[[str],
     """
     data = bytes(data)
     if data.startswith((b"age-encryption.org/", b"-----BEGIN AGE ENCRYPTED FILE-----")):
-        return [EncryptedIdentityFile(data, name, passphrase, callbacks)]
+        return [EncryptedIdentityFile(data, name, passphrase, callbacks, warn)]
     if data.startswith(b"-----BEGIN"):
         return [_ssh_identity(data, name, passphrase, ssh_public_key)]
     return list(parse_identities(key_text(data), callbacks))

@@ -118,6 +118,34 @@ def test_native_identities_are_tried_before_an_encrypted_identity_file(tmp_path,
     assert (done.returncode, done.stdout) == (0, b"no prompt"), done.stderr
 
 
+def test_an_identity_file_encrypted_to_a_key_asks_for_no_passphrase(tmp_path, run_agefast):
+    # As age's LazyScryptIdentity: the passphrase is asked for only where the identity file's one stanza is
+    # scrypt's. An identity file encrypted to a key had been met with a prompt (here, with no terminal, an error
+    # about the terminal), then "No matching keys found".
+    outer, inner = agefast.x25519.Identity.generate(), agefast.x25519.Identity.generate()
+    wrapped = tmp_path / "wrapped.age"
+    wrapped.write_bytes(agefast.encrypt(f"{inner}\n".encode(), [outer.to_public()]))
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(b"x", [inner.to_public()]))
+    done = run_agefast("-d", "-i", wrapped, sealed, start_new_session=True)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines()[0] == (
+        f"agefast: error: identity file {wrapped} is encrypted with age but not with a passphrase")
+
+
+def test_an_encrypted_identity_file_that_matches_nothing_is_warned_of(tmp_path, tty_run):
+    # age's NoMatchWarning, before the no-match error.
+    inner = agefast.x25519.Identity.generate()
+    protected = tmp_path / "protected.age"
+    protected.write_bytes(agefast.encrypt(f"{inner}\n".encode(), [agefast.passphrase.Recipient("pw", 10)]))
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()]))
+    result = tty_run([*AGEFAST, "-d", "-i", protected, sealed], [(b"Enter passphrase for identity file", "pw")])
+    assert result.returncode == 1
+    assert f'agefast: warning: encrypted identity file "{protected}" didn\'t match file\'s recipients'.encode() \
+        in result.transcript
+
+
 def test_plugin_recipient_and_j_flag(on_path, run_agefast):
     # The test plugin's data-less identity pairs with the recipient of empty data.
     recipient = bech32.encode("age1agefasttest", b"")

@@ -101,7 +101,8 @@ def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
         # PATH.pub is read only for a protected PEM key, as age reads it: beside any other key it may be
         # anything (age-keygen -y key > key.pub).
         return agefast.load_identities(data, name=path, passphrase=read_passphrase,
-                                       callbacks=_PLUGIN_PROMPTS, ssh_public_key=lambda: _ssh_public_key(path))
+                                       callbacks=_PLUGIN_PROMPTS, ssh_public_key=lambda: _ssh_public_key(path),
+                                       warn=print_warning)
     except agefast.IdentityError as e:
         _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace")))
         # Messages about the file as a whole already name it; line errors don't.
