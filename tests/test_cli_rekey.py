@@ -182,7 +182,7 @@ def test_post_quantum_and_passphrase_mixing_is_refused(tmp_path, keys, second):
     before = src.read_bytes()
     if second == "x25519":
         args = ["-r", pq.to_public(), "-r", keys["new"].to_public()]
-        message = b"post-quantum and classic recipients can't be mixed"
+        message = b"can't mix post-quantum and classic recipients, or the file would be vulnerable to quantum computers"
     else:
         # -e -j batchpass: the passphrase of $AGE_PASSPHRASE, beside an X25519 key.
         args = ["-j", "batchpass", "-e", "-r", keys["new"].to_public()]

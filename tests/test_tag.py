@@ -89,6 +89,34 @@ def test_labels():
     assert agefast.decrypt(encrypted, [hybrid]) == b"pq only"
 
 
+class Labelled:
+    """A recipient with `labels`, recording whether it was asked to wrap."""
+
+    def __init__(self, *labels):
+        self.labels = frozenset(labels)
+        self.wrapped = False
+
+    def wrap(self, file_key):
+        self.wrapped = True
+        return x25519.Identity.generate().to_public().wrap(file_key)
+
+
+def test_labels_are_compared_as_each_recipient_is_wrapped_in_age_s_words():
+    # As age's encryptHdr: the second recipient refused, the third is never wrapped (a plugin never run).
+    later = Labelled()
+    pq = agefast.pq.Identity.generate().to_public()
+    with pytest.raises(agefast.EncryptError) as refused:
+        agefast.encrypt(b"x", [pq, x25519.Identity.generate().to_public(), later])
+    assert not later.wrapped
+    assert str(refused.value) == (
+        "incompatible recipients: can't mix post-quantum and classic recipients, or the file would be vulnerable "
+        "to quantum computers (Cannot encrypt to a recipient with labels 'postquantum' alongside a recipient "
+        "with no labels)")
+    # The other recipient's labels named as they are: this had said "no labels".
+    with pytest.raises(agefast.EncryptError, match="labels 'postquantum' alongside a recipient with labels 'foo'"):
+        agefast.encrypt(b"x", [Labelled("foo"), pq])
+
+
 @pytest.mark.parametrize("module, text, fragment", [
     (tag, "badprefix", "malformed p256tag recipient"),
     (tag, bech32.encode("age1tag", bytes(33)), "invalid P-256 public key"),
