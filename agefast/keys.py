@@ -123,6 +123,8 @@ def parse_identities(text: str, callbacks: object = None, *, plugins: bool = Tru
             out.append(parse_identity(line, callbacks, plugins=plugins))
         except IdentityError as e:
             # Never echo the line itself: it may be a secret key.
+            if line.startswith("age1"):
+                e = IdentityError("apparent recipient found in identities file")     # age 1.3's hint
             raise IdentityError(f"malformed identity on line {number}: {e}") from None
     if not out:
         raise IdentityError("no identities found")
@@ -147,6 +149,8 @@ def parse_recipients(text: str, callbacks: object = None, *,
             if warn is not None and (isinstance(e, UnsupportedKeyError) or _module("ssh").key_type(line)):
                 warn(f"ignoring line {number}: {e}")
                 continue
+            if line.startswith("AGE-"):
+                e = RecipientError("apparent identity found in recipients file")     # age 1.3's hint
             # an UnsupportedKeyError stays one, with its line, as the caller may skip such keys itself
             raise type(e)(f"malformed recipient on line {number}: {e}") from None
     if not out:

@@ -271,6 +271,16 @@ def test_malformed_keys(text, error):
         parse(text)
 
 
+def test_a_key_in_the_other_kind_of_file_is_named_as_age_1_3_names_it():
+    identity = agefast.pq.Identity.generate()
+    with pytest.raises(agefast.RecipientError) as e:
+        agefast.parse_recipients(f"{RECIPIENT}\n{identity}\n")
+    assert str(e.value) == "malformed recipient on line 2: apparent identity found in recipients file"
+    with pytest.raises(agefast.IdentityError) as e:
+        agefast.parse_identities(f"# key\n{identity.to_public()}\n")
+    assert str(e.value) == "malformed identity on line 2: apparent recipient found in identities file"
+
+
 @pytest.mark.parametrize("brk", ["\r", "\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"])
 def test_a_key_after_a_line_break_inside_a_comment_is_part_of_the_comment(brk):
     # As Go age scans key files (bufio.ScanLines): lines end at "\n" alone. str.splitlines() had made the key
