@@ -594,6 +594,29 @@ def _age_keygen_y(path) -> str:
 
 
 @pytest.mark.requires_tool("age-keygen")
+@pytest.mark.parametrize("mangle", [lambda d: d.replace(b"\n", b"\r\n"),
+                                    lambda d: b"\xff\xfe" + d.decode("latin-1").encode("utf-16-le")],
+                         ids=["crlf", "utf-16"])
+def test_a_file_powershell_redirected_is_told_as_age_tells_it(tmp_path, mangle, run_agefast):
+    identity = agefast.x25519.Identity.generate()
+    (tmp_path / "key").write_text(f"{identity}\n")
+    (tmp_path / "mangled.age").write_bytes(mangle(agefast.encrypt(b"x", [identity.to_public()])))
+    done = run_agefast("-d", "-i", tmp_path / "key", tmp_path / "mangled.age")
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.decode().splitlines() == [
+        "agefast: error: invalid header intro",
+        "agefast: hint: it looks like this file was corrupted by PowerShell redirection",
+        "agefast: hint: consider using -o or -a to encrypt files in PowerShell"]
+
+
+def test_another_version_is_named_in_go_s_quotes(tmp_path, run_agefast):
+    identity = agefast.x25519.Identity.generate()
+    (tmp_path / "key").write_text(f"{identity}\n")
+    (tmp_path / "v2.age").write_bytes(agefast.encrypt(b"x", [identity.to_public()]).replace(b"/v1", b"/v2\x01", 1))
+    done = run_agefast("-d", "-i", tmp_path / "key", tmp_path / "v2.age")
+    _assert_one_error_line(done.stderr, 'unsupported age format version: "age-encryption.org/v2\\x01"')
+
+
 def test_keygen_output_matches_age_keygen(tmp_path, run_keygen):
     done = run_keygen()
     assert done.returncode == 0

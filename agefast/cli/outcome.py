@@ -22,7 +22,7 @@ from agefast.io import portable
 
 
 class UsageError(Exception):
-    """The command line asks for something that cannot be done; `hints` say what might."""
+    """What cannot be done as the command line asks; `hints` say what might (age's errorWithHint)."""
 
     def __init__(self, message: str, *hints: str) -> None:
         super().__init__(message)

@@ -9,7 +9,7 @@ import binascii
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import EncryptError, HeaderError
+from ..errors import EncryptError, HeaderError, go_quote
 from .stanza import COLUMNS, STANZA_PREFIX, b64encode_bytes
 # Stanza and b64encode live in stanza.py (a leaf the public types import); the
 # recipients take them from here, with the parser.
@@ -197,7 +197,7 @@ def _not_version_line(line: bytes) -> HeaderError:
     if len(line) < len(VERSION_LINE) and not line.endswith(b"\n"):
         return HeaderError("header ends early: unexpected end of file")
     if line.startswith(b"age-encryption.org/"):
-        return HeaderError(f"unsupported age format version: {line[:64]!r}")
+        return HeaderError(f"unsupported age format version: {go_quote(line[:64].decode('utf-8', 'replace'))}")
     if line.isspace():
         from .armor import MAX_WHITESPACE  # here: only this error needs the armor module
 
