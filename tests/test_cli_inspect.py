@@ -106,6 +106,14 @@ def test_unknown_stanza_types_leave_it_unknown():
     assert (data["postquantum"], data["stanza_types"], data["sizes"]["min_payload"]) == ("unknown", ["some-plugin"], 3)
 
 
+def test_json_escapes_html_characters_as_go_does():
+    # Go's json.Encoder escapes "<", ">" and "&" (SetEscapeHTML); a stanza type may hold them.
+    header = b"age-encryption.org/v1\n-> a<b&c>d\nAAAA\n--- " + b"A" * 43 + b"\n"
+    done = run_inspect("--json", input=header + bytes(16 + 16 + 3))
+    assert b'"a\\u003cb\\u0026c\\u003ed"' in done.stdout, done.stdout
+    assert json.loads(done.stdout)["stanza_types"] == ["a<b&c>d"]
+
+
 @pytest.mark.parametrize(("data", "fragment"), [
     (b"not age\n", "inspection failed: failed to read header"),
     (b"", "inspection failed: failed to read header"),

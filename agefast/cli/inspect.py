@@ -149,6 +149,9 @@ def _flags() -> goflag.FlagSet:
     return f
 
 
+_GO_HTML_ESCAPES = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&"})
+
+
 def _error(message: str) -> int:
     print(f"agefast-inspect: error: {message}", file=sys.stderr)
     return 1
@@ -184,8 +187,10 @@ def _run(argv: list[str]) -> int:
     except OSError as e:
         return _error(f"inspection failed: {e.strerror or e}")
     if values["json"]:
-        # Go's json.Encoder with SetIndent("", "    "): the same text, ending in a newline.
-        sys.stdout.write(json.dumps(data, indent=4) + "\n")
+        # Go's json.Encoder with SetIndent("", "    "): the same text, ending in a newline, "<", ">" and "&"
+        # escaped (its SetEscapeHTML, on by default; stanza types are ASCII, and JSON's syntax has none of them).
+        text = json.dumps(data, indent=4)
+        sys.stdout.write(text.translate(_GO_HTML_ESCAPES) + "\n")
     else:
         sys.stdout.write(describe(positional[0] if positional else "<stdin>", data))
     return 0
