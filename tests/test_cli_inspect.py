@@ -132,7 +132,20 @@ def test_impossible_payload_size(tmp_path):
     path.write_bytes(whole[:-10])  # a final chunk shorter than its tag
     done = run_inspect(path)
     assert done.returncode == 1
-    assert b"failed to compute stream overhead" in done.stderr
+    header = whole.index(b"\n", whole.index(b"\n---") + 1) + 1
+    sealed = len(whole) - 10 - header - 16      # less the nonce
+    assert done.stderr.decode() == ("agefast-inspect: error: inspection failed: failed to compute stream overhead: "
+                                    f"invalid encrypted payload size: {sealed}\n")
+
+
+def test_a_damaged_armored_payload_is_a_failed_read_of_the_rest(tmp_path):
+    # age-inspect's words ("failed to read rest of file: ..."), where the armor past the header is bad.
+    armored = agefast.encrypt(b"z" * 1000, [agefast.x25519.Identity.generate().to_public()], armored=True)
+    lines = armored.split(b"\n")
+    lines[-4] = b"!" * len(lines[-4])
+    done = run_inspect(input=b"\n".join(lines))
+    assert done.returncode == 1
+    assert done.stderr.decode().startswith("agefast-inspect: error: inspection failed: failed to read rest of file: ")
 
 
 def test_usage(tmp_path):

@@ -16,10 +16,9 @@ import sys
 from typing import Any
 
 from . import files, goflag, outcome
-from ..errors import go_quote
+from ..errors import AgeError, ArmorError, HeaderError, go_quote
 from ..io.source import Source
 from ..format.armor import ArmorReader, starts_armored
-from ..errors import AgeError, HeaderError
 from ..format.grammar import encode_mac_line, parse_header
 from ..payload.rules import NONCE_SIZE, TAG_SIZE, chunk_count, end_problem
 
@@ -71,7 +70,7 @@ def stream_overhead(payload_size: int) -> int:
         raise InspectError(f"failed to compute stream overhead: encrypted size too small: {payload_size}")
     sealed = payload_size - NONCE_SIZE
     if end_problem(sealed) is not None:
-        raise InspectError(f"failed to compute stream overhead: invalid encrypted size {sealed}")
+        raise InspectError(f"failed to compute stream overhead: invalid encrypted payload size: {sealed}")
     return NONCE_SIZE + chunk_count(sealed) * TAG_SIZE
 
 
@@ -95,7 +94,10 @@ def inspect(reader: Any, file_size: int | None = None) -> dict[str, Any]:
     if file_size is None or armored:
         # An armored file's size on disk depends on its line endings; the
         # decoded size is what the payload is.
-        file_size = header_size + _read_to_end(source)
+        try:
+            file_size = header_size + _read_to_end(source)
+        except ArmorError as e:
+            raise InspectError(f"failed to read rest of file: {e}") from None
         armor_size = raw.count - file_size
     overhead = stream_overhead(file_size - header_size)
     types = [s.type for s in header.stanzas]
