@@ -75,9 +75,14 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value     # found directly from now on
-    return value
+    module = importlib.import_module(f".{home}", __name__)
+    # Every name from that module found directly from now on, bound at once: the import made the package's
+    # attribute `encrypting_reader` the module of that name, over the function (agefast.EncryptingReader first,
+    # then agefast.encrypting_reader(...) had called a module).
+    for other, where in _HOMES.items():
+        if where == home:
+            globals()[other] = getattr(module, other)
+    return globals()[name]
 
 
 def __dir__() -> list[str]:

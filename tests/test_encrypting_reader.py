@@ -4,6 +4,7 @@ import http.server
 import io
 import shutil
 import subprocess
+import sys
 import threading
 import tracemalloc
 
@@ -261,3 +262,16 @@ def test_the_io_contract_for_what_each_stream_is_not():
     encryptor.close()
     with pytest.raises(ValueError):
         encryptor.writable()
+
+
+def test_the_package_s_names_stay_what_they_name_whatever_is_used_first():
+    # agefast.EncryptingReader first imported the module agefast.encrypting_reader, which became the package's
+    # attribute of that name: agefast.encrypting_reader(...) then called a module. A new process, nothing imported;
+    # sorted, the classes come first.
+    script = ("import agefast, types\n"
+              "for name in sorted(agefast.__all__):\n"
+              "    getattr(agefast, name)\n"
+              "print([n for n in agefast.__all__\n"
+              "       if isinstance(getattr(agefast, n), types.ModuleType) != (n in agefast._MODULES)])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n", done.stdout
