@@ -62,6 +62,8 @@ class EncryptingReader(OpenStream, io.RawIOBase):
         self._error: BaseException | None = None
 
     def readable(self) -> bool:
+        if self.closed:     # as Python's own files answer
+            raise ValueError("I/O operation on a closed encrypting reader")
         return True
 
     def write(self, b: Buffer) -> int:

@@ -276,10 +276,17 @@ class Decryptor(OpenStream, io.RawIOBase):
             raise
 
     def readable(self) -> bool:
+        if self.closed:     # as Python's own files answer
+            raise ValueError("I/O operation on a closed decryptor")
         return True
 
     def seekable(self) -> bool:
+        if self.closed:
+            raise ValueError("I/O operation on a closed decryptor")
         return isinstance(self._payload, SeekablePayload)
+
+    def write(self, b: Buffer) -> int:
+        raise io.UnsupportedOperation("a decryptor is read, not written")
 
     def _seekable_payload(self) -> SeekablePayload:
         if self.closed:

@@ -603,3 +603,19 @@ def test_a_child_forked_while_a_thread_wrote_is_refused_not_hung(tmp_path):
     release.set()
     t.join()
     assert (tmp_path / "child").read_text() == "refused refused returned"
+
+
+def test_closed_streams_answer_as_python_s_files_and_a_decryptor_is_not_written():
+    identity = agefast.x25519.Identity.generate()
+    sealed = agefast.encrypt(b"x", [identity.to_public()])
+    decryptor = agefast.decryptor(io.BytesIO(sealed), [identity])
+    with pytest.raises(io.UnsupportedOperation, match="a decryptor is read, not written"):
+        decryptor.write(b"x")   # a bare NotImplementedError before
+    reader = agefast.EncryptingReader(io.BytesIO(b"x"), [identity.to_public()])
+    encryptor = agefast.encryptor(io.BytesIO(), [identity.to_public()])
+    for stream, asks in ((decryptor, ("readable", "seekable")), (reader, ("readable",)),
+                         (encryptor, ("writable",))):
+        stream.close()
+        for ask in asks:
+            with pytest.raises(ValueError, match="I/O operation on a closed"):
+                getattr(stream, ask)()
