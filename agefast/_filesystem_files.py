@@ -237,6 +237,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._discard(path)
             raise
         super().__init__(fs, path, mode, block_size=block_size, **kwargs)
+        self._made = True
 
     def _commit(self) -> None:
         """The written file under its name."""

@@ -9,6 +9,7 @@ halves that every other way in (agefast.api) shares.
 import io
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -89,12 +90,20 @@ class AbortOnError:
         def abort(self) -> None: ...
 
     _wrapper_collected = False      # a class attribute: the value where __init__ did not get as far
+    _made = False                   # set where __init__ ends: a writer it refused was never the user's to close
+
+    def _warn_unclosed(self) -> None:
+        # As Python's files are told of when collected unclosed: a forgotten close() loses the file.
+        if self._made:
+            warnings.warn(f"unclosed {type(self).__name__}: its file was left unfinished (close() seals it)",
+                          ResourceWarning, source=self)
 
     def _dealloc_warn(self, source: object) -> None:
         # CPython's TextIOWrapper and BufferedWriter call this on what they
         # wrap from their finalizer, just before they close it: collected
         # unclosed, so that close is no close of the user's.
         self._wrapper_collected = True
+        self._warn_unclosed()
 
     def close(self) -> None:
         if self.closed:
@@ -113,6 +122,7 @@ class AbortOnError:
 
     def __del__(self) -> None:
         if not self.closed:
+            self._warn_unclosed()
             self.abort()
 
 
@@ -143,6 +153,7 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
         self._out, key = begin_file(dst, recipients, armored)
         self._payload = PayloadWriter(self._out, key, choose(None, threads), write_position(self._out))
         self._failed: str | None = None     # what a write raised: the stream can be neither written nor sealed
+        self._made = True
 
     def writable(self) -> bool:
         if self.closed:

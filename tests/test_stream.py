@@ -2,10 +2,12 @@
 awkward read and write step, and with readers and writers that do less than
 they are asked to."""
 
+import gc
 import io
 import itertools
 import os
 import random
+import warnings
 
 import pytest
 
@@ -619,3 +621,23 @@ def test_closed_streams_answer_as_python_s_files_and_a_decryptor_is_not_written(
         for ask in asks:
             with pytest.raises(ValueError, match="I/O operation on a closed"):
                 getattr(stream, ask)()
+
+
+def test_a_writer_collected_unclosed_is_warned_of_as_python_s_files_are():
+    # The file is left unfinished (aborted, as before), now with the ResourceWarning Python gives an unclosed file.
+    recipient = agefast.x25519.Identity.generate().to_public()
+    for wrap, data in ((lambda e: e, b"x"), (io.TextIOWrapper, "x")):
+        with pytest.warns(ResourceWarning, match="unclosed Encryptor: its file was left unfinished"):
+            stream = wrap(agefast.encryptor(io.BytesIO(), [recipient]))
+            stream.write(data)
+            del stream
+            gc.collect()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with agefast.encryptor(io.BytesIO(), [recipient]) as closed:
+            closed.write(b"x")
+        with pytest.raises(TypeError):
+            agefast.encryptor("not a file", [recipient])    # refused: never the caller's to close
+        del closed
+        gc.collect()
+    assert [w for w in seen if issubclass(w.category, ResourceWarning)] == []
