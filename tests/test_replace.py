@@ -378,3 +378,19 @@ def test_a_file_whose_owner_cannot_be_kept_loses_its_set_id_bits(tmp_path, monke
     with replacing(str(target)) as f:
         f.write(b"new")
     assert target.stat().st_mode & 0o7777 == 0o755 and target.read_bytes() == b"new"
+
+
+@pytest.mark.parametrize("name, error", [("missing/../notes.txt", FileNotFoundError),
+                                         ("missing/new.txt", FileNotFoundError),
+                                         ("notes.txt/new.txt", NotADirectoryError)])
+def test_a_folder_open_would_not_find_is_an_error_as_open_gives(tmp_path, monkeypatch, name, error):
+    # realpath() took "missing/.." for the folder it names without looking: encrypt_file("notes.txt",
+    # "missing/../notes.txt") wrote its output over its input, where open() (and Go age) find no such file.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_bytes(b"the input")
+    with pytest.raises(error) as refused:
+        with replace.replacing(name) as f:
+            f.write(b"output")
+    assert refused.value.filename == name
+    assert (tmp_path / "notes.txt").read_bytes() == b"the input"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

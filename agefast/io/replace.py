@@ -341,6 +341,11 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
         return
     if there is not None:
         _refuse_read_only(path, path)
+    else:
+        # The folder as open() would find it: realpath() below takes "missing/.." for the folder it names
+        # without looking, and had written over "missing/../notes.txt", the input, where open() finds nothing.
+        with _naming(path):
+            os.stat(os.path.join(os.path.dirname(path) or os.curdir, ""))
     target = os.path.realpath(path)
     directory, name = os.path.split(target)
     proc = _proc_folder()
