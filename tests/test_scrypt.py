@@ -59,3 +59,13 @@ def test_no_libsodium_where_fips_mode_is_or_may_be_on(fips, monkeypatch):
     monkeypatch.setattr(sodium, "_bindings", _Unreachable())
     assert sodium.bindings() is None
     assert scrypt._wrap_key(b"pw", bytes(16), 4) == _openssl(b"pw", bytes(16), 4)
+
+
+def test_work_factors_are_bounded_both_ways():
+    for bad in (0, 31, True, 2.0, "18"):
+        with pytest.raises(ValueError, match="work_factor must be an integer from 1 to 30"):
+            passphrase.Recipient("pw", work_factor=bad)
+        with pytest.raises(ValueError, match="max_work_factor must be an integer from 1 to 30"):
+            passphrase.Identity("pw", max_work_factor=bad)
+    passphrase.Recipient("pw", work_factor=30)
+    passphrase.Identity("pw", max_work_factor=1)

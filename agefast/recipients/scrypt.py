@@ -45,6 +45,12 @@ def _wrap_key(passphrase: bytes, salt: bytes, log_n: int) -> bytes:
     return key
 
 
+def _check_work_factor(name: str, value: object) -> None:
+    # A bool is an int to Python, and True would have been work factor 1.
+    if type(value) is not int or not 1 <= value <= 30:
+        raise ValueError(f"{name} must be an integer from 1 to 30")
+
+
 class Recipient:
     """Encrypts to a passphrase, with scrypt work factor 2**work_factor."""
 
@@ -52,8 +58,7 @@ class Recipient:
     passphrase = True
 
     def __init__(self, passphrase: str | bytes, work_factor: int = DEFAULT_WORK_FACTOR):
-        if not isinstance(work_factor, int) or not 1 <= work_factor <= 30:
-            raise ValueError("work_factor must be an integer from 1 to 30")
+        _check_work_factor("work_factor", work_factor)
         self._passphrase = passphrase_bytes(passphrase)
         self._work_factor = work_factor
         # A label no other recipient shares, so this one cannot be mixed.
@@ -84,8 +89,7 @@ class Identity:
     tried_first = True
 
     def __init__(self, passphrase: str | bytes, max_work_factor: int = DEFAULT_MAX_WORK_FACTOR):
-        if not isinstance(max_work_factor, int) or not 1 <= max_work_factor <= 30:
-            raise ValueError("max_work_factor must be an integer from 1 to 30")
+        _check_work_factor("max_work_factor", max_work_factor)
         self._passphrase = passphrase_bytes(passphrase)
         self._max_work_factor = max_work_factor
 
