@@ -269,6 +269,8 @@ def test_armor_as_a_writer_makes_it_is_decoded_whole_and_nothing_else_is():
     lines = text.split(b"\n")
     for other in (text.replace(b"\n", b"\r\n"), b"\n" + text, text + b"\n", text[:-1],
                   b"\n".join(lines[:1] + [lines[1][:32], lines[1][32:]] + lines[2:]),       # a short middle line
+                  # as many lines, but of 63 and 65 columns
+                  b"\n".join(lines[:1] + [lines[1][:-1], lines[1][-1:] + lines[2]] + lines[3:]),
                   text.replace(lines[1] + b"\n", lines[1] + b" \n")):
         assert armor.decode_whole(other) is None        # read by ArmorReader, which tells what is wrong
 

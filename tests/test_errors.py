@@ -255,6 +255,16 @@ def test_post_quantum_cannot_be_mixed_with_classical():
     assert agefast.decrypt(ct, [pq]) == b"x"
 
 
+def test_a_file_key_of_the_wrong_size_from_an_identity_is_a_header_failure():
+    # As a plugin's identity may return one: a header failure of its own, not a MAC that does not match.
+    class Short:
+        def unwrap(self, stanzas):
+            return bytes(15)
+
+    with pytest.raises(errors.HeaderError, match="unwrapped file key has the wrong length"):
+        agefast.decrypt(agefast.encrypt(b"x", [RECIPIENT]), [Short()])
+
+
 def test_no_recipients():
     with pytest.raises(agefast.EncryptError):
         agefast.encrypt(b"x", [])

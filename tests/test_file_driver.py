@@ -10,7 +10,7 @@ import agefast
 from agefast.payload import file_driver, rules
 from agefast.payload.engine import ENGINE_AFTER, choose
 from agefast import kernels
-from agefast.errors import PayloadError
+from agefast.errors import PayloadError, TruncatedError
 from streams import interrupt_thread_start
 
 MiB = 1 << 20
@@ -187,6 +187,28 @@ def test_an_input_cut_back_to_where_the_workers_stopped_fails(tmp_path, monkeypa
     with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
         with pytest.raises(agefast.EncryptError, match="the input file shrank while it was encrypted"):
             file_driver.seal_payload(src, dst, KEY, choose(SIZE, None), read_at=0, write_at=0, size=SIZE)
+
+
+def test_a_sealed_input_cut_back_to_where_the_workers_stopped_is_cut_short(tmp_path, monkeypatch):
+    # The opening twin of the test above: cut back to the end of the last whole batch while the workers opened
+    # it, the file is one whose middle chunks end it (age: "unexpected EOF"), never a whole one.
+    plain = random.Random(3).randbytes(SIZE)
+    sealed = bytearray(rules.sealed_size(SIZE))
+    choose(None, None).seal(KEY, 0, plain, sealed, True)
+    (tmp_path / "in").write_bytes(sealed)
+    whole = (len(sealed) - 1) // SEALED_BATCH * SEALED_BATCH
+    real = kernels.FileJob.wait
+
+    def cut(self):
+        result = real(self)
+        os.truncate(tmp_path / "in", whole)
+        return result
+
+    monkeypatch.setattr(kernels.FileJob, "wait", cut)
+    with open(tmp_path / "in", "rb") as src, open(tmp_path / "out", "wb") as dst:
+        with pytest.raises(TruncatedError):
+            file_driver.open_payload(src, dst, KEY, choose(len(sealed), None), read_at=0, write_at=0,
+                                     size=len(sealed))
 
 
 def test_a_signal_while_the_workers_start_leaves_the_verified_prefix(tmp_path, monkeypatch):

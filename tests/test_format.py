@@ -38,6 +38,21 @@ def test_bech32_rejects(bad):
         bech32.decode(bad)
 
 
+def _with_checksum(hrp: str, values: list[int]) -> str:
+    check = bech32._polymod(bech32._hrp_expand(hrp) + values + [0] * 6) ^ 1
+    return hrp + "1" + "".join(bech32._CHARSET[v] for v in values + [(check >> 5 * (5 - i)) & 31 for i in range(6)])
+
+
+def test_bech32_refuses_padding_bits_that_are_not_zero():
+    # 32 bytes are 52 characters of 5 bits and 4 bits of padding: set, the string is another spelling of the key.
+    good = bech32.encode("age", bytes(range(32)))
+    values = [bech32._VALUES[c] for c in good[4:-6]]
+    assert _with_checksum("age", values) == good
+    values[-1] |= 0b1111
+    with pytest.raises(bech32.Bech32Error, match="invalid padding"):
+        bech32.decode(_with_checksum("age", values))
+
+
 def test_bech32_known_age_recipient():
     hrp, data = bech32.decode("age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwj")
     assert hrp == "age" and len(data) == 32
@@ -107,6 +122,15 @@ def test_stanza_body_lines_end_with_a_short_one(size):
 def test_stanza_arguments_are_vchar_runs_split_by_single_spaces(arguments):
     with pytest.raises(HeaderError, match="malformed stanza arguments"):
         _parse(b"-> " + arguments + b"\n\n")
+
+
+@pytest.mark.parametrize("source", [MemorySource, lambda data: Source(io.BytesIO(data))], ids=["memory", "stream"])
+def test_a_body_line_past_64_columns_and_a_mac_line_without_its_space_are_refused(source):
+    long_line = b"-> a\n" + b64encode(bytes(60)).encode() + b"\n\n"     # 80 columns
+    with pytest.raises(HeaderError, match="line longer than 64 columns"):
+        parse_header(source(VERSION_LINE + long_line + MAC_LINE))
+    with pytest.raises(HeaderError, match="malformed header MAC line"):
+        parse_header(source(VERSION_LINE + b"-> a\n\n" + b"---X" + MAC_LINE[4:]))
 
 
 def test_stanza_arguments_take_every_vchar():

@@ -209,6 +209,17 @@ def test_a_type_field_whose_blob_is_cut_short_is_malformed_not_skipped(ssh_keys)
         agefast.parse_recipients(f"ssh-foo {cut}\n{_public(ssh_keys['ed25519'])}", warn=pytest.fail)
 
 
+def test_an_rsa_key_over_16384_bits_is_refused():
+    # Only a public key is needed: an odd modulus of 16392 bits (a key that size takes minutes to generate).
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    big = rsa.RSAPublicNumbers(65537, (1 << 16391) | 1).public_key()
+    line = big.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    with pytest.raises(agefast.RecipientError, match="16392 bits; at most 16384"):
+        ssh.Recipient.from_str(line)
+
+
 def test_refused_key_types(ssh_keys):
     with pytest.raises(agefast.RecipientError, match="1024 bits; at least 2048"):
         ssh.Recipient.from_str(_public(ssh_keys["rsa1024"]))

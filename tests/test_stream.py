@@ -641,3 +641,31 @@ def test_a_writer_collected_unclosed_is_warned_of_as_python_s_files_are():
         del closed
         gc.collect()
     assert [w for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_read_that_fails_after_whole_chunks_releases_what_age_releases():
+    # age reads each chunk and one byte more, which tells a middle chunk from the final one: a read failing
+    # right after three whole chunks has let it open two. The third had been released too.
+    sealed = agefast.encrypt(bytes(10 * CHUNK), [IDENTITY.to_public()])
+    cut = len(sealed) - 7 * (CHUNK + 16)
+
+    class Failing(io.RawIOBase):
+        pos = 0
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            if self.pos >= cut:
+                raise OSError(5, "the disk failed")
+            n = min(len(b), cut - self.pos, 4096)
+            b[:n] = sealed[self.pos:self.pos + n]
+            self.pos += n
+            return n
+
+    released = bytearray()
+    with pytest.raises(OSError, match="the disk failed"):
+        reader = agefast.decryptor(Failing(), [IDENTITY])
+        while piece := reader.read(4096):
+            released += piece
+    assert len(released) == 2 * CHUNK

@@ -90,6 +90,20 @@ def test_files_open_with_pyrage(route):
     assert pyrage.decrypt(sealed, [pyrage.x25519.Identity.from_str(str(identity))]) == b"to pyrage"
 
 
+def test_a_key_or_a_body_of_the_wrong_size_is_refused_as_such():
+    # A 31-byte key had parsed, and encrypt then failed with a bare ValueError; a body of 31 bytes must be a
+    # header failure of its own, not a failed unwrap.
+    from agefast.format import bech32
+    from agefast.format.grammar import Stanza
+
+    with pytest.raises(errors.RecipientError, match="not 32 bytes"):
+        agefast.x25519.Recipient.from_str(bech32.encode("age", bytes(range(31))))
+    identity = agefast.x25519.Identity.generate()
+    [stanza] = identity.to_public().wrap(bytes(16))
+    with pytest.raises(errors.HeaderError, match="body is not 32 bytes"):
+        identity.unwrap([Stanza(stanza.type, stanza.args, stanza.body[:31])])
+
+
 def test_a_low_order_share_is_a_header_failure(route):
     identity = agefast.x25519.Identity.generate()
     head, _, rest = agefast.encrypt(b"x", [identity.to_public()]).partition(b"\n-> X25519 ")
