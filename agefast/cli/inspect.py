@@ -34,7 +34,10 @@ INPUT defaults to standard input. "-" may be used as INPUT to explicitly
 read from standard input."""
 
 # Stanza types that make a file breakable by a quantum computer, and those
-# that don't; any other (a plugin's) leaves the answer "unknown".
+# that don't, as age-inspect lists them; any other leaves the answer
+# "unknown". age-inspect names the tagged recipients by their HPKE labels
+# ("age-encryption.org/p256tag"), not by the stanza types they write
+# ("p256tag"), so it says "unknown" of their files too: said here as it says it.
 CLASSICAL = frozenset({"X25519", "ssh-rsa", "ssh-ed25519", "age-encryption.org/p256tag", "piv-p256"})
 POSTQUANTUM = frozenset({"mlkem768x25519", "scrypt", "age-encryption.org/mlkem768p256tag"})
 
