@@ -39,8 +39,8 @@ def passphrase_bytes(passphrase: str | bytes) -> bytes:
         raise TypeError(f"a passphrase must be a str or bytes, not {type(passphrase).__name__}") from None
 
 
-def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int = 32) -> bytes:
-    return HKDF(_SHA256, length, salt or None, info).derive(ikm)
+def hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
+    return HKDF(_SHA256, 32, salt or None, info).derive(ikm)
 
 
 # HMAC from cryptography, not the standard library's hmac: that one loads

@@ -38,10 +38,10 @@ class _Counting:
         return n
 
 
-def with_progress(src: Any, enabled: bool = True) -> tuple[Any, Any]:
+def with_progress(src: Any) -> tuple[Any, Any]:
     """Return (reader, bar): `src` counted by a bar, or `src` and None."""
     size = input_size(src)
-    if not enabled or size is None or size < MIN_SIZE or not is_terminal(sys.stderr):
+    if size is None or size < MIN_SIZE or not is_terminal(sys.stderr):
         return src, None
     from tqdm import tqdm
 

@@ -178,12 +178,6 @@ def _age_nonce(counter, flag, mask):
 
 
 @_inner
-def _set_nonce(st, nonce):
-    for i in range(3):
-        st[13 + i] = _le32(nonce, 4 * i)
-
-
-@_inner
 def _chacha20_xor(st, src, dst, tmp):
     """dst = src ^ keystream from counter st[12]; advances st[12]. Any length."""
     n = src.size

@@ -21,8 +21,8 @@ from numba.core import caching
 
 from agefast.kernels import _cache
 from agefast.kernels._aead import _open_one, _scratch, _seal_one
-from agefast.kernels._chacha20 import _chacha20_xor, _set_key, _set_nonce
-from agefast.kernels._common import _copy, _fill, GROUP, LANE_MIN
+from agefast.kernels._chacha20 import _chacha20_xor, _set_key
+from agefast.kernels._common import _copy, _fill, _inner, _le32, GROUP, LANE_MIN
 from agefast.kernels._next_key import _lanes_beside_key
 from agefast.kernels._poly1305 import (_poly_begin, _poly_blocks, _poly_fold, _poly_lanes, _poly_mul, _poly_power,
                                        _poly_tag)
@@ -79,6 +79,13 @@ def _kernel(func):
     except RuntimeError:
         pass     # no trusted folder ("no locator available"): compiled in each process, cached nowhere
     return dispatcher
+
+
+@_inner
+def _set_nonce(st, nonce):
+    """RFC 8439's 12-byte nonce into the state (the kernels make age's nonces from a counter: _age_nonce)."""
+    for i in range(3):
+        st[13 + i] = _le32(nonce, 4 * i)
 
 
 @_kernel
