@@ -7,6 +7,7 @@ left at -o; flags that don't parse exit with status 2, as with age.
 
 import base64
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -528,13 +529,29 @@ def test_an_scrypt_stanza_with_company_is_refused_before_the_passphrase_is_asked
     assert done.stderr == b"agefast: error: invalid header: an scrypt recipient must be the only one\n"
 
 
+def _wait_for_a_read_of_stdin(pid: int) -> None:
+    """Until the process `pid` waits in read(0, ...), as /proc/PID/syscall tells (x86-64 and arm64 numbers);
+    where it cannot tell, a second (which a loaded machine may not give the imports)."""
+    read = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
+    deadline = time.monotonic() + 60
+    while read is not None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/syscall") as f:
+                if f.read().split()[:2] == [read, "0x0"]:
+                    return
+        except OSError:
+            break
+        time.sleep(0.01)
+    time.sleep(1.0)
+
+
 @pytest.mark.parametrize("command", [["agefast.cli.keygen", "-y"], ["agefast.cli.inspect"]])
 def test_ctrl_c_ends_every_command_as_it_ends_age(command):
     # agefast-keygen and agefast-inspect, waiting on standard input, printed KeyboardInterrupt's traceback.
     proc = subprocess.Popen([sys.executable, "-m", *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        time.sleep(1.0)     # past the imports, at the read
+        _wait_for_a_read_of_stdin(proc.pid)     # past the imports: a signal there is Python's start-up's
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
