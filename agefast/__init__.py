@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from . import errors, passphrase, plugin, pq, ssh, tag, tagpq, tree, x25519
     from .api import decrypt, decrypt_file, decrypt_into, decrypt_io, encrypt, encrypt_file, encrypt_into, encrypt_io
     from .streaming import Decryptor, Encryptor, decryptor, encryptor
-    from .encrypting_reader import EncryptingReader, encrypting_reader
+    from .encrypt_reader import EncryptingReader, encrypting_reader
     from .errors import DecryptError, EncryptError, IdentityError, RecipientError
     from .keys import load_identities, parse_identities, parse_recipients
     from .rekeying import rekey, rekey_io
@@ -62,7 +62,9 @@ _HOMES = {
     **dict.fromkeys(("decrypt", "decrypt_file", "decrypt_into", "decrypt_io", "encrypt", "encrypt_file", "encrypt_into",
                      "encrypt_io"), "api"),
     **dict.fromkeys(("Decryptor", "Encryptor", "decryptor", "encryptor"), "streaming"),
-    **dict.fromkeys(("EncryptingReader", "encrypting_reader"), "encrypting_reader"),
+    # (not a module named encrypting_reader: importing it would make the package's attribute of that name
+    # the module, over the function)
+    **dict.fromkeys(("EncryptingReader", "encrypting_reader"), "encrypt_reader"),
     **dict.fromkeys(("DecryptError", "EncryptError", "IdentityError", "RecipientError"), "errors"),
     **dict.fromkeys(("load_identities", "parse_identities", "parse_recipients"), "keys"),
     **dict.fromkeys(("rekey", "rekey_io"), "rekeying"),
@@ -75,14 +77,9 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f".{home}", __name__)
-    # Every name from that module found directly from now on, bound at once: the import made the package's
-    # attribute `encrypting_reader` the module of that name, over the function (agefast.EncryptingReader first,
-    # then agefast.encrypting_reader(...) had called a module).
-    for other, where in _HOMES.items():
-        if where == home:
-            globals()[other] = getattr(module, other)
-    return globals()[name]
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value     # found directly from now on
+    return value
 
 
 def __dir__() -> list[str]:

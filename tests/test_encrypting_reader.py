@@ -264,14 +264,18 @@ def test_the_io_contract_for_what_each_stream_is_not():
         encryptor.writable()
 
 
-def test_the_package_s_names_stay_what_they_name_whatever_is_used_first():
+def test_the_package_s_names_stay_what_they_name_whatever_is_imported_first():
     # agefast.EncryptingReader first imported the module agefast.encrypting_reader, which became the package's
-    # attribute of that name: agefast.encrypting_reader(...) then called a module. A new process, nothing imported;
-    # sorted, the classes come first.
-    script = ("import agefast, types\n"
-              "for name in sorted(agefast.__all__):\n"
-              "    getattr(agefast, name)\n"
-              "print([n for n in agefast.__all__\n"
+    # attribute of that name: agefast.encrypting_reader(...) then called a module. New processes: nothing
+    # imported, the names in order (the classes first); then every module of the package imported by its name
+    # first (as `from agefast.x import y` or unpickling does), and the names in reverse order.
+    script = ("import agefast, importlib, pkgutil, sys, types\n"
+              "modules = sys.argv[1] == 'modules'\n"
+              "if modules:\n"
+              "    for m in pkgutil.iter_modules(agefast.__path__):\n"
+              "        importlib.import_module(f'agefast.{m.name}')\n"
+              "print([n for n in sorted(agefast.__all__, reverse=modules)\n"
               "       if isinstance(getattr(agefast, n), types.ModuleType) != (n in agefast._MODULES)])\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert done.stdout == "[]\n", done.stdout
+    for first in ("names", "modules"):
+        done = subprocess.run([sys.executable, "-c", script, first], capture_output=True, text=True, check=True)
+        assert done.stdout == "[]\n", (first, done.stdout)
