@@ -91,9 +91,17 @@ class AgeReadFile(AbstractBufferedFile):
             raise
         self._chunks: dict[int, bytes] = {}  # chunk index -> verified plaintext, oldest first
         self._streaming = True  # until the decryptor's stream failed, for good
-        self._lock = threading.Lock()
+        # Reentrant: read() holds it around fsspec's read, whose fetch takes it again.
+        self._lock = threading.RLock()
         super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
                          size=self._payload.seek(0, io.SEEK_END), **kwargs)
+
+    def read(self, length: int = -1) -> bytes:
+        # fsspec's read takes and moves the position outside any lock: under this one, threads sharing the file
+        # each get the next bytes, as from readinto.
+        with self._lock:
+            data: bytes = super().read(length)
+        return data
 
     def readinto(self, b: Buffer) -> int:
         # Straight into the caller's buffer; fsspec's readinto reads into a

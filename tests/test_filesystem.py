@@ -155,15 +155,19 @@ def test_readinto_fills_the_callers_buffer(tmp_path, key, make_plaintext):
         assert f.readinto(bytearray(10)) == 0
 
 
-def test_threads_sharing_a_file_each_readinto_the_next_bytes(tmp_path, key, make_plaintext):
-    # The position had been read before the lock was taken: eight threads read
-    # 6 MB of a 4 MiB file, the same ranges more than once.
+@pytest.mark.parametrize("how", ["readinto", "read"])
+def test_threads_sharing_a_file_each_read_the_next_bytes(tmp_path, key, make_plaintext, how):
+    # The position had been read before the lock was taken (readinto), or outside any lock (fsspec's read):
+    # eight threads read 6 MB of a 4 MiB file, the same ranges more than once.
     plaintext = make_plaintext(64 * CHUNK_SIZE)
     write_age(tmp_path / "x.age", plaintext, key)
     pieces: list[bytes] = []
     with reader(key).open(str(tmp_path / "x.age")) as f:
         def drain():
             buf = bytearray(4096)
+            if how == "read":
+                while piece := f.read(4096):
+                    pieces.append(piece)
             while n := f.readinto(buf):
                 pieces.append(bytes(buf[:n]))
         threads = [threading.Thread(target=drain) for _ in range(8)]
