@@ -90,10 +90,19 @@ class EngineError(AgeError):
     no engine, or the kernels where this install has none to load."""
 
 
-def go_quote(text: str) -> str:
-    """`text` in double quotes with escapes, as Go's %q prints a name in age's messages and prompts."""
+def go_quote(text: str | bytes) -> str:
+    """`text` in double quotes with escapes, as Go's %q prints a name in age's messages and prompts: bytes that
+    are not UTF-8 (in bytes, or standing as surrogates in a str, as os.fsdecode leaves them) as \\xHH."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped) + '"'
+    return '"' + "".join(c if c.isprintable() else _go_escape(c) for c in escaped) + '"'
+
+
+def _go_escape(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":     # a byte surrogateescape could not decode
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return repr(c)[1:-1]
 
 
 def again(error: BaseException) -> BaseException:

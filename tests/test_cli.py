@@ -613,11 +613,18 @@ def _age_keygen_y(path) -> str:
 @pytest.mark.parametrize("mangle", [lambda d: d.replace(b"\n", b"\r\n"),
                                     lambda d: b"\xff\xfe" + d.decode("latin-1").encode("utf-16-le")],
                          ids=["crlf", "utf-16"])
-def test_a_file_powershell_redirected_is_told_as_age_tells_it(tmp_path, mangle, run_agefast):
+@pytest.mark.parametrize("through", ["file", "pipe"])
+def test_a_file_powershell_redirected_is_told_as_age_tells_it(tmp_path, mangle, through, run_agefast):
     identity = agefast.x25519.Identity.generate()
     (tmp_path / "key").write_text(f"{identity}\n")
     (tmp_path / "mangled.age").write_bytes(mangle(agefast.encrypt(b"x", [identity.to_public()])))
-    done = run_agefast("-d", "-i", tmp_path / "key", tmp_path / "mangled.age")
+    if through == "file":
+        done = run_agefast("-d", "-i", tmp_path / "key", tmp_path / "mangled.age")
+    else:
+        # Ten bytes first, then the rest: it had been told only where the first read held the intro's 22.
+        feed = f"head -c 10 {tmp_path / 'mangled.age'}; sleep 0.2; tail -c +11 {tmp_path / 'mangled.age'}"
+        with subprocess.Popen(["sh", "-c", feed], stdout=subprocess.PIPE) as writer:
+            done = run_agefast("-d", "-i", tmp_path / "key", stdin=writer.stdout)
     assert (done.returncode, done.stdout) == (1, b"")
     assert done.stderr.decode().splitlines() == [
         "agefast: error: invalid header intro",
@@ -625,12 +632,14 @@ def test_a_file_powershell_redirected_is_told_as_age_tells_it(tmp_path, mangle, 
         "agefast: hint: consider using -o or -a to encrypt files in PowerShell"]
 
 
-def test_another_version_is_named_in_go_s_quotes(tmp_path, run_agefast):
+@pytest.mark.parametrize("version, quoted", [(b"v2\x01", r'"age-encryption.org/v2\x01"'),
+                                              (b"v\xff", r'"age-encryption.org/v\xff\n"')])
+def test_another_version_is_named_in_go_s_quotes(tmp_path, run_agefast, version, quoted):
     identity = agefast.x25519.Identity.generate()
     (tmp_path / "key").write_text(f"{identity}\n")
-    (tmp_path / "v2.age").write_bytes(agefast.encrypt(b"x", [identity.to_public()]).replace(b"/v1", b"/v2\x01", 1))
+    (tmp_path / "v2.age").write_bytes(agefast.encrypt(b"x", [identity.to_public()]).replace(b"v1", version, 1))
     done = run_agefast("-d", "-i", tmp_path / "key", tmp_path / "v2.age")
-    _assert_one_error_line(done.stderr, 'unsupported age format version: "age-encryption.org/v2\\x01"')
+    _assert_one_error_line(done.stderr, f"unsupported age format version: {quoted}")
 
 
 @pytest.mark.requires_tool("age-keygen")

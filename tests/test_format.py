@@ -133,6 +133,17 @@ def test_a_body_line_past_64_columns_and_a_mac_line_without_its_space_are_refuse
         parse_header(source(VERSION_LINE + b"-> a\n\n" + b"---X" + MAC_LINE[4:]))
 
 
+@pytest.mark.parametrize("mangle", [lambda d: d.replace(b"\n", b"\r\n"),
+                                    lambda d: b"\xff\xfe" + d.decode("latin-1").encode("utf-16-le")],
+                         ids=["crlf", "utf-16"])
+def test_an_intro_powershell_mangled_is_told_whatever_the_reads(mangle):
+    # The command had told it only where its first read held the intro's 22 bytes.
+    data = mangle(VERSION_LINE + b"-> a\n\n" + MAC_LINE)
+    for source in (MemorySource(data), Source(Trickle(data, 1)), Source(io.BytesIO(data))):
+        with pytest.raises(grammar.MangledIntro, match="corrupted by PowerShell redirection"):
+            parse_header(source)
+
+
 def test_stanza_arguments_take_every_vchar():
     every = bytes(range(33, 127))
     assert _parse(b"-> " + every + b" x\n\n").stanzas == [Stanza(every.decode(), ["x"], b"")]

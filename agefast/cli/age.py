@@ -22,6 +22,7 @@ from agefast.cli import early_payload, files, goflag, key_flags, output
 from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
 from agefast.errors import go_quote
+from agefast.format.grammar import MangledIntro
 from agefast.cli.progress import with_progress
 from agefast.cli.terminal import is_terminal, read_terminal_input
 from agefast.io import malloc, pipes
@@ -223,12 +224,6 @@ def _encrypt(args: Arguments) -> None:
                 agefast.encrypt_io(reader, dst, recipients, armored=args.armor, threads=args.threads)
 
 
-# An age file's first bytes after PowerShell's redirection wrote it with CRLF line ends or as UTF-16, as age
-# tells them (crlfMangledIntro, utf16MangledIntro): as long as the intro line.
-_CRLF_MANGLED_INTRO = b"age-encryption.org/v1\r"
-_MANGLED_INTROS = (_CRLF_MANGLED_INTRO, b"\xff\xfe" + "age-encryp".encode("utf-16-le"))
-
-
 def _decrypt(args: Arguments) -> None:
     tty_in = _stdin_is_input(args)
     with open_input(args.input) as src:
@@ -236,15 +231,15 @@ def _decrypt(args: Arguments) -> None:
         # (a passphrase prompt, the output) uses the terminal.
         source = _terminal_input(src, True) if tty_in else src
         identities = key_flags.opening_identities(args, key_flags.load_identities(args))
-        if hasattr(source, "peek"):
-            if not source.peek(1):
-                raise errors.HeaderError("failed to read header: file is empty")
-            if source.peek(len(_CRLF_MANGLED_INTRO))[:len(_CRLF_MANGLED_INTRO)] in _MANGLED_INTROS:
-                raise UsageError("invalid header intro", "it looks like this file was corrupted by PowerShell "
-                                 "redirection", "consider using -o or -a to encrypt files in PowerShell")
+        if hasattr(source, "peek") and not source.peek(1):
+            raise errors.HeaderError("failed to read header: file is empty")
         with output.open_output(args.output, True, tty_in) as dst, _progress(source) as reader:
             with key_flags.identities_required(args):
-                agefast.decrypt_io(reader, dst, identities, threads=args.threads)
+                try:
+                    agefast.decrypt_io(reader, dst, identities, threads=args.threads)
+                except MangledIntro:
+                    raise UsageError("invalid header intro", "it looks like this file was corrupted by PowerShell "
+                                     "redirection", "consider using -o or -a to encrypt files in PowerShell") from None
 
 
 def _warm_up() -> None:

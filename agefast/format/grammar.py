@@ -193,11 +193,21 @@ def _cut_short(too_long: bool) -> HeaderError:
     return HeaderError("the file is truncated: it ends inside the header")
 
 
+class MangledIntro(HeaderError):
+    """The version line as PowerShell's redirection leaves an age file, with CRLF line ends or in UTF-16
+    (age's crlfMangledIntro and utf16MangledIntro, which its command tells with hints)."""
+
+
+_MANGLED_INTROS = (VERSION_LINE[:-1] + b"\r", b"\xff\xfe" + "age-encryp".encode("utf-16-le"))
+
+
 def _not_version_line(line: bytes) -> HeaderError:
+    if line.startswith(_MANGLED_INTROS):
+        return MangledIntro("invalid header intro: it looks like this file was corrupted by PowerShell redirection")
     if len(line) < len(VERSION_LINE) and not line.endswith(b"\n"):
         return HeaderError("header ends early: unexpected end of file")
     if line.startswith(b"age-encryption.org/"):
-        return HeaderError(f"unsupported age format version: {go_quote(line[:64].decode('utf-8', 'replace'))}")
+        return HeaderError(f"unsupported age format version: {go_quote(line)}")
     if line.isspace():
         from .armor import MAX_WHITESPACE  # here: only this error needs the armor module
 
