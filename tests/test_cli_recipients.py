@@ -146,6 +146,18 @@ def test_an_encrypted_identity_file_that_matches_nothing_is_warned_of(tmp_path, 
         in result.transcript
 
 
+def test_a_plugin_key_in_the_other_kind_of_file_is_named_not_looked_for(tmp_path, run_agefast):
+    # As age 1.3: "apparent recipient found in identities file" (and the reverse), not "plugin not found".
+    (tmp_path / "foo.pub").write_text("age1foo1qyqszqgpqyqszqgpu2rn00\n")
+    (tmp_path / "plugin.key").write_text("AGE-PLUGIN-FOO-1QYQSZQGPQYQSZQGPLXQZEG\n")
+    done = run_agefast("-d", "-i", tmp_path / "foo.pub", input=b"")
+    assert done.stderr.decode() == (f"agefast: error: identity file {tmp_path / 'foo.pub'}: malformed identity on "
+                                    "line 1: apparent recipient found in identities file\n")
+    done = run_agefast("-R", tmp_path / "plugin.key", input=b"x")
+    assert done.stderr.decode() == (f"agefast: error: recipients file {tmp_path / 'plugin.key'}: malformed "
+                                    "recipient on line 1: apparent identity found in recipients file\n")
+
+
 def test_plugin_recipient_and_j_flag(on_path, run_agefast):
     # The test plugin's data-less identity pairs with the recipient of empty data.
     recipient = bech32.encode("age1agefasttest", b"")

@@ -72,10 +72,12 @@ def _refuse_missing_plugins(names: Iterable[str]) -> None:
                              f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
 
 
-def _plugin_names(text: str) -> list[str]:
-    """The plugins the recipients and identities in `text` need."""
+def _plugin_names(text: str, identities: bool) -> list[str]:
+    """The plugins the identities (or recipients) in `text` need; a key of the other kind needs none: it is
+    "apparent recipient found in identities file" (or the reverse), not a plugin to install."""
+    if identities:
+        return [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+$", text, re.MULTILINE)]
     names = re.findall(r"^age1([a-z0-9+\-._]+)1[a-z0-9]+$", text, re.MULTILINE)
-    names += [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+$", text, re.MULTILINE)]
     return [n for n in names if n not in ("pq", "tag", "tagpq")]
 
 
@@ -104,7 +106,7 @@ def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
                                        callbacks=_PLUGIN_PROMPTS, ssh_public_key=lambda: _ssh_public_key(path),
                                        warn=print_warning)
     except agefast.IdentityError as e:
-        _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace")))
+        _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace"), identities=True))
         # Messages about the file as a whole already name it; line errors don't.
         if path in str(e):
             raise
@@ -169,7 +171,7 @@ def _parse_recipient(text: str) -> "keys.ParsedRecipient":
     try:
         return keys.parse_recipient(text, _PLUGIN_PROMPTS)
     except agefast.RecipientError as e:
-        _refuse_missing_plugins(_plugin_names(text))
+        _refuse_missing_plugins(_plugin_names(text, identities=False))
         raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
 
 
@@ -188,7 +190,7 @@ def listed_recipients(args: "Arguments") -> list[Recipient]:
         try:
             recipients += agefast.parse_recipients(text, _PLUGIN_PROMPTS, warn=warn)
         except agefast.RecipientError as e:
-            _refuse_missing_plugins(_plugin_names(text))
+            _refuse_missing_plugins(_plugin_names(text, identities=False))
             raise agefast.RecipientError(f"recipients file {path}: {e}") from None
     return recipients
 
