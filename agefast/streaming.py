@@ -66,10 +66,19 @@ def finish_file(out: object, dst: object) -> None:
 
 class OpenStream:
     """Refuses pickle, copy and deepcopy, as Python's own files do: a copy would share the stream's position and
-    its payload's chunks, and one closed would seal the file the other still writes."""
+    its payload's chunks, and one closed would seal the file the other still writes. Not seekable, and asked
+    once closed, says so as they do (a ValueError)."""
+
+    if TYPE_CHECKING:  # what io.RawIOBase, which it is mixed into, provides
+        closed: bool
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError(f"cannot pickle or copy {type(self).__name__!r} object: it is an open stream")
+
+    def seekable(self) -> bool:
+        if self.closed:
+            raise ValueError(f"I/O operation on a closed {type(self).__name__}")
+        return False
 
 
 class AbortOnError:

@@ -615,8 +615,8 @@ def test_closed_streams_answer_as_python_s_files_and_a_decryptor_is_not_written(
         decryptor.write(b"x")   # a bare NotImplementedError before
     reader = agefast.EncryptingReader(io.BytesIO(b"x"), [identity.to_public()])
     encryptor = agefast.encryptor(io.BytesIO(), [identity.to_public()])
-    for stream, asks in ((decryptor, ("readable", "seekable")), (reader, ("readable",)),
-                         (encryptor, ("writable",))):
+    for stream, asks in ((decryptor, ("readable", "seekable")), (reader, ("readable", "seekable")),
+                         (encryptor, ("writable", "seekable"))):
         stream.close()
         for ask in asks:
             with pytest.raises(ValueError, match="I/O operation on a closed"):
