@@ -68,8 +68,8 @@ def test_a_prefix_is_rekeyed_on_s3_by_server_side_copy_and_comes_back(tmp_path, 
                               env={**os.environ, **s3.environment})
     # A name that is not UTF-8 can't be an S3 key: that file fails alone.
     assert encrypted.returncode == 1
-    # Not printable as it is: quoted, as age quotes names (%q).
-    assert encrypted.stderr.startswith(b'agefast-tree: "caf\\udce9-latin1": [Errno 84] the name is not UTF-8')
+    # Not printable as it is: quoted, as age quotes names (%q: a byte that is not UTF-8 as \xHH).
+    assert encrypted.stderr.startswith(b'agefast-tree: "caf\\xe9-latin1": [Errno 84] the name is not UTF-8')
     del contents[b"caf\xe9-latin1"]
     assert tree.encrypt(tmp_path / "src", url, [old.to_public()], storage_options=s3.options)[:3] == (0, 1, len(contents))
     with pytest.raises(ValueError, match="inside the source"):
