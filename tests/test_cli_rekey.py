@@ -369,3 +369,15 @@ def test_the_command_leaves_an_input_written_meanwhile(tmp_path, keys, written_m
     assert rekey.main(["-i", keys["old_file"], "-r", str(keys["new"].to_public()), "-o", str(src), str(src)]) == 1
     assert "the input changed while it was re-keyed: left as it is" in capsys.readouterr().err
     assert_nothing_changed(src, before + b"more")
+
+
+def test_a_file_powershell_redirected_is_told_with_age_s_hints(tmp_path, keys):
+    # As agefast -d tells it; the rekey had said "invalid header: invalid header intro: ..." with no hints.
+    src = tmp_path / "crlf.age"
+    src.write_bytes(agefast.encrypt(b"x", [keys["old"].to_public()]).replace(b"\n", b"\r\n"))
+    done = run_rekey("-i", keys["old_file"], "-r", keys["new"].to_public(), "-o", tmp_path / "out.age", src)
+    assert done.returncode == 1 and not (tmp_path / "out.age").exists()
+    assert done.stderr.decode().splitlines() == [
+        "agefast-rekey: error: invalid header intro",
+        "agefast-rekey: hint: it looks like this file was corrupted by PowerShell redirection",
+        "agefast-rekey: hint: consider using -o or -a to encrypt files in PowerShell"]

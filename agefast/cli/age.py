@@ -22,7 +22,6 @@ from agefast.cli import early_payload, files, goflag, key_flags, output
 from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
 from agefast.errors import go_quote
-from agefast.format.grammar import MangledIntro
 from agefast.cli.progress import with_progress
 from agefast.cli.terminal import is_terminal, read_terminal_input
 from agefast.io import malloc, pipes
@@ -235,11 +234,7 @@ def _decrypt(args: Arguments) -> None:
             raise errors.HeaderError("failed to read header: file is empty")
         with output.open_output(args.output, True, tty_in) as dst, _progress(source) as reader:
             with key_flags.identities_required(args):
-                try:
-                    agefast.decrypt_io(reader, dst, identities, threads=args.threads)
-                except MangledIntro:
-                    raise UsageError("invalid header intro", "it looks like this file was corrupted by PowerShell "
-                                     "redirection", "consider using -o or -a to encrypt files in PowerShell") from None
+                agefast.decrypt_io(reader, dst, identities, threads=args.threads)
 
 
 def _warm_up() -> None:

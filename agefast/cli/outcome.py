@@ -17,6 +17,7 @@ from agefast.cli import files
 from agefast.cli.files import FileFailed
 from agefast.cli.output import OutputRefused
 from agefast.errors import go_quote
+from agefast.format.grammar import MangledIntro
 from agefast.cli.terminal import TerminalError
 from agefast.io import portable
 
@@ -70,6 +71,10 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         return 0
     except (UsageError, OutputRefused) as e:
         message, hints = str(e), e.hints
+    except MangledIntro:
+        # age's words and hints (its decrypt's errorWithHint), for every command that reads an age file
+        message, hints = "invalid header intro", ("it looks like this file was corrupted by PowerShell redirection",
+                                                  "consider using -o or -a to encrypt files in PowerShell")
     except BrokenPipeError as e:
         # The reader of stdout went away. Point stdout at /dev/null so that
         # the interpreter's flush at exit does not fail a second time and
