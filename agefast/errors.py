@@ -99,10 +99,20 @@ def go_quote(text: str | bytes) -> str:
     return '"' + "".join(c if c.isprintable() else _go_escape(c) for c in escaped) + '"'
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
 def _go_escape(c: str) -> str:
-    if "\udc80" <= c <= "\udcff":     # a byte surrogateescape could not decode
-        return f"\\x{ord(c) - 0xDC00:02x}"
-    return repr(c)[1:-1]
+    """A character Go's strconv.Quote escapes, as it escapes it: a byte as \\xHH (below 0x80, or one that was
+    not UTF-8, standing as a surrogate), any other character as \\uHHHH or \\UHHHHHHHH."""
+    code = ord(c)
+    if c in _GO_ESCAPES:
+        return _GO_ESCAPES[c]
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def again(error: BaseException) -> BaseException:

@@ -464,3 +464,15 @@ def test_a_failed_reader_fails_again_with_a_traceback_of_its_own(name):
                 pass
         lengths.append(len(list(traceback.walk_tb(failed.value.__traceback__))))
     assert lengths[1:] == [lengths[1]] * 4
+
+
+@pytest.mark.parametrize("text, quoted", [
+    # as Go age 1.1.1 prints each (strconv.Quote)
+    ("a\u0085\a\u2028", r'"a\u0085\a\u2028"'),
+    (b"a\x85", r'"a\x85"'),                      # a byte that is not UTF-8, not U+0085
+    ("caf\udce9", r'"caf\xe9"'),                 # the same, as os.fsdecode leaves it
+    ('say "hi"\\\x7f\U0001f600\U000e0001', r'"say \"hi\"\\\x7f😀\U000e0001"'),
+])
+def test_names_are_quoted_as_go_quotes_them(text, quoted):
+    assert errors.go_quote(text) == quoted
+
