@@ -216,10 +216,12 @@ def test_j_flag_errors(args, fragment, run_agefast):
         assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
 
 
-def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast):
-    """A plugin identity in an -i file whose plugin is not installed: age's hint and page."""
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast, newline):
+    """A plugin identity in an -i file whose plugin is not installed: age's hint and page (a CRLF line too,
+    which age's scanner reads as it reads LF: it had been "could not find age-plugin-..." with no hint)."""
     identity = tmp_path / "plugin-key.txt"
-    identity.write_text(bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"data").upper() + "\n")
+    identity.write_bytes((bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"data").upper() + newline).encode())
     encrypted = agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()])
     result = run_agefast("-d", "-i", identity, input=encrypted)
     assert result.returncode == 1

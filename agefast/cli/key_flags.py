@@ -74,10 +74,11 @@ def _refuse_missing_plugins(names: Iterable[str]) -> None:
 
 def _plugin_names(text: str, identities: bool) -> list[str]:
     """The plugins the identities (or recipients) in `text` need; a key of the other kind needs none: it is
-    "apparent recipient found in identities file" (or the reverse), not a plugin to install."""
+    "apparent recipient found in identities file" (or the reverse), not a plugin to install. A line may end
+    in CRLF, as age's scanner reads one."""
     if identities:
-        return [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+$", text, re.MULTILINE)]
-    names = re.findall(r"^age1([a-z0-9+\-._]+)1[a-z0-9]+$", text, re.MULTILINE)
+        return [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+\r?$", text, re.MULTILINE)]
+    names = re.findall(r"^age1([a-z0-9+\-._]+)1[a-z0-9]+\r?$", text, re.MULTILINE)
     return [n for n in names if n not in ("pq", "tag", "tagpq")]
 
 
