@@ -80,7 +80,8 @@ def recipients(values: Any) -> list[Any]:
     EncryptError (with pyrage's text) for none at all."""
     keys = _keys("recipients", values, "wrap", "a recipient")
     if not keys:
-        raise EncryptError("Missing recipients.")
+        # pyrage 1.4's words, then those of pyrage's main branch (its own test suite matches the latter)
+        raise EncryptError("Missing recipients. (expected at least one recipient)")
     return keys
 
 
