@@ -403,11 +403,14 @@ class Remote(NamedTuple):
         # The ETag the object must still have, where the store has them (S3's).
         etag = unchanged if unchanged is not None and s3copy.is_s3(fs) else None
         if isinstance(content, bytes):
+            if unchanged is not None and etag is None:
+                # No conditional put here: the stamp is asked just before the put (a window of one request).
+                _refuse_if_replaced(fs, key, unchanged)
             try:
                 _made(fs, key, lambda: fs.pipe_file(key, content, **({} if etag is None else {"IfMatch": etag})))
             except OSError:
-                if etag is not None and (changed := s3copy.replaced_meanwhile(fs, key, etag)) is not None:
-                    raise changed from None
+                if etag is not None:    # the condition failed, or the put did: which, the object tells
+                    _refuse_if_replaced(fs, key, etag)
                 raise
             named(self.written(path))
             return
@@ -415,16 +418,17 @@ class Remote(NamedTuple):
             # Written into as they are opened: one put when whole.
             whole = io.BytesIO()
             content(whole)
-            self.put(path, whole.getvalue(), named)
+            self.put(path, whole.getvalue(), named, unchanged=unchanged)
             return
         # Written to the store only on commit(); until then an upload (S3's
         # multipart) or a temporary file, which discard() throws away.
         f = _made(fs, key, lambda: fs.open(key, "wb", autocommit=False))
         try:
             content(f)
-            # s3fs's commit takes no condition: the ETag is asked just before it (a window of one request).
-            if etag is not None and (changed := s3copy.replaced_meanwhile(fs, key, etag)) is not None:
-                raise changed
+            # A commit takes no condition (s3fs's neither): the stamp is asked just before it (a window of one
+            # request).
+            if unchanged is not None:
+                _refuse_if_replaced(fs, key, unchanged)
             uploads.commit(f)
         except BaseException:
             uploads.discard(f)
@@ -462,6 +466,14 @@ def _made(fs: Any, key: str, put: Callable[[], Any]) -> Any:
     except FileNotFoundError:
         fs.makedirs(key.rsplit("/", 1)[0], exist_ok=True)
         return put()
+
+
+def _refuse_if_replaced(fs: Any, key: str, unchanged: str) -> None:
+    """EBUSY where another writer replaced the object at `key` since it was read with the stamp `unchanged`
+    (an in-place re-key): what they wrote is left as they wrote it."""
+    fs.invalidate_cache(key)
+    if stamp(fs.info(key)) != unchanged:
+        raise OSError(errno.EBUSY, "the object changed while it was re-keyed: left as it is", key)
 
 
 def stamp(info: dict[str, Any]) -> str | None:
