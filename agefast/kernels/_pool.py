@@ -13,9 +13,8 @@ from ..io import portable
 if TYPE_CHECKING:
     import queue
 
-# A task: what a worker runs (it never raises), and the lock released when it is done.
-_Task = tuple[Callable[[], None], threading.Lock]
-_tasks: "queue.SimpleQueue[_Task] | None" = None     # the worker threads' queue, once started
+# A task: what a worker runs (it never raises).
+_tasks: "queue.SimpleQueue[Callable[[], None]] | None" = None     # the worker threads' queue, once started
 _workers = 0
 _pool_lock = threading.Lock()
 
@@ -32,13 +31,9 @@ def _after_fork_in_child() -> None:
 portable.after_fork_in_child(_after_fork_in_child)
 
 
-def _work(tasks: "queue.SimpleQueue[_Task]") -> None:
+def _work(tasks: "queue.SimpleQueue[Callable[[], None]]") -> None:
     while True:
-        run, done = tasks.get()
-        try:
-            run()
-        finally:
-            done.release()
+        tasks.get()()
 
 
 _Span = TypeVar("_Span")
@@ -49,13 +44,19 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
     """[function(span) for span in spans], on `threads` threads (no more than spans): this one and
     threads - 1 workers.
 
-    Thread i runs span i, then takes the next span nobody has taken until none
-    is left, so a thread that another process slows down runs fewer of them
-    instead of holding up the others (fixed shares, one per thread, had made
-    two threads no faster than one beside one busy process on two cores:
+    Each thread takes the next span nobody has taken until none is left, so a
+    thread that another process slows down runs fewer of them instead of
+    holding up the others (fixed shares, one per thread, had made two threads
+    no faster than one beside one busy process on two cores:
     benchmarks/HISTORY.md, 2026-12-06). A thread whose span raised takes no
     more; the first exception by span is raised once every thread is done.
-    The workers are daemon threads started on first need and kept.
+
+    Whatever interrupts this thread (a signal's exception, in the call or in
+    the wait), no span is left running when this returns or raises: the
+    spans write into buffers the caller frees then. Once this thread is done
+    or interrupted, no thread takes another span; a worker that had not
+    started yet starts none. The workers are daemon threads started on first
+    need and kept.
     """
     global _tasks, _workers
     with _pool_lock:
@@ -68,33 +69,55 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
             _workers += 1
         tasks = _tasks
     results: list[Any] = [None] * len(spans)
-    left = iter(range(threads, len(spans)))
-    taking = threading.Lock()
+    left = iter(range(len(spans)))
+    turn = threading.Condition()
+    stopped = False
+    inside: set[object] = set()     # the workers running spans (a signal never reaches them, so they tell)
 
-    def run(i: int) -> None:
+    def run(worker: bool) -> None:
         # Whatever raises here lands in results (and is raised by map_spans), so a worker never ends.
+        me = object()
+        i = None
         try:
-            while True:
-                results[i] = function(spans[i])
-                with taking:
-                    taken = next(left, None)
-                if taken is None:
+            with turn:
+                if stopped:
                     return
-                i = taken
+                if worker:
+                    inside.add(me)
+            while True:
+                with turn:
+                    i = None if stopped else next(left, None)
+                if i is None:
+                    return
+                results[i] = function(spans[i])
         except BaseException as e:
+            if i is None:
+                raise
             results[i] = e
+        finally:
+            if worker:
+                with turn:
+                    inside.discard(me)
+                    turn.notify_all()
 
-    waits: list[threading.Lock] = []
-    for i in range(1, threads):
-        done = threading.Lock()
-        done.acquire()
-        tasks.put((functools.partial(run, i), done))
-        waits.append(done)
+    interrupted: BaseException | None = None
     try:
-        run(0)
-    finally:
-        for done in waits:
-            done.acquire()
+        for _ in range(threads - 1):
+            tasks.put(functools.partial(run, True))
+        run(False)
+    except BaseException as e:      # a signal's, between the calls above
+        interrupted = e
+    while True:
+        try:
+            with turn:
+                stopped = True
+                while inside:
+                    turn.wait()
+            break
+        except BaseException as e:
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
     for r in results:
         if isinstance(r, BaseException):
             raise r

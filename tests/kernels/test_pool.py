@@ -1,5 +1,6 @@
 """The kernels' thread pool: spans taken in turn, results in order, the first exception raised."""
 
+import signal
 import threading
 import time
 
@@ -49,3 +50,39 @@ def test_the_first_failing_span_raises_once_every_thread_is_done(threads):
     count = len(ended)
     time.sleep(0.05)
     assert len(ended) == count      # nothing ran on after map_spans raised
+
+
+@pytest.mark.parametrize("where", ["in this thread's span", "while waiting for the workers"])
+def test_a_signal_leaves_no_span_running(where):
+    # Ctrl-C in the wait for the workers had raised out of map_spans with their spans still running: the
+    # kernels went on writing into a buffer the caller then freed (a crash seen under a SIGINT every 0.5 ms).
+    running: set[int] = set()
+    after: list[int] = []
+    main = threading.get_ident()
+    stop = threading.Event()
+
+    def run(span: int) -> int:
+        if threading.get_ident() == main:
+            if where == "in this thread's span":
+                raise KeyboardInterrupt     # as a signal's handler raises it, in the span's call
+            while not running:      # done once a worker is in a span: this thread is soon in the wait
+                time.sleep(0.001)
+            return span
+        running.add(span)
+        time.sleep(0.5)
+        running.discard(span)
+        if stop.is_set():
+            after.append(span)
+        return span
+
+    timer = threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        if where == "while waiting for the workers":
+            timer.start()
+        map_spans(run, list(range(40)), 3)
+    if where == "while waiting for the workers":
+        timer.join()
+    stop.set()
+    assert running == set()
+    time.sleep(0.6)
+    assert after == []      # no span began after map_spans raised
