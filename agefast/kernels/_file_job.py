@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..io import lending
 from . import _abi, _loader, _native
 from ._batches import key_buffer, threads_for
+from ._pool import through_signals
 
 if TYPE_CHECKING:
     import ctypes
@@ -138,14 +139,10 @@ class FileJob:
 def _wait_for(events: Callable[[], list[threading.Event]]) -> None:
     """Return once every one of events() is set, whatever interrupts the wait (the list made or any wait): a
     signal's exception is raised again after."""
-    interrupted: BaseException | None = None
-    while True:
-        try:
-            for event in events():
-                event.wait()
-            break
-        except BaseException as e:
-            interrupted = interrupted or e
+    def wait() -> None:
+        for event in events():
+            event.wait()
+    interrupted = through_signals(wait)
     if interrupted is not None:
         raise interrupted
 

@@ -36,6 +36,18 @@ def _work(tasks: "queue.SimpleQueue[Callable[[], None]]") -> None:
         tasks.get()()
 
 
+def through_signals(wait: Callable[[], None]) -> BaseException | None:
+    """wait(), called again until it returns whatever interrupts it (a signal's exception); the first
+    interruption, for the caller to raise once what it waited for is over."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            wait()
+            return interrupted
+        except BaseException as e:
+            interrupted = interrupted or e
+
+
 _Span = TypeVar("_Span")
 _Result = TypeVar("_Result")
 
@@ -107,15 +119,15 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
         run(False)
     except BaseException as e:      # a signal's, between the calls above
         interrupted = e
-    while True:
-        try:
-            with turn:
-                stopped = True
-                while inside:
-                    turn.wait()
-            break
-        except BaseException as e:
-            interrupted = interrupted or e
+
+    def stop() -> None:
+        nonlocal stopped
+        with turn:
+            stopped = True
+            while inside:
+                turn.wait()
+    waiting = through_signals(stop)     # always, and first: the spans may be writing into the caller's buffers
+    interrupted = interrupted or waiting
     if interrupted is not None:
         raise interrupted
     for r in results:
