@@ -158,8 +158,8 @@ def seal_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
         if not final and (n == 0 or n % CHUNK_SIZE):
             raise ValueError("a non-final batch must hold whole chunks")
         chunks = max(1, -(-n // CHUNK_SIZE))
-        return _run(_abi.SEAL, k, _counter(counter, chunks), s_at, n, dst, n + chunks * TAG_SIZE, final, threads, chunks, CHUNK_SIZE,
-                    SEALED_CHUNK_SIZE)
+        return _run(_abi.SEAL, k, _counter(counter, chunks), s_at, n, dst, n + chunks * TAG_SIZE, final, threads,
+                    chunks, CHUNK_SIZE, SEALED_CHUNK_SIZE)
     finally:
         lending.release(s_hold)
 
@@ -201,10 +201,11 @@ def open_chunks(key: Any, counter: int, src: object, dst: object, final: bool, t
     final = bool(final)
     s_at, n, s_hold = lending.lend(src, writable=False)
     try:
-        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
-            raise ValueError("a batch must hold whole sealed chunks")
+        # A last chunk shorter than a tag is none: the kernels would write past the plaintext it leaves room for.
+        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE) or 0 < n % SEALED_CHUNK_SIZE < TAG_SIZE:
+            raise ValueError("a batch must hold whole sealed chunks, and a last one of at least a tag")
         chunks = -(-n // SEALED_CHUNK_SIZE)
-        return _run(_abi.OPEN, k, _counter(counter, chunks), s_at, n, dst, max(0, n - chunks * TAG_SIZE), final, threads, chunks,
-                    SEALED_CHUNK_SIZE, CHUNK_SIZE)
+        return _run(_abi.OPEN, k, _counter(counter, chunks), s_at, n, dst, n - chunks * TAG_SIZE, final, threads,
+                    chunks, SEALED_CHUNK_SIZE, CHUNK_SIZE)
     finally:
         lending.release(s_hold)

@@ -247,8 +247,9 @@ class Engine:
         src = memoryview(src).cast("B")
         dst = memoryview(dst).cast("B")
         n = len(src)
-        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE):
-            raise ValueError("a batch must hold whole sealed chunks")
+        # As kernels.open_chunks checks it, for both paths: a last chunk shorter than a tag is none.
+        if n < TAG_SIZE or (not final and n % SEALED_CHUNK_SIZE) or 0 < n % SEALED_CHUNK_SIZE < TAG_SIZE:
+            raise ValueError("a batch must hold whole sealed chunks, and a last one of at least a tag")
         kernels = self._kernels_for(n)
         if kernels is not None:
             opened: int = kernels.open_chunks(key, counter, src, dst, final, self._threads_for(n, split))

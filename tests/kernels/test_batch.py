@@ -211,3 +211,20 @@ def test_a_chunk_on_its_own_goes_to_loaded_kernels_from_lone_kernel_min(engine_s
         assert engine.Engine(None, None).open_chunk(KEY, 4, sealed, n != CHUNK) == src
         assert on_kernels.open_chunk(KEY, 5, sealed, n != CHUNK) is None
     assert calls == [engine.LONE_KERNEL_MIN] * 2 + [SEALED] * 2
+
+
+@pytest.mark.parametrize("engine", ["kernels", "engine on the kernels", "engine on cryptography"])
+def test_a_last_chunk_shorter_than_a_tag_is_refused_before_anything_is_written(engine):
+    # open_chunks asked dst for n - chunks * TAG_SIZE bytes, 15 fewer than the kernels wrote for a batch of
+    # whole chunks and a last one of 1 byte: they wrote past the end of the caller's buffer.
+    from agefast.payload.engine import Engine
+
+    sealed = reference_seal(0, bytes(3 * CHUNK), False) + b"\0"
+    space = bytearray(len(sealed) - 4 * TAG + 64)
+    dst = memoryview(space)[:len(sealed) - 4 * TAG]
+    open_ = {"kernels": kernels.open_chunks,
+             "engine on the kernels": Engine(kernels, 1, forced=True).open,
+             "engine on cryptography": choose(None, None).open}[engine]
+    with pytest.raises(ValueError, match="a last one of at least a tag"):
+        open_(KEY, 0, sealed, dst, True)
+    assert space == bytes(len(space))
