@@ -210,20 +210,32 @@ def compile_object():
 _LINK_FLAGS = ("-shared", "-nostdlib")
 
 
+# Where the driver looks for its own programs and files besides PATH (gcc's and clang's): not passed on.
+_DRIVER_SEARCH = frozenset({"COMPILER_PATH", "GCC_EXEC_PREFIX", "LIBRARY_PATH"})
+# Arguments that name a folder or a program the driver then runs or reads (-B: where its linker is found; a
+# sysroot, a linker, specs, a wrapper, a response file): a $CC holding one links nothing.
+_DRIVER_ELSEWHERE = ("-B", "--sysroot", "-fuse-ld", "--ld-path", "-specs", "--specs", "-wrapper", "@")
+
+
 def _run(command: list[str]) -> subprocess.CompletedProcess[bytes]:
     """Run a command of the C compiler driver's, which looks up programs of its own (its linker, `ld`) on PATH:
-    only in its trusted folders, never the current one nor one another account may write (agefast.io.trust)."""
+    only in its trusted folders, never the current one nor one another account may write (agefast.io.trust),
+    and nowhere else (_DRIVER_SEARCH)."""
     # With no trusted folder, an empty PATH would mean the current folder: one that holds no program instead.
     search = trust.trusted_search_path(os.environ.get("PATH", os.defpath)) or os.devnull
-    return subprocess.run(command, capture_output=True, env=dict(os.environ, PATH=search))
+    env = {name: value for name, value in os.environ.items() if name not in _DRIVER_SEARCH}
+    return subprocess.run(command, capture_output=True, env=dict(env, PATH=search))
 
 
 def _driver() -> list[str] | None:
-    """The C compiler driver that links ($CC, else cc), by the path it was found at, or None where there is none
-    or where it is not this user's or root's alone to change (agefast.io.trust): what it links is run."""
+    """The C compiler driver that links ($CC, else cc), by the path it was found at, or None where there is none,
+    where it is not this user's or root's alone to change (agefast.io.trust) or where $CC points it at other
+    programs or files (_DRIVER_ELSEWHERE): what it links is run. Without one the object is loaded by llvmlite."""
     driver = shlex.split(os.environ.get("CC") or "cc")
     found = shutil.which(driver[0]) if driver else None
     if found is None or trust.program_refusal(found) is not None:
+        return None
+    if any(arg.startswith(_DRIVER_ELSEWHERE) for arg in driver[1:]):
         return None
     return [found, *driver[1:]]
 

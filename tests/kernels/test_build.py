@@ -175,3 +175,30 @@ def test_the_linker_the_driver_looks_up_is_never_another_accounts(tmp_path, monk
     monkeypatch.setenv("PATH", os.pathsep.join([".", str(folders["theirs"])]))
     _build.linker()
     assert not marker.exists()
+
+
+def test_the_driver_is_pointed_at_no_other_folder_by_cc_or_the_environment(tmp_path, monkeypatch):
+    # COMPILER_PATH (or CC="cc -B<folder>") made gcc run the `ld` of a folder another account could write, and
+    # the library it linked was cached and loaded by every later process.
+    if _build._driver() is None:
+        pytest.skip("no C compiler driver here")
+    cc = _build._driver()[0]
+    marker = tmp_path / "ran"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "ld").write_text(f"#!/bin/sh\necho ran >> {marker}\nexec ld \"$@\"\n")
+    (theirs / "ld").chmod(0o755)
+    theirs.chmod(0o777)
+    for variable in ("COMPILER_PATH", "GCC_EXEC_PREFIX"):
+        monkeypatch.setenv(variable, f"{theirs}/")
+        made = tmp_path / variable
+        made.mkdir()
+        _build.link_shared(b"", str(made))     # gcc runs its linker on any input
+        monkeypatch.delenv(variable)
+    assert not marker.exists()
+    for argument in (f"-B{theirs}/", "-B", f"--sysroot={theirs}", "-fuse-ld=gold", f"@{theirs}/args"):
+        monkeypatch.setenv("CC", f"{cc} {argument}")
+        assert _build._driver() is None, argument
+    monkeypatch.setenv("CC", f"{cc} -m64")
+    assert _build._driver() == [cc, "-m64"]
+
