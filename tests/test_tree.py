@@ -375,6 +375,26 @@ def test_the_report_is_whole_or_not_at_all_and_never_over_the_jobs_files(tmp_pat
     assert not (tmp_path / "-").exists()
 
 
+def test_the_report_is_checked_before_the_job_whatever_the_stores(tmp_path, make_plaintext):
+    # Over a key file with only fsspec stores (the key files had been checked against local stores only), and
+    # into a folder that is not there or onto a folder (the job had run whole first, its failures untold).
+    identity = x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(str(identity) + "\n")
+    src = f"memory://{tmp_path.name}/src"
+    _make_tree(tmp_path / "plain", make_plaintext, [b"a"])
+    tree.encrypt(tmp_path / "plain", src, [identity.to_public()], workers=1)
+    with pytest.raises(tree.RootsRefused, match="is a key file of this job"):
+        tree.verify(src, [identity], report=key, keep=[key], workers=1)
+    assert key.read_text() == str(identity) + "\n"
+    for report, error in ((tmp_path / "nowhere" / "r.jsonl", FileNotFoundError), (tmp_path, IsADirectoryError),
+                          (key / "r.jsonl", NotADirectoryError)):
+        with pytest.raises(error) as refused:
+            tree.encrypt(tmp_path / "plain", tmp_path / "out", [identity.to_public()], report=report)
+        assert refused.value.filename == str(report)
+        assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.requires_root("bind mounts")
 def test_a_folder_met_again_through_a_bind_mount_is_the_same_folder(tmp_path, make_plaintext):
     from required import need_tools, unavailable

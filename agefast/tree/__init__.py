@@ -47,10 +47,9 @@ def _kept(keep: Iterable[StrPath]) -> frozenset[tuple[int, int]]:
 
 
 def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] | None,
-            keep: Iterable[StrPath] = ()) -> tuple[Store, Store | None]:
+            kept: frozenset[tuple[int, int]]) -> tuple[Store, Store | None]:
     if storage_options is not None and not isinstance(storage_options, dict):
         raise TypeError(f"storage_options must be a dict or None, not {type(storage_options).__name__}")
-    kept = _kept(keep)
 
     def at(name: str, value: StrPath) -> Store:
         store = store_at(name, value, storage_options)
@@ -70,12 +69,12 @@ def _unlocked(identities: Iterable[Identity]) -> list[Identity]:
 
 
 def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, progress: bool,
-         client: Any) -> Summary:
+         client: Any, kept: frozenset[tuple[int, int]]) -> Summary:
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ValueError(f"workers must be a positive int or None, not {workers!r}")
     path = None if report is None else _arguments.path("report", report)
     if path is not None:
-        check_report(job, path)
+        check_report(job, path, kept)
     summary = run(job, force=force, workers=workers, progress=progress, client=client)
     if path is not None:
         # Whole or not at all, as an output: a failed write leaves the report there was.
@@ -102,8 +101,9 @@ def encrypt(src: StrPath, dst: StrPath, recipients: Iterable[Recipient], *, armo
     them.
     """
     _arguments.flag("armored", armored)
-    job = Job(ENCRYPT, *_stores(src, dst, storage_options, keep), _arguments.recipients(recipients), [], armored)
-    return _run(job, force, workers, report, progress, client)
+    kept = _kept(keep)
+    job = Job(ENCRYPT, *_stores(src, dst, storage_options, kept), _arguments.recipients(recipients), [], armored)
+    return _run(job, force, workers, report, progress, client, kept)
 
 
 def decrypt(src: StrPath, dst: StrPath, identities: Iterable[Identity], *, force: bool = False,
@@ -111,8 +111,9 @@ def decrypt(src: StrPath, dst: StrPath, identities: Iterable[Identity], *, force
             client: Any = None, storage_options: dict[str, Any] | None = None,
             keep: Iterable[StrPath] = ()) -> Summary:
     """Decrypt every age file F.age under `src` to `dst`/F; other files are reported and left."""
-    job = Job(DECRYPT, *_stores(src, dst, storage_options, keep), [], _unlocked(identities))
-    return _run(job, force, workers, report, progress, client)
+    kept = _kept(keep)
+    job = Job(DECRYPT, *_stores(src, dst, storage_options, kept), [], _unlocked(identities))
+    return _run(job, force, workers, report, progress, client, kept)
 
 
 def rekey(src: StrPath, identities: Iterable[Identity], recipients: Iterable[Recipient], dst: StrPath | None = None,
@@ -126,9 +127,10 @@ def rekey(src: StrPath, identities: Iterable[Identity], recipients: Iterable[Rec
     it is copied by the server: only each header and first part (5 MiB)
     are sent.
     """
-    job = Job(REKEY, *_stores(src, dst, storage_options, keep), _arguments.recipients(recipients),
+    kept = _kept(keep)
+    job = Job(REKEY, *_stores(src, dst, storage_options, kept), _arguments.recipients(recipients),
               _unlocked(identities))
-    return _run(job, force, workers, report, progress, client)
+    return _run(job, force, workers, report, progress, client, kept)
 
 
 def verify(src: StrPath, identities: Iterable[Identity], *, workers: int | None = None,
@@ -136,5 +138,6 @@ def verify(src: StrPath, identities: Iterable[Identity], *, workers: int | None 
            storage_options: dict[str, Any] | None = None, keep: Iterable[StrPath] = ()) -> Summary:
     """Decrypt and authenticate every age file under `src`, writing nothing but the report (never over a file of
     `keep`); a failure's record names its chunk."""
-    job = Job(VERIFY, _stores(src, None, storage_options, keep)[0], None, [], _unlocked(identities))
-    return _run(job, False, workers, report, progress, client)
+    kept = _kept(keep)
+    job = Job(VERIFY, _stores(src, None, storage_options, kept)[0], None, [], _unlocked(identities))
+    return _run(job, False, workers, report, progress, client, kept)

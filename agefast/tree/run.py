@@ -12,6 +12,7 @@ a large one on every core. A worker ends with the job's process, even a killed o
 the files it was doing then are done again by the next run.
 """
 
+import errno
 import os
 import itertools
 import signal
@@ -134,20 +135,29 @@ def check_roots(job: Job) -> None:
                            f"{str(job.source)!r}: its outputs would be inputs")
 
 
-def check_report(job: Job, report: str | bytes) -> None:
-    """RootsRefused for a report path inside the source or the destination, where it could replace one of the job's
-    files (an input, an output, the manifest), or that is one of the job's key files."""
-    stores = [s for s in (job.source, job.destination) if isinstance(s, Local)]
-    for store in stores:
-        if below(report, store.root) is not None:
+def check_report(job: Job, report: str | bytes, kept: frozenset[tuple[int, int]]) -> None:
+    """Before the job: RootsRefused for a report path inside the source or the destination, where it could
+    replace one of the job's files (an input, an output, the manifest), or that is one of the job's key files
+    (`kept`: device and inode), whatever the stores are; the OSError open() would give where no report can be
+    written there (no such folder, a folder of that name), which the job's end had met, its failures untold."""
+    for store in (job.source, job.destination):
+        if isinstance(store, Local) and below(report, store.root) is not None:
             raise RootsRefused(f"the report {os.fsdecode(report)!r} is inside {str(store)!r}, where it could "
                                "replace one of the job's files")
+    name = os.fsdecode(report)
     try:
-        st = os.stat(report)
-    except FileNotFoundError:
-        return
-    if any((st.st_dev, st.st_ino) in store.kept for store in stores):
-        raise RootsRefused(f"the report {os.fsdecode(report)!r} is a key file of this job")
+        if os.path.isdir(name):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        os.stat(os.path.join(os.path.dirname(name) or os.curdir, ""))
+        st = os.stat(name)
+    except FileNotFoundError as e:
+        if e.filename == name:
+            return      # a new report, in a folder that is there
+        raise FileNotFoundError(e.errno, e.strerror, name) from None
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, name) from None
+    if (st.st_dev, st.st_ino) in kept:
+        raise RootsRefused(f"the report {name!r} is a key file of this job")
 
 
 class _Bar:
