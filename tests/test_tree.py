@@ -479,6 +479,15 @@ def _tree_command(*args, **kwargs):
                           stdin=subprocess.DEVNULL, **kwargs)
 
 
+@pytest.mark.parametrize("workers", ["0", "-1", "two", "²", "٣"])
+def test_workers_that_are_no_positive_number_are_a_usage_error(tmp_path, workers):
+    # "²" passed str.isdigit() and failed int(): a traceback.
+    (tmp_path / "src").mkdir()
+    done = _tree_command("verify", "--workers", workers, "-i", tmp_path / "none.txt", tmp_path / "src")
+    assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
+    assert done.stderr.decode().startswith(f"agefast-tree: error: --workers takes a positive number, not {workers!r}")
+
+
 def test_the_command_reports_and_sets_the_exit_status(tmp_path, make_plaintext):
     identity = x25519.Identity.generate()
     key = tmp_path / "key.txt"

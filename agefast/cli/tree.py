@@ -93,7 +93,8 @@ def _check(operation: str, args: Arguments, positional: list[str]) -> None:
 def _workers(value: str | None) -> int | None:
     if value is None:
         return None
-    if not value.isdigit() or int(value) < 1:
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses (a traceback).
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise UsageError(f"--workers takes a positive number, not {value!r}")
     return int(value)
 
