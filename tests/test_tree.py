@@ -622,6 +622,20 @@ def test_the_command_quotes_a_name_that_could_write_report_lines_of_its_own(tmp_
     assert len(lines) == 2 and lines[0].startswith('agefast-tree: "x\\nagefast-tree: verify: 40 done, 0 failed\\x1b[1A.age": ')
 
 
+def test_a_run_after_a_line_cut_short_loses_none_of_its_own(tmp_path, make_plaintext):
+    # The next run's first line was appended to the cut one and lost with it: an in-place re-key resumed then
+    # failed the file it had done ("No matching keys found").
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext, [b"a", b"b"])
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [old.to_public()], workers=1)
+    manifest = tmp_path / "enc" / ".agefast-tree.jsonl"
+    first, second = manifest.read_bytes().splitlines()
+    manifest.write_bytes(first + b"\n" + second[:30])
+    assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:2] == (2, 0)
+    assert manifest.read_bytes().startswith(first + b"\n" + second[:30] + b"\n")
+    assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:3] == (0, 0, 2)
+
+
 def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintext):
     # Enough small files that the kill lands half way; the rerun must leave
     # every output whole and correct, no temporary file, and the outputs of

@@ -114,14 +114,26 @@ class Appender:
 
     def __init__(self, path: bytes, kept: frozenset[tuple[int, int]] = frozenset()) -> None:
         self._name = os.fsdecode(path)
-        self._fd = open_local(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, kept)
-
-    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        self._fd = open_local(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, kept)
         try:
-            for record in records:
-                os.write(self._fd, line(record))
+            # A line a kill cut short ends where this run's first line would begin, which it would swallow: this
+            # one begins on a line of its own (as the Rewriter's).
+            size = os.fstat(self._fd).st_size
+            if size and os.pread(self._fd, 1, size - 1) != b"\n":
+                self._write(b"\n")
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _write(self, data: bytes) -> None:
+        try:
+            os.write(self._fd, data)
         except OSError as e:
             raise type(e)(e.errno, e.strerror, self._name) from None
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            self._write(line(record))
 
     def close(self) -> None:
         os.close(self._fd)
