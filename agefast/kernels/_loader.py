@@ -66,7 +66,12 @@ def _isa_of(features: str) -> str:
 
 
 def _jit_disabled() -> bool:
-    return os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0")
+    """As Numba reads NUMBA_DISABLE_JIT (numba.core.config): an int, anything else its default, 0. "true" had
+    sent agefast down the reference route while Numba compiled, and every large job failed."""
+    try:
+        return int(os.environ.get("NUMBA_DISABLE_JIT", "0")) != 0
+    except ValueError:
+        return False
 
 
 def _reference() -> tuple[_native.Functions, str]:

@@ -59,3 +59,12 @@ def test_a_wrong_build_is_refused_and_the_jobs_stay_on_cryptography(monkeypatch,
         assert _loader.load_or_warn() is False
     assert any("wrongly on this CPU" in str(w.message) for w in caught)
     assert _loader._functions is None
+
+
+@pytest.mark.parametrize("value, disabled", [("1", True), (" 2 ", True), ("0", False), ("", False),
+                                             ("true", False), ("yes", False)])
+def test_numba_disable_jit_is_read_as_numba_reads_it(monkeypatch, value, disabled):
+    # "true" had sent agefast down the reference route (no known-answer check) while Numba, which reads an int
+    # and takes anything else for 0, compiled: every large job then failed on an intrinsic run as Python.
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", value)
+    assert _loader._jit_disabled() is disabled
