@@ -105,23 +105,25 @@ class FileJob:
         """
         for ended in self._ended:
             ended.wait()
-        failed = None
-        for ending in self._endings():
+        endings = self._endings()
+        for ending in endings:
             if isinstance(ending, BaseException):
                 raise ending
-            batch, why, code = ending
-            if why in (_abi.READ_FAILED, _abi.WRITE_FAILED):
-                code = code or errno.EIO   # a write that moved nothing set no errno
-                raise (WriteError if why == _abi.WRITE_FAILED else OSError)(code, os.strerror(code))
-            if why == _abi.INPUT_ENDED:
-                raise EOFError("the input ended before its last batch")
-            if why == _abi.NOT_VERIFIED:
-                # Each worker went through its batches in order up to its
-                # first failure, so every batch below the least one verified.
-                failed = batch if failed is None else min(failed, batch)
-            elif why == _abi.STOPPED:
-                raise RuntimeError("the file batches were stopped")
-        return failed
+        # Each worker went through its batches in order up to the first it could not do, so every batch below
+        # the least of those was done: that one's ending is the job's (a batch that did not verify below one
+        # whose read or write failed is what age, reading in order, would have met first).
+        stops = sorted(e for e in endings if not isinstance(e, BaseException) and e[1] != _abi.FILE_DONE)
+        if not stops:
+            return None
+        batch, why, code = stops[0]
+        if why in (_abi.READ_FAILED, _abi.WRITE_FAILED):
+            code = code or errno.EIO   # a write that moved nothing set no errno
+            raise (WriteError if why == _abi.WRITE_FAILED else OSError)(code, os.strerror(code))
+        if why == _abi.INPUT_ENDED:
+            raise EOFError("the input ended before its last batch")
+        if why == _abi.STOPPED:
+            raise RuntimeError("the file batches were stopped")
+        return batch
 
     def written(self) -> int:
         """How many leading batches are written whole, once the workers ended

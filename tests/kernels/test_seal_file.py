@@ -3,6 +3,7 @@ checked against agefast.payload.engine's cryptography path; its failures and its
 
 import contextlib
 import ctypes
+import errno
 import mmap
 import os
 import random
@@ -199,3 +200,23 @@ def test_validation(tmp_path):
         kernels.seal_file(KEY, 0, 0, 1, -1, 1)
     with pytest.raises(ValueError, match="threads"):
         kernels.seal_file(KEY, 0, 0, 1, 0, 1, threads=0)
+
+
+def test_the_least_batch_that_ended_a_worker_is_the_jobs_ending(tmp_path, monkeypatch):
+    # A batch that did not verify below one whose write failed (another worker's) had been hidden by the write's
+    # error: the wrong error, and a shorter output than the verified prefix. Age, reading in order, meets the
+    # lower one first.
+    from agefast.kernels import _abi
+
+    with files(tmp_path, random.Random(6).randbytes(2 * BATCH)) as (src, dst):
+        job = kernels.seal_file(KEY, src, 0, dst, 0, 2, 2)
+        job.wait()
+    write_failed = (3, _abi.WRITE_FAILED, errno.EFBIG)
+    monkeypatch.setattr(job, "_endings", lambda: [write_failed, (2, _abi.NOT_VERIFIED, 0)])
+    assert job.wait() == 2
+    monkeypatch.setattr(job, "_endings", lambda: [(4, _abi.NOT_VERIFIED, 0), write_failed])
+    with pytest.raises(kernels.WriteError):
+        job.wait()
+    monkeypatch.setattr(job, "_endings", lambda: [(5, _abi.FILE_DONE, 0), (2, _abi.INPUT_ENDED, 0)])
+    with pytest.raises(EOFError):
+        job.wait()
