@@ -87,7 +87,8 @@ def map_spans(function: Callable[[_Span], _Result], spans: list[_Span], threads:
     inside: set[object] = set()     # the workers running spans (a signal never reaches them, so they tell)
 
     def run(worker: bool) -> None:
-        # Whatever raises here lands in results (and is raised by map_spans), so a worker never ends.
+        # Whatever a span raises lands in results (and is raised by map_spans), so a worker never ends; this
+        # thread's signal between spans is map_spans' own to raise.
         me = object()
         i = None
         try:
