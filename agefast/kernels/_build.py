@@ -11,6 +11,7 @@ load it without importing numba (_native).
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -212,9 +213,11 @@ _LINK_FLAGS = ("-shared", "-nostdlib")
 
 # Where the driver looks for its own programs and files besides PATH (gcc's and clang's): not passed on.
 _DRIVER_SEARCH = frozenset({"COMPILER_PATH", "GCC_EXEC_PREFIX", "LIBRARY_PATH"})
-# Arguments that name a folder or a program the driver then runs or reads (-B: where its linker is found; a
-# sysroot, a linker, specs, a wrapper, a response file): a $CC holding one links nothing.
-_DRIVER_ELSEWHERE = ("-B", "--sysroot", "-fuse-ld", "--ld-path", "-specs", "--specs", "-wrapper", "@")
+# The arguments a $CC may hold: the target's and the build's own (-m64, -march=..., --target=..., -O2, -g, -v).
+# Any other may name a folder or a program the driver then runs or reads (-B and --prefix: where its linker
+# is found; a sysroot, a linker, specs, a wrapper, a plugin, a response file, options passed to the linker):
+# a $CC holding one links nothing.
+_DRIVER_ARGUMENT = re.compile(r"-m(?!llvm)[\w=.,+-]*|--target=[\w.-]+|-O[0-3sz]?|-g\w*|-pipe|-v")
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess[bytes]:
@@ -230,12 +233,12 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[bytes]:
 def _driver() -> list[str] | None:
     """The C compiler driver that links ($CC, else cc), by the path it was found at, or None where there is none,
     where it is not this user's or root's alone to change (agefast.io.trust) or where $CC points it at other
-    programs or files (_DRIVER_ELSEWHERE): what it links is run. Without one the object is loaded by llvmlite."""
+    programs or files (_DRIVER_ARGUMENT): what it links is run. Without one the object is loaded by llvmlite."""
     driver = shlex.split(os.environ.get("CC") or "cc")
     found = shutil.which(driver[0]) if driver else None
     if found is None or trust.program_refusal(found) is not None:
         return None
-    if any(arg.startswith(_DRIVER_ELSEWHERE) for arg in driver[1:]):
+    if not all(_DRIVER_ARGUMENT.fullmatch(arg) for arg in driver[1:]):
         return None
     return [found, *driver[1:]]
 

@@ -196,9 +196,11 @@ def test_the_driver_is_pointed_at_no_other_folder_by_cc_or_the_environment(tmp_p
         _build.link_shared(b"", str(made))     # gcc runs its linker on any input
         monkeypatch.delenv(variable)
     assert not marker.exists()
-    for argument in (f"-B{theirs}/", "-B", f"--sysroot={theirs}", "-fuse-ld=gold", f"@{theirs}/args"):
+    for argument in (f"-B{theirs}/", f"-B {theirs}/", f"--prefix={theirs}/", f"--prefix {theirs}/",
+                     f"--sysroot={theirs}", "-fuse-ld=gold", f"-fplugin={theirs}/p.so", f"@{theirs}/args",
+                     f"-Wl,@{theirs}/args", f"-Xlinker @{theirs}/args", "-mllvm -x", f"-mfoo={theirs}", "gcc"):
         monkeypatch.setenv("CC", f"{cc} {argument}")
         assert _build._driver() is None, argument
-    monkeypatch.setenv("CC", f"{cc} -m64")
-    assert _build._driver() == [cc, "-m64"]
+    monkeypatch.setenv("CC", f"{cc} -m64 -march=x86-64-v3 --target=x86_64-linux-gnu -O2 -g -v")
+    assert _build._driver() == [cc, "-m64", "-march=x86-64-v3", "--target=x86_64-linux-gnu", "-O2", "-g", "-v"]
 
