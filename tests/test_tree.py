@@ -636,6 +636,22 @@ def test_a_run_after_a_line_cut_short_loses_none_of_its_own(tmp_path, make_plain
     assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:3] == (0, 0, 2)
 
 
+def test_a_manifest_this_account_may_only_append_to_is_appended_to(tmp_path, make_plaintext):
+    # Looking for a line cut short must not ask to read it: force reads no manifest, and had run.
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext, [b"a"])
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+    manifest = tmp_path / "enc" / ".agefast-tree.jsonl"
+    manifest.chmod(0o200)
+    try:
+        if os.access(manifest, os.R_OK):
+            pytest.skip("this account reads a file of mode 0200 (root)")
+        assert tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], force=True,
+                            workers=1)[:2] == (1, 0)
+    finally:
+        manifest.chmod(0o600)
+
+
 def test_a_killed_run_then_run_again_does_each_file_once(tmp_path, make_plaintext):
     # Enough small files that the kill lands half way; the rerun must leave
     # every output whole and correct, no temporary file, and the outputs of

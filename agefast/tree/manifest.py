@@ -109,17 +109,32 @@ def open_local(path: bytes, flags: int, kept: frozenset[tuple[int, int]] = froze
     return fd
 
 
+def _last_byte(path: bytes, size: int) -> bytes | None:
+    """The manifest's last byte, or None where it cannot be read (one this account may only append to)."""
+    try:
+        # O_NONBLOCK: a FIFO put there since fails the read rather than hang the open
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        return os.pread(fd, 1, size - 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class Appender:
     """The manifest opened for appending (open_local), one whole line per write."""
 
     def __init__(self, path: bytes, kept: frozenset[tuple[int, int]] = frozenset()) -> None:
         self._name = os.fsdecode(path)
-        self._fd = open_local(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, kept)
+        self._fd = open_local(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, kept)
         try:
             # A line a kill cut short ends where this run's first line would begin, which it would swallow: this
             # one begins on a line of its own (as the Rewriter's).
             size = os.fstat(self._fd).st_size
-            if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            if size and _last_byte(path, size) not in (b"\n", None):
                 self._write(b"\n")
         except BaseException:
             os.close(self._fd)
