@@ -387,8 +387,9 @@ def test_the_report_is_checked_before_the_job_whatever_the_stores(tmp_path, make
     with pytest.raises(tree.RootsRefused, match="is a key file of this job"):
         tree.verify(src, [identity], report=key, keep=[key], workers=1)
     assert key.read_text() == str(identity) + "\n"
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere" / "r.jsonl")    # written through to its target's folder
     for report, error in ((tmp_path / "nowhere" / "r.jsonl", FileNotFoundError), (tmp_path, IsADirectoryError),
-                          (key / "r.jsonl", NotADirectoryError)):
+                          (key / "r.jsonl", NotADirectoryError), (tmp_path / "link", FileNotFoundError)):
         with pytest.raises(error) as refused:
             tree.encrypt(tmp_path / "plain", tmp_path / "out", [identity.to_public()], report=report)
         assert refused.value.filename == str(report)

@@ -148,7 +148,10 @@ def check_report(job: Job, report: str | bytes, kept: frozenset[tuple[int, int]]
     try:
         if os.path.isdir(name):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        os.stat(os.path.join(os.path.dirname(name) or os.curdir, ""))
+        # Its folder as open() finds it, and the folder it is written into (a symbolic link's target's, as
+        # agefast.io.replace writes it).
+        for folder in (os.path.dirname(name), os.path.dirname(os.path.realpath(name))):
+            os.stat(os.path.join(folder or os.curdir, ""))
         st = os.stat(name)
     except FileNotFoundError as e:
         if e.filename == name:
