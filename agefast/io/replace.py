@@ -229,6 +229,16 @@ def _naming(path: str) -> Iterator[None]:
         raise type(e)(e.errno, e.strerror, path) from None
 
 
+def check_folder(path: str) -> None:
+    """The OSError (naming `path`) where a new file at `path` has no folder to go in: as open() finds it
+    (realpath() takes "missing/.." for the folder it names without looking, and replacing() had written over
+    "missing/../notes.txt", the input, where open() finds nothing), and as replacing() writes it, in a symbolic
+    link's target's folder."""
+    with _naming(path):
+        for folder in (os.path.dirname(path), os.path.dirname(os.path.realpath(path))):
+            os.stat(os.path.join(folder or os.curdir, ""))
+
+
 def _creation_mode() -> int:
     """The mode a plain open() would give a new file under the current umask."""
     umask = os.umask(0)
@@ -342,10 +352,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
     if there is not None:
         _refuse_read_only(path, path)
     else:
-        # The folder as open() would find it: realpath() below takes "missing/.." for the folder it names
-        # without looking, and had written over "missing/../notes.txt", the input, where open() finds nothing.
-        with _naming(path):
-            os.stat(os.path.join(os.path.dirname(path) or os.curdir, ""))
+        check_folder(path)
     target = os.path.realpath(path)
     directory, name = os.path.split(target)
     proc = _proc_folder()

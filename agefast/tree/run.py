@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..io import cpus
+from ..io.replace import check_folder
 from . import files, manifest
 from .files import Job
 from .store import Local
@@ -145,20 +146,13 @@ def check_report(job: Job, report: str | bytes, kept: frozenset[tuple[int, int]]
             raise RootsRefused(f"the report {os.fsdecode(report)!r} is inside {str(store)!r}, where it could "
                                "replace one of the job's files")
     name = os.fsdecode(report)
+    if os.path.isdir(name):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+    check_folder(name)      # as the report's replacing() checks it, but before the job
     try:
-        if os.path.isdir(name):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        # Its folder as open() finds it, and the folder it is written into (a symbolic link's target's, as
-        # agefast.io.replace writes it).
-        for folder in (os.path.dirname(name), os.path.dirname(os.path.realpath(name))):
-            os.stat(os.path.join(folder or os.curdir, ""))
         st = os.stat(name)
-    except FileNotFoundError as e:
-        if e.filename == name:
-            return      # a new report, in a folder that is there
-        raise FileNotFoundError(e.errno, e.strerror, name) from None
-    except OSError as e:
-        raise type(e)(e.errno, e.strerror, name) from None
+    except FileNotFoundError:
+        return      # a new report, in a folder that is there
     if (st.st_dev, st.st_ino) in kept:
         raise RootsRefused(f"the report {name!r} is a key file of this job")
 
