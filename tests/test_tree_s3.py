@@ -3,6 +3,7 @@ in place by server-side copy and decrypted back, here and on a Dask cluster, a f
 other store (memory://); and a store whose library fails (no credentials, no connection): the job ended with one
 line, or the file failed alone."""
 
+import errno
 import importlib
 import io
 import json
@@ -342,6 +343,31 @@ def test_a_copy_in_place_completes_only_over_the_object_it_read(make_plaintext, 
     monkeypatch.setattr(fs, "call_s3", calling)
     summary = tree.rekey("s3://bucket/race-copied", [old], [old.to_public()], workers=1, storage_options=s3.options)
     assert (summary.done, asked) == (1, [etag])
+
+
+def test_a_copy_in_place_refused_by_its_condition_is_told_as_a_writer_s(make_plaintext, s3, monkeypatch):
+    # The completion's If-Match fails where another writer replaced the object after the parts were copied
+    # (moto does not enforce it: the failure is made here, as S3 would give it, once the writer has written).
+    old = x25519.Identity.generate()
+    fs = _fs(s3)
+    key = "bucket/race-completed/doc.age"
+    fs.pipe_file(key, agefast.encrypt(make_plaintext(6 * MiB), [old.to_public()]))
+    newer = agefast.encrypt(b"version 2", [old.to_public()])
+    call_s3 = fs.call_s3
+
+    def calling(method, *args, **kwargs):
+        if method == "complete_multipart_upload":
+            call_s3("put_object", Bucket="bucket", Key="race-completed/doc.age", Body=newer)
+            raise OSError(errno.EIO, "At least one of the pre-conditions you specified did not hold")
+        return call_s3(method, *args, **kwargs)
+    monkeypatch.setattr(fs, "call_s3", calling)
+    summary = tree.rekey("s3://bucket/race-completed", [old], [old.to_public()], workers=1,
+                         storage_options=s3.options)
+    [failed] = [r for r in summary.records if r["status"] == "failed"]
+    assert "the object changed while it was re-keyed: left as it is" in failed["error"]
+    monkeypatch.undo()
+    fs.invalidate_cache()
+    assert fs.cat_file(key) == newer
 
 
 def test_a_rekey_in_place_killed_before_its_manifest_was_rewritten_is_resumed_with_the_new_identities_too(s3):

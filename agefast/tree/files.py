@@ -170,9 +170,15 @@ def _by_copy(job: Job, found: Found, name: bytes, record: dict[str, Any]) -> boo
     if not (job.operation == REKEY and found.size >= s3copy.COPY_FROM and isinstance(source, Remote)
             and isinstance(target, Remote) and source.same_store(target) and s3copy.is_s3(source.fs)):
         return False
-    if not s3copy.rekey(source.fs, source.key(found.path), target.key(name), found.size, found.stamp,
-                        _header_for(job)):
-        return False
+    try:
+        if not s3copy.rekey(source.fs, source.key(found.path), target.key(name), found.size, found.stamp,
+                            _header_for(job)):
+            return False
+    except OSError:
+        # In place, a completion that failed may have found the object replaced meanwhile: then that is told.
+        if found.stamp is not None and source.key(found.path) == target.key(name):
+            target.refuse_if_replaced(name, found.stamp)
+        raise
     size, stamp = target.written(name)
     record.update(status="done", output_size=size, sha256=None, **{"output_" + target.stamp_key: stamp})
     return True

@@ -19,7 +19,6 @@ retries.
 """
 
 import contextlib
-import errno
 from collections.abc import Callable
 from typing import Any
 
@@ -42,18 +41,10 @@ def is_s3(fs: Any) -> bool:
     return "s3" in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol) and hasattr(fs, "call_s3")
 
 
-def replaced_meanwhile(fs: Any, key: str, etag: str) -> OSError | None:
-    """The error of an in-place re-key whose object another writer replaced since it was read (its ETag no
-    longer `etag`), else None: what they wrote is left as they wrote it."""
-    fs.invalidate_cache(key)
-    if fs.info(key).get("ETag") == etag:
-        return None
-    return OSError(errno.EBUSY, "the object changed while it was re-keyed: left as it is", key)
-
-
 def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_header: NewHeader) -> bool:
     """Write the age file at `source` (`size` bytes, ETag `etag`) re-keyed at `target`, by server-side copy;
-    False, with nothing done, if its payload can't be copied as it is (new_header said so)."""
+    False, with nothing done, if its payload can't be copied as it is (new_header said so). In place, the
+    completion fails where another writer replaced the object meanwhile (the caller tells which failed)."""
     bucket, key, _ = fs.split_path(source)
     target_bucket, target_key, _ = fs.split_path(target)
     head = bytes(fs.cat_file(source, start=0, end=min(size, COPY_FROM)))
@@ -83,14 +74,11 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
         fs.call_s3("complete_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload,
                    MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]},
                    **({} if replacing is None else {"IfMatch": replacing}))
-    except BaseException as e:
+    except BaseException:
         # The error told is the first one; an abort that fails too leaves an
         # upload that S3's lifecycle rule for incomplete uploads removes.
         with contextlib.suppress(OSError):
             fs.call_s3("abort_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload)
-        if replacing is not None and isinstance(e, OSError) and \
-                (changed := replaced_meanwhile(fs, source, replacing)) is not None:
-            raise changed from None
         raise
     fs.invalidate_cache(target)
     return True

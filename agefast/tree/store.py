@@ -435,6 +435,10 @@ class Remote(NamedTuple):
             raise
         named(self.written(path))
 
+    def refuse_if_replaced(self, path: bytes, unchanged: str) -> None:
+        """EBUSY where the object at `path` no longer has the stamp `unchanged` it was read with."""
+        _refuse_if_replaced(self.fs, self.key(path), unchanged)
+
     def written(self, path: bytes) -> Stat:
         """The size and stamp of an output just written (the store asked, not its cache)."""
         key = self.key(path)
