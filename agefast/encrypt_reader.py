@@ -44,6 +44,8 @@ class EncryptingReader(OpenStream, io.RawIOBase):
     the read can be retried.
     """
 
+    _what = "encrypting reader"
+
     def __init__(self, src: Reader, recipients: Iterable[Recipient], *, armored: bool = False,
                  close_src: bool = False, threads: int | None = None) -> None:
         super().__init__()
@@ -62,8 +64,7 @@ class EncryptingReader(OpenStream, io.RawIOBase):
         self._error: BaseException | None = None
 
     def readable(self) -> bool:
-        if self.closed:     # as Python's own files answer
-            raise ValueError("I/O operation on a closed encrypting reader")
+        self._check_open()
         return True
 
     def write(self, b: Buffer) -> int:

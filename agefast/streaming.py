@@ -72,12 +72,17 @@ class OpenStream:
     if TYPE_CHECKING:  # what io.RawIOBase, which it is mixed into, provides
         closed: bool
 
+    _what = "stream"    # what the class is, in its messages
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError(f"cannot pickle or copy {type(self).__name__!r} object: it is an open stream")
 
-    def seekable(self) -> bool:
+    def _check_open(self) -> None:
         if self.closed:
-            raise ValueError(f"I/O operation on a closed {type(self).__name__}")
+            raise ValueError(f"I/O operation on a closed {self._what}")
+
+    def seekable(self) -> bool:
+        self._check_open()
         return False
 
 
@@ -150,6 +155,8 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
     and child would seal two plaintexts under the same chunk numbers.
     """
 
+    _what = "encryptor"
+
     def __init__(self, dst: Writer, recipients: Iterable[Recipient], *, armored: bool = False,
                  close_dst: bool = False, threads: int | None = None) -> None:
         super().__init__()
@@ -165,8 +172,7 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
         self._made = True
 
     def writable(self) -> bool:
-        if self.closed:
-            raise ValueError("I/O operation on a closed encryptor")
+        self._check_open()
         return True
 
     def readinto(self, b: Buffer) -> int:
@@ -273,6 +279,8 @@ class Decryptor(OpenStream, io.RawIOBase):
     retrying it later carries on where it stopped.
     """
 
+    _what = "decryptor"
+
     def __init__(self, src: Reader, identities: Iterable[Identity], *, armored: bool | None = None,
                  close_src: bool = False, threads: int | None = None) -> None:
         super().__init__()
@@ -296,21 +304,18 @@ class Decryptor(OpenStream, io.RawIOBase):
             raise
 
     def readable(self) -> bool:
-        if self.closed:     # as Python's own files answer
-            raise ValueError("I/O operation on a closed decryptor")
+        self._check_open()
         return True
 
     def seekable(self) -> bool:
-        if self.closed:
-            raise ValueError("I/O operation on a closed decryptor")
+        self._check_open()
         return isinstance(self._payload, SeekablePayload)
 
     def write(self, b: Buffer) -> int:
         raise io.UnsupportedOperation("a decryptor is read, not written")
 
     def _seekable_payload(self) -> SeekablePayload:
-        if self.closed:
-            raise ValueError("I/O operation on a closed decryptor")
+        self._check_open()
         if not isinstance(self._payload, SeekablePayload):
             raise io.UnsupportedOperation("the source is not seekable (or is armored)")
         return self._payload
