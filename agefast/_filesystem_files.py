@@ -12,7 +12,7 @@ import io
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from fsspec.implementations.local import LocalFileSystem
@@ -91,17 +91,19 @@ class AgeReadFile(AbstractBufferedFile):
             raise
         self._chunks: dict[int, bytes] = {}  # chunk index -> verified plaintext, oldest first
         self._streaming = True  # until the decryptor's stream failed, for good
-        # Reentrant: read() holds it around fsspec's read, whose fetch takes it again.
-        self._lock = threading.RLock()
+        # Around the decryptor and the chunks kept: one read at a time opens chunks.
+        self._lock = threading.Lock()
+        # Around the position's taking and moving only, never held while anything waits.
+        self._position = threading.Lock()
+        self._sought = threading.local()    # pos: where this thread's last seek left the file, until it reads
         super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
                          size=self._payload.seek(0, io.SEEK_END), **kwargs)
 
     def read(self, length: int = -1) -> bytes:
-        # fsspec's read takes and moves the position outside any lock: under this one, threads sharing the file
-        # each get the next bytes, as from readinto.
-        with self._lock:
-            data: bytes = super().read(length)
-        return data
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        with self._next_bytes(-1 if length is None else length) as (start, end):
+            return self._fetch_range(start, end) if start < end else b""
 
     def readinto(self, b: Buffer) -> int:
         # Straight into the caller's buffer; fsspec's readinto reads into a
@@ -109,15 +111,44 @@ class AgeReadFile(AbstractBufferedFile):
         if self.closed:
             raise ValueError("I/O operation on closed file.")
         view = memoryview(b).cast("B")
-        # The position read and moved under the lock: threads sharing the file each get the next bytes.
-        with self._lock:
-            start: int = self.loc
-            end: int = min(start + len(view), self.size)
-            if start >= end:
-                return 0
-            self._fill(view[:end - start], ready_now, start)
-            self.loc = end
-        return end - start
+        with self._next_bytes(len(view)) as (start, end):
+            if start < end:
+                with self._lock:
+                    self._fill(view[:end - start], ready_now, start)
+        return max(end - start, 0)
+
+    def seek(self, loc: int, whence: int = io.SEEK_SET) -> int:
+        # fsspec's seek, but the position it sets kept for this thread's next read (_next_bytes).
+        bases = {io.SEEK_SET: 0, io.SEEK_CUR: self.loc, io.SEEK_END: self.size}
+        if whence not in bases:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        pos: int = bases[whence] + int(loc)
+        if pos < 0:
+            raise ValueError("Seek before start of file")
+        self.loc = self._sought.pos = pos
+        return pos
+
+    @contextlib.contextmanager
+    def _next_bytes(self, length: int) -> Iterator[tuple[int, int]]:
+        """The range of the next `length` bytes (negative: to the end), and the position moved past it.
+
+        DuckDB's threads share one file, each seeking and then reading while it holds the GIL, and each must read
+        where it sought; but a thread can lose the GIL between its seek and its read (a read waiting for the lock,
+        or Python's switch interval), and another thread seek meanwhile. So a read starts where the same thread's
+        last seek left the file, if it has not read since, and otherwise at the position: threads that share the
+        file without seeking each get the next bytes. The position is put back if the read fails and nothing has
+        moved it since."""
+        with self._position:
+            start: int = self._sought.__dict__.pop("pos", self.loc)
+            end: int = self.size if length < 0 else min(start + length, self.size)
+            self.loc = max(start, end)
+        try:
+            yield start, end
+        except BaseException:
+            with self._position:
+                if self.loc == max(start, end):
+                    self.loc = start
+            raise
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         end = min(end, self.size)

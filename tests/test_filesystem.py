@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 
 import fsspec
 import numpy as np
@@ -177,6 +178,56 @@ def test_threads_sharing_a_file_each_read_the_next_bytes(tmp_path, key, make_pla
             t.join()
     assert sum(map(len, pieces)) == len(plaintext)
     assert sorted(pieces) == sorted(plaintext[i:i + 4096] for i in range(0, len(plaintext), 4096))
+
+
+class _GatedPayload:
+    """A decryptor whose first pread waits for a gate: a read that holds the file's lock and has released the GIL."""
+
+    def __init__(self, payload):
+        self._payload = payload
+        self.waiting = threading.Event()
+        self.gate = threading.Event()
+
+    def pread(self, pos, n):
+        if not self.gate.is_set():
+            self.waiting.set()
+            self.gate.wait(10)
+        return self._payload.pread(pos, n)
+
+    def __getattr__(self, name):
+        return getattr(self._payload, name)
+
+
+@pytest.mark.parametrize("how", ["readinto", "read"])
+def test_a_read_takes_its_bytes_from_where_its_seek_left_the_file(tmp_path, key, make_plaintext, how):
+    # DuckDB's threads share one file: each seeks, then reads, holding the GIL. The position had been read only
+    # once the read had the lock, whose wait let another thread's seek in between: wrong bytes, and wrong answers.
+    plaintext = make_plaintext(8 * CHUNK_SIZE)
+    write_age(tmp_path / "x.age", plaintext, key)
+    with reader(key).open(str(tmp_path / "x.age")) as f:
+        gated = f._payload = _GatedPayload(f._payload)
+        got = {}
+
+        def seek_and_read(name, at):
+            f.seek(at)
+            if how == "read":
+                got[name] = f.read(100)
+            else:
+                buf = bytearray(100)
+                got[name] = bytes(buf[:f.readinto(buf)])
+
+        slow = threading.Thread(target=seek_and_read, args=("slow", 5 * CHUNK_SIZE + 7))
+        slow.start()
+        assert gated.waiting.wait(10)
+        waiting = threading.Thread(target=seek_and_read, args=("waiting", CHUNK_SIZE + 3))
+        waiting.start()
+        time.sleep(0.2)     # the second read waits for the lock
+        f.seek(3 * CHUNK_SIZE)
+        gated.gate.set()
+        slow.join()
+        waiting.join()
+    assert got["slow"] == plaintext[5 * CHUNK_SIZE + 7:][:100]
+    assert got["waiting"] == plaintext[CHUNK_SIZE + 3:][:100]
 
 
 def test_a_damaged_chunk_fails_readinto_without_moving(tmp_path, key, make_plaintext):

@@ -124,6 +124,19 @@ def test_duckdb_where_reads_only_the_row_groups_it_needs(tmp_path, key):
     assert 0 < counting.bytes_read < len(plain.getvalue()) // 4
 
 
+def test_duckdb_threads_reading_one_file_get_the_right_answer(tmp_path, key):
+    # DuckDB's threads read the row groups of one file through one Python file, each seeking then reading; the
+    # reads had taken their bytes from another thread's seek: wrong sums, or an error, in most queries.
+    rows = 160_000
+    table = pd.DataFrame({"n": np.arange(rows), "y": np.arange(rows)})
+    plain = io.BytesIO()
+    table.to_parquet(plain, row_group_size=rows // 8, compression=None)
+    (tmp_path / "x.parquet.age").write_bytes(agefast.encrypt(plain.getvalue(), [key.identity.to_public()]))
+    query = f"select count(*), sum(n) from read_parquet('age://{tmp_path}/x.parquet.age')"
+    for _ in range(8):
+        assert duck(key).sql(query).fetchall() == [(rows, rows * (rows - 1) // 2)]
+
+
 def test_duckdb_copy_to_writes_an_age_file(tmp_path, key):
     write_parts(tmp_path, key, parts_of(2))
     con = duck(key)
