@@ -198,6 +198,9 @@ def test_trailing_whitespace_is_read_only_to_the_limit():
     (b"\n" * 1024, b"\n" * 1023),
     (b" \t\v\f\r\n" * 170 + b"   \n", b"\r\n" * 511 + b"\n"),
     (b"\r\n" * 512, b""),
+    # What Unicode calls spaces, in UTF-8, as age's bytes.TrimSpace takes them: a no-break space copied from a
+    # web page had been "data after the END line".
+    ("\xa0\u3000 \u2028\n\x85\n".encode(), "\n\xa0\n\u205f".encode()),
 ])
 def test_whitespace_within_the_limits_is_accepted(before, after):
     data = bytes(range(256)) * 3
@@ -241,6 +244,8 @@ def test_a_flaw_in_the_armor_releases_every_chunk_age_opens_before_it(route, thr
     (b" " + armor.BEGIN + b"\n" + body(1) + armor.END + b"\n", False),
     (b"\n \n\r\n" + armor.BEGIN + b"\n" + body(1) + armor.END + b"\n", True),
     (armor.BEGIN + b"\n" + body(1) + armor.END + b"\r", True),
+    ("\xa0".encode() + armor.BEGIN + b"\n" + body(1) + armor.END + b"\n", False),
+    (b"\xa0\n" + armor.BEGIN + b"\n" + body(1) + armor.END + b"\n", False),   # not UTF-8: no space, no armor
 ])
 def test_the_lines_around_the_body_as_age_reads_them(text, accepted):
     # age 1.3's armor.Reader: whitespace lines skipped whole, the first other line exactly BEGIN; a line loses

@@ -4,7 +4,7 @@ Armored files are malleable unless the parser is strict, so only the
 canonical encoding is accepted: 64-column lines of padded base64, no headers,
 no blank lines, no trailing spaces. The only leniencies are the ones age
 allows: CRLF line endings, lines of whitespace before the PEM block and
-whitespace after it, and a missing newline (or a lone CR) after the END
+whitespace after it (Unicode's, as age trims it), and a missing newline (or a lone CR) after the END
 line. The whitespace is bounded as in age (MAX_WHITESPACE), so a file of
 nothing but whitespace fails after reading a kilobyte of it, not at its end.
 
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..errors import ArmorError, again
 from .._typing import Buffer
 from ..io.writes import write_all
+from .grammar import GO_SPACE
 
 if TYPE_CHECKING:
     from ..io.source import HeaderSource, Source
@@ -33,7 +34,8 @@ BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
 END = b"-----END AGE ENCRYPTED FILE-----"
 COLUMNS = 64
 BYTES_PER_LINE = COLUMNS // 4 * 3
-_WHITESPACE = b" \t\n\v\f\r"  # ASCII whitespace, as bytes.isspace() and Go's bytes.TrimSpace
+# The bytes a run of whitespace (GO_SPACE, in UTF-8) may start with: ASCII's, and the lead bytes of the others.
+_WHITESPACE_STARTS = b" \t\n\v\f\r\xc2\xe1\xe2\xe3"
 # How much whitespace may surround the PEM block, as in age 1.3: at most this
 # many bytes before the BEGIN line (cmd/age looks for armor in a peek of
 # 1024 bytes plus the BEGIN line), and fewer than this after the END line
@@ -55,15 +57,22 @@ def starts_armored(source: "HeaderSource") -> bool:
     """
     # Most files tell by their first byte (a binary one starts "age-"),
     # without a copy of the whole span the armor may start in.
-    if source.peek(1).strip(_WHITESPACE + b"-"):
+    if source.peek(1).strip(_WHITESPACE_STARTS + b"-"):
         return False
     head = source.peek(MAX_WHITESPACE + len(b"-----"))
-    return head.lstrip(_WHITESPACE).startswith(b"-----")
+    return head[_leading_space(head):].startswith(b"-----")
 
 
 def _strip_eol(line: bytes) -> bytes:
     # As age's getLine: "\n", then "\r", each if there (an END line may end the file in "\r").
     return line.removesuffix(b"\n").removesuffix(b"\r")
+
+
+def _leading_space(data: bytes) -> int:
+    """How many bytes at the start of `data` are whitespace as age trims it around armor (Go's bytes.TrimSpace:
+    GO_SPACE in UTF-8; a byte that is not UTF-8 is none)."""
+    text = data.decode("utf-8", "surrogateescape")
+    return len(data) - len(text.lstrip(GO_SPACE).encode("utf-8", "surrogateescape"))
 
 
 def _leading(data: bytes, chars: bytes) -> int:
@@ -98,7 +107,7 @@ class ArmorReader:
 
     def _start(self) -> None:
         head = self._src.peek(MAX_WHITESPACE + 1)
-        blank = _leading(head, _WHITESPACE)
+        blank = _leading_space(head)
         if blank > MAX_WHITESPACE:
             self._fail(f"more than {MAX_WHITESPACE} bytes of whitespace before the BEGIN line")
         # Whole lines of whitespace, as age skips them: spaces before BEGIN on its line are a bad BEGIN line
@@ -114,7 +123,7 @@ class ArmorReader:
     def _finish(self) -> None:
         # Only whitespace may follow the END line.
         rest = self._src.peek(MAX_WHITESPACE)
-        if rest.strip(_WHITESPACE):
+        if _leading_space(rest) != len(rest):
             self._fail("data after the END line")
         if len(rest) == MAX_WHITESPACE:
             self._fail(f"{MAX_WHITESPACE} bytes or more of whitespace after the END line")

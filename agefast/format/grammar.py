@@ -37,6 +37,10 @@ _MAC_LINE_SIZE = len(b" \n") + 43    # after "---": a space, the base64 of the 3
 # nothing exactly when every byte is one of them (a loop over the bytes in
 # Python cost most of the parse of a small file's header).
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# Go's bytes.TrimSpace, which age trims armor and SSH key lines with: what unicode.IsSpace calls a space
+# (Python's str.strip() also takes \x1c-\x1f).
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+    "\u2028\u2029\u202f\u205f\u3000"
 _ARGUMENT_LINE_BYTES = bytes(range(32, 127))   # VCHAR, of which arguments are made, and the space between them
 
 

@@ -28,7 +28,7 @@ from .. import _arguments
 from ..errors import (EncryptError, HeaderError, IdentityError, PassphraseNeededError, RecipientError,
                      UnsupportedKeyError)
 from .._typing import Buffer
-from ..format.grammar import Stanza, b64decode, b64encode
+from ..format.grammar import GO_SPACE, Stanza, b64decode, b64encode
 from ..primitives import FILE_KEY_SIZE, hkdf, passphrase_bytes, unwrap_file_key, wrap_file_key
 from . import x25519
 
@@ -86,9 +86,6 @@ def _tweak(wire: bytes) -> X25519PrivateKey:
 
 # Go's base64.StdEncoding, which age's SSH parsers decode with: whole quanta, a short last one padded.
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
-# Go's bytes.TrimSpace: what unicode.IsSpace calls a space (Python's strip() also takes \x1c-\x1f).
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
-    "\u2028\u2029\u202f\u205f\u3000"
 _FIELD_END = re.compile(r"[ \t]")
 
 
@@ -116,10 +113,10 @@ def _key_fields(line: str) -> tuple[str, str] | None:
     """The type and base64 fields of an authorized_keys line, found as Go's ssh.ParseAuthorizedKey finds
     them: fields end at a space or a tab, and the key's starts after any of Go's spaces."""
     line = line.split("\n", 1)[0].split("\r", 1)[0]     # where Go's ParseAuthorizedKey ends a line
-    parts = _FIELD_END.split(line.strip(_GO_SPACE), 1)
+    parts = _FIELD_END.split(line.strip(GO_SPACE), 1)
     if len(parts) < 2:
         return None
-    return parts[0], _FIELD_END.split(parts[1].strip(_GO_SPACE), 1)[0]
+    return parts[0], _FIELD_END.split(parts[1].strip(GO_SPACE), 1)[0]
 
 
 def _check_rsa_size(key: rsa.RSAPublicKey | rsa.RSAPrivateKey, error: type[Exception]) -> None:
