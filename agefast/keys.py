@@ -236,7 +236,11 @@ def _ssh_identity(data: bytes, name: str, passphrase: Callable[[str], str] | Non
         identity: "ssh.Identity" = ssh_keys.Identity.from_buffer(data)
         return identity
     except PassphraseNeededError:
-        public = ssh_keys.openssh_public_key(data) or (public_key() if callable(public_key) else public_key)
+        try:
+            public = ssh_keys.openssh_public_key(data) or (public_key() if callable(public_key) else public_key)
+        except RecipientError as e:
+            # The public key of an identity file: an identity's error (an ecdsa key, an RSA key under 2048 bits).
+            raise IdentityError(f"SSH key {name}: {e}") from None
         if public is None:
             raise IdentityError(
                 f"SSH key {name} is passphrase-protected and its public key is unknown: "

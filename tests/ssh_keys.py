@@ -31,10 +31,13 @@ def _generate(tmp_path_factory) -> dict:
         "rsa3072": _keygen(d, "rsa3072", "-t", "rsa", "-b", "3072"),
         "rsa4096": _keygen(d, "rsa4096", "-t", "rsa", "-b", "4096"),
         "rsa2048-pem": _keygen(d, "rsa2048-pem", "-t", "rsa", "-b", "2048", "-m", "PEM"),
+        "rsa2047": _keygen(d, "rsa2047", "-t", "rsa", "-b", "2047"),     # a modulus of 256 bytes, as age counts
         "rsa1024": _keygen(d, "rsa1024", "-t", "rsa", "-b", "1024"),
         "ecdsa": _keygen(d, "ecdsa", "-t", "ecdsa"),
         "ed25519-protected": _keygen(d, "ed25519-protected", "-t", "ed25519", passphrase=PASSPHRASE),
         "rsa-protected": _keygen(d, "rsa-protected", "-t", "rsa", "-b", "2048", passphrase=PASSPHRASE),
+        "rsa1024-protected": _keygen(d, "rsa1024-protected", "-t", "rsa", "-b", "1024", passphrase=PASSPHRASE),
+        "ecdsa-protected": _keygen(d, "ecdsa-protected", "-t", "ecdsa", passphrase=PASSPHRASE),
     })
     return _made
 

@@ -16,7 +16,7 @@ from agefast import errors, keys, ssh
 from agefast.format.grammar import Stanza, b64encode
 from agefast.recipients import sodium, x25519
 
-PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem"]
+PLAIN_KEYS = ["ed25519", "rsa2048", "rsa3072", "rsa4096", "rsa2048-pem", "rsa2047"]
 
 
 @pytest.mark.requires_tool("age")
@@ -135,6 +135,31 @@ def test_a_low_order_ed25519_key_fails_every_wrap(share_route):
             agefast.encrypt(b"x", [recipient])
 
 
+def test_an_ed25519_key_off_the_curve_is_refused():
+    # As age (edwards25519's SetBytes): no private key has it, so a file encrypted to it could never be opened.
+    p, d = 2**255 - 19, -121665 * pow(121666, -1, 2**255 - 19)
+    y = next(y for y in range(2, 100) if pow((y * y - 1) * pow(d * y * y + 1, -1, p) % p, (p - 1) // 2, p) != 1)
+    blob = b"\0\0\0\x0bssh-ed25519\0\0\0\x20" + y.to_bytes(32, "little")
+    with pytest.raises(agefast.RecipientError, match="invalid point encoding"):
+        ssh.Recipient.from_str(f"ssh-ed25519 {base64.b64encode(blob).decode()}")
+
+
+@pytest.mark.parametrize("name", ["ed25519-protected", "rsa-protected"])
+def test_a_stanza_of_a_protected_keys_type_without_its_tag_is_malformed(name, ssh_keys):
+    # As age's EncryptedSSHIdentity: an error, not "no match", and the passphrase not asked for.
+    [identity] = keys.load_identities(ssh_keys[name].read_bytes(), name="id", passphrase=lambda p: 1 / 0)
+    with pytest.raises(errors.HeaderError, match=f"invalid {identity.to_public().type} stanza"):
+        identity.unwrap([Stanza(identity.to_public().type, [], bytes(32))])
+
+
+@pytest.mark.parametrize("name, problem", [("ecdsa-protected", "unsupported SSH key type"),
+                                           ("rsa1024-protected", "1024 bits")])
+def test_a_protected_key_age_cannot_use_is_an_identity_error(name, problem, ssh_keys):
+    # Its public key was read as a recipient's, and its error was a RecipientError.
+    with pytest.raises(agefast.IdentityError, match=problem):
+        keys.load_identities(ssh_keys[name].read_bytes(), name="id", passphrase=lambda p: PASSPHRASE)
+
+
 def test_stanza_for_our_key_that_does_not_open_is_fatal(ssh_keys):
     identity = ssh.Identity.from_buffer(ssh_keys["ed25519"].read_bytes())
     [stanza] = identity.to_public().wrap(bytes(16))
@@ -221,9 +246,9 @@ def test_an_rsa_key_over_16384_bits_is_refused():
 
 
 def test_refused_key_types(ssh_keys):
-    with pytest.raises(agefast.RecipientError, match="1024 bits; at least 2048"):
+    with pytest.raises(agefast.RecipientError, match="1024 bits; age requires a modulus of at least 256 bytes"):
         ssh.Recipient.from_str(_public(ssh_keys["rsa1024"]))
-    with pytest.raises(agefast.IdentityError, match="1024 bits; at least 2048"):
+    with pytest.raises(agefast.IdentityError, match="1024 bits; age requires a modulus of at least 256 bytes"):
         ssh.Identity.from_buffer(ssh_keys["rsa1024"].read_bytes())
     with pytest.raises(ssh.UnsupportedKeyError, match="ecdsa"):
         ssh.Recipient.from_str(_public(ssh_keys["ecdsa"]))

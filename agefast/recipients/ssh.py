@@ -41,6 +41,7 @@ _RSA_LABEL = b"age-encryption.org/v1/ssh-rsa"
 MIN_RSA_BITS = 2048
 MAX_RSA_BITS = 16384
 _P = 2**255 - 19
+_D = -121665 * pow(121666, -1, _P) % _P
 
 
 def _wire(public_key: "ed25519.Ed25519PublicKey | rsa.RSAPublicKey") -> bytes:
@@ -59,6 +60,11 @@ def _montgomery(ed_public: bytes) -> bytes:
     if y % _P == 1:
         # The identity point: it has no Montgomery form.
         raise ValueError("the Ed25519 public key is the identity point")
+    # As edwards25519's SetBytes (age's check): y must be the y of a point on the curve, x^2 = (y^2 - 1) / (d y^2 + 1)
+    # a square; no private key matches any other, and a file encrypted to it could never be opened.
+    x2 = (y * y - 1) * pow(_D * y * y + 1, -1, _P) % _P
+    if x2 and pow(x2, (_P - 1) // 2, _P) != 1:
+        raise ValueError("edwards25519: invalid point encoding")
     u = (1 + y) * pow(1 - y, -1, _P) % _P
     return u.to_bytes(32, "little")
 
@@ -121,8 +127,10 @@ def _key_fields(line: str) -> tuple[str, str] | None:
 
 def _check_rsa_size(key: rsa.RSAPublicKey | rsa.RSAPrivateKey, error: type[Exception]) -> None:
     bits = key.key_size
-    if bits < MIN_RSA_BITS:
-        raise error(f"ssh-rsa key is {bits} bits; at least {MIN_RSA_BITS} are required")
+    # As age, which counts the modulus's bytes (rsa.PublicKey.Size): a key of 2041 to 2047 bits is one.
+    if (bits + 7) // 8 < MIN_RSA_BITS // 8:
+        raise error(f"ssh-rsa key is {bits} bits; age requires a modulus of at least {MIN_RSA_BITS // 8} bytes "
+                    f"({MIN_RSA_BITS} bits)")
     if bits > MAX_RSA_BITS:
         raise error(f"ssh-rsa key is {bits} bits; at most {MAX_RSA_BITS} are supported")
 
@@ -375,7 +383,16 @@ class EncryptedIdentity:
         """As Identity.unwrap; asks for the passphrase (once) only when a stanza carries this key's tag."""
         if self._identity is None:
             tag = _tag(self._public._wire)
-            if not any(s.type == self._public.type and s.args[:1] == [tag] for s in stanzas):
+            for s in stanzas:
+                if s.type != self._public.type:
+                    continue
+                if not s.args:
+                    # As age's EncryptedSSHIdentity: a stanza of this key's type before the first with its tag,
+                    # without the tag argument, is malformed (not "no match").
+                    raise HeaderError(f"invalid {s.type} stanza: wrong number of arguments")
+                if hmac.compare_digest(s.args[0], tag):
+                    break
+            else:
                 return None
             identity = Identity.from_buffer(self._data, self._passphrase())
             if identity._wire != self._public._wire:
