@@ -170,7 +170,7 @@ class _AskedPassphrase:
         scrypt.check_alone(stanzas)
         if len(stanzas) != 1 or stanzas[0].type != scrypt.STANZA_TYPE:
             return None
-        file_key: bytes | None = scrypt.Identity(self._ask()).unwrap(stanzas)
+        file_key: bytes | None = scrypt.asked_identity(self._ask()).unwrap(stanzas)
         if file_key is None:
             raise DecryptError("incorrect passphrase")     # age's words: the file has one passphrase, and not this
         return file_key

@@ -559,12 +559,14 @@ def test_ctrl_c_ends_every_command_as_it_ends_age(command):
     assert (proc.returncode, stderr) == (-signal.SIGINT, b"")
 
 
-def test_wrong_passphrase(tmp_path, tty_run):
+@pytest.mark.parametrize("typed, message", [("wrong", "incorrect passphrase"),
+                                            ("", "passphrase can't be empty")])    # as age: not tried
+def test_wrong_passphrase(typed, message, tmp_path, tty_run):
     src = tmp_path / "in.age"
-    src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("right", work_factor=10)]))
-    done = tty_run([*AGEFAST, "-d", src], [(b"Enter passphrase", "wrong")])
+    src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("", work_factor=10)]))
+    done = tty_run([*AGEFAST, "-d", src], [(b"Enter passphrase", typed)])
     assert done.returncode == 1
-    assert _last_line(done.transcript) == "agefast: error: incorrect passphrase"
+    assert _last_line(done.transcript) == f"agefast: error: {message}"
 
 
 def test_mismatched_passphrases(tmp_path, tty_run):

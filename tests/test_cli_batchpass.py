@@ -43,6 +43,23 @@ def test_passphrase_from_a_file_descriptor(written, passphrase, batch_env, run_a
     assert agefast.decrypt(encrypted.stdout, [agefast.passphrase.Identity(passphrase)]) == b"x"
 
 
+@pytest.mark.parametrize("written", [b"", b"\n", b"\r\n"])
+@pytest.mark.parametrize("mode", ["-e", "-d"])
+def test_an_empty_passphrase_from_a_file_descriptor_is_refused(written, mode, batch_env, run_agefast):
+    # As age's scrypt recipient and identity: a secret never written out had encrypted to the empty passphrase.
+    sealed = agefast.encrypt(b"x", [agefast.passphrase.Recipient("", work_factor=5)])
+    read_end, write_end = os.pipe()
+    os.write(write_end, written)
+    os.close(write_end)
+    try:
+        done = run_agefast(mode, "-j", "batchpass", input=b"x" if mode == "-e" else sealed, pass_fds=(read_end,),
+                           env=batch_env(AGE_PASSPHRASE_FD=str(read_end), **FAST))
+    finally:
+        os.close(read_end)
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert b"passphrase can't be empty" in done.stderr
+
+
 @pytest.mark.parametrize(("variables", "fragment"), [
     ({"AGE_PASSPHRASE": "pw", "AGE_PASSPHRASE_FD": "3"}, b"mutually exclusive"),
     ({}, b"either AGE_PASSPHRASE or AGE_PASSPHRASE_FD must be set"),

@@ -296,3 +296,6 @@ def test_encrypted_identity_file_is_opened_at_first_use(ssh_keys):
     [wrong] = keys.load_identities(sealed, name="key.age", passphrase=lambda p: "nope")
     with pytest.raises(agefast.IdentityError, match="^identity file key.age: cannot decrypt it: incorrect passphrase$"):
         wrong.recipients()
+    [empty] = keys.load_identities(sealed, name="key.age", passphrase=lambda p: "")     # as age: not tried
+    with pytest.raises(agefast.IdentityError, match="^identity file key.age: cannot decrypt it: passphrase can't be"):
+        empty.recipients()

@@ -241,7 +241,11 @@ class _PassphrasePrompt:
         from agefast.recipients import scrypt
 
         scrypt.check_alone(stanzas)     # before the prompt: a passphrase typed for nothing, as age refuses it
-        file_key = scrypt.Identity(read_passphrase("Enter passphrase:")).unwrap(stanzas)
+        try:
+            identity = scrypt.asked_identity(read_passphrase("Enter passphrase:"))
+        except errors.DecryptError as e:
+            raise UsageError(str(e)) from None     # age's words alone
+        file_key = identity.unwrap(stanzas)
         if file_key is None:
             raise UsageError("incorrect passphrase")
         return file_key

@@ -59,7 +59,12 @@ def _passphrase() -> str:
     if len(data) > _MAX_PASSPHRASE_SIZE:
         raise BatchpassError(f"passphrase from fd {fd} is too long")
     # any bytes, as age takes them (agefast.primitives.passphrase_bytes gives them back)
-    return data.decode("utf-8", "surrogateescape").rstrip("\r\n")
+    secret = data.decode("utf-8", "surrogateescape").rstrip("\r\n")
+    if not secret:
+        # As age's NewScryptRecipient and NewScryptIdentity: an empty file (a secret that was never written)
+        # must not become a passphrase anyone can guess.
+        raise BatchpassError("passphrase can't be empty")
+    return secret
 
 
 def _work_factor(variable: str) -> int | None:

@@ -11,7 +11,7 @@ import re
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from . import sodium
-from ..errors import HeaderError
+from ..errors import DecryptError, HeaderError
 from ..format.grammar import Stanza, b64decode, b64encode
 from ..primitives import FILE_KEY_SIZE, passphrase_bytes, unwrap_file_key, wrap_file_key
 
@@ -79,6 +79,15 @@ def check_alone(stanzas: list[Stanza]) -> None:
     recipient (checked before a passphrase is asked for, as age checks it)."""
     if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
         raise HeaderError("an scrypt recipient must be the only one")     # age's words
+
+
+def asked_identity(passphrase: str) -> "Identity":
+    """The identity for a passphrase a user was asked for, to open a passphrase-encrypted file (age's
+    LazyScryptIdentity): DecryptError for an empty one, as age's NewScryptIdentity refuses it, rather than
+    scrypt's seconds and "incorrect passphrase"."""
+    if not passphrase:
+        raise DecryptError("passphrase can't be empty")
+    return Identity(passphrase)
 
 
 class Identity:
