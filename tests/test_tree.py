@@ -637,6 +637,29 @@ def test_a_run_after_a_line_cut_short_loses_none_of_its_own(tmp_path, make_plain
     assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:3] == (0, 0, 2)
 
 
+def test_a_line_a_full_disk_cuts_short_leaves_its_file_to_be_done_again(tmp_path, make_plaintext, monkeypatch):
+    # A full disk ends a write short by its count, not by an error: the cut line was kept as written, the
+    # next one glued onto it and both lost, and the same command then failed the file it had re-keyed.
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext, [b"a", b"b"])
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [old.to_public()], workers=1)
+    write = os.write
+    cut = []
+
+    def short(fd, data):
+        if b'"source":"a.age"' in data and not cut:
+            cut.append(data)
+            return write(fd, data[:40])
+        return write(fd, data)
+    monkeypatch.setattr(os, "write", short)
+    done, failed = tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:2]
+    monkeypatch.undo()
+    assert cut and (done, failed) == (1, 1)
+    assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:3] == (1, 0, 1)
+    for name in ("a", "b"):
+        agefast.decrypt((tmp_path / "enc" / f"{name}.age").read_bytes(), [new])
+
+
 def test_a_manifest_this_account_may_only_append_to_is_appended_to(tmp_path, make_plaintext):
     # Looking for a line cut short must not ask to read it: force reads no manifest, and had run.
     identity = x25519.Identity.generate()

@@ -134,17 +134,23 @@ class Appender:
             # A line a kill cut short ends where this run's first line would begin, which it would swallow: this
             # one begins on a line of its own (as the Rewriter's).
             size = os.fstat(self._fd).st_size
-            if size and _last_byte(path, size) not in (b"\n", None):
-                self._write(b"\n")
+            self._cut = bool(size) and _last_byte(path, size) not in (b"\n", None)
         except BaseException:
             os.close(self._fd)
             raise
 
     def _write(self, data: bytes) -> None:
+        if self._cut:
+            data = b"\n" + data
         try:
-            os.write(self._fd, data)
+            written = os.write(self._fd, data)
         except OSError as e:
             raise type(e)(e.errno, e.strerror, self._name) from None
+        # A full disk cuts a line short by the count written, not by an error: the file the line was for is not
+        # done, and the next line begins on a line of its own.
+        self._cut = written != len(data)
+        if self._cut:
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (a line cut short)", self._name)
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
