@@ -61,6 +61,20 @@ def test_the_result_has_no_name_until_it_is_whole(tmp_path, old, unnamed_files):
     assert _names(tmp_path) == ["out"]
 
 
+@pytest.mark.parametrize("fallback", [None, *FALLBACKS.values()], ids=["", *FALLBACKS.keys()])
+@pytest.mark.parametrize("length", [234, 255])
+def test_a_file_whose_name_is_as_long_as_names_go_is_replaced(length, fallback, tmp_path, monkeypatch):
+    # Its temporary name, 22 bytes longer, was refused (ENAMETOOLONG): no such file could be written over.
+    if fallback is not None:
+        fallback(monkeypatch, tmp_path)
+    out = tmp_path / ("\u00e9" * (length // 2) + "z" * (length % 2))    # two bytes a character: one cut inside one
+    out.write_bytes(b"old")
+    with replace.replacing(out) as f:
+        f.write(b"new")
+    assert out.read_bytes() == b"new"
+    assert _names(tmp_path) == [out.name]
+
+
 @pytest.mark.parametrize("fallback", FALLBACKS.values(), ids=FALLBACKS.keys())
 def test_without_unnamed_files_a_temporary_name_is_renamed_over_the_target(fallback, tmp_path, monkeypatch):
     fallback(monkeypatch, tmp_path)

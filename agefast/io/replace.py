@@ -40,6 +40,8 @@ _EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 # linkat(2) names a file without a name through its descriptor here (its
 # AT_EMPTY_PATH, the direct way, needs CAP_DAC_READ_SEARCH).
 _PROC_FD = "/proc/self/fd"
+# The longest file name (not path) Linux's file systems take, in bytes (NAME_MAX).
+_NAME_MAX = 255
 # How open(O_TMPFILE) says the folder's file system cannot make a file
 # without a name (a kernel older than O_TMPFILE takes it for O_DIRECTORY and
 # says EISDIR). Any other failure (no permission, no space, a read-only file
@@ -51,8 +53,11 @@ def _new_name(directory: str, name: str, create: Callable[[str], T], dir_fd: int
     """create(path) for the first path `.NAME.RANDOM.partial` in `directory`
     (relative to the folder `dir_fd`) that it finds free; create must raise
     FileExistsError where the name is taken, and create nothing then."""
+    # NAME cut to leave room in a file name's 255 bytes for the 22 around it: a NAME of 234 bytes or more (a
+    # name the file system takes) had every temporary name refused, so no such file could be replaced.
+    stem = os.fsdecode(os.fsencode(name)[:_NAME_MAX - 22])
     for _ in range(_ATTEMPTS):
-        tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.partial")
+        tmp = os.path.join(directory, f".{stem}.{os.urandom(6).hex()}.partial")
         try:
             return create(tmp), tmp
         except FileExistsError:
