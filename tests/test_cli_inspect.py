@@ -67,6 +67,14 @@ Tip: for machine-readable output, use --json.
 """
 
 
+@pytest.mark.parametrize("args, named", [(["-"], b"-"), ([""], b"<stdin>"), ([], b"<stdin>")])
+def test_an_input_of_dash_or_nothing_is_standard_input(args, named):
+    # As age-inspect: "" had been a file that does not exist.
+    done = run_inspect(*args, input=agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()]))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.startswith(named + b" is an age file")
+
+
 @pytest.mark.parametrize("line_ending", [b"\n", b"\r\n"])
 def test_json_armored_from_stdin(line_ending):
     identity = agefast.pq.Identity.generate()

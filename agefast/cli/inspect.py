@@ -174,7 +174,8 @@ def _run(argv: list[str]) -> int:
     if len(positional) > 1:
         print(USAGE, file=sys.stderr)
         return 1
-    name = positional[0] if positional else "-"
+    # As age-inspect: an empty INPUT is standard input, and named "<stdin>"
+    name = (positional[0] if positional else "") or "-"
     try:
         if name == "-":
             data = inspect(sys.stdin.buffer)
@@ -197,7 +198,7 @@ def _run(argv: list[str]) -> int:
         text = json.dumps(data, indent=4)
         sys.stdout.write(text.translate(_GO_HTML_ESCAPES) + "\n")
     else:
-        sys.stdout.write(describe(positional[0] if positional else "<stdin>", data))
+        sys.stdout.write(describe((positional[0] if positional else "") or "<stdin>", data))
     return 0
 
 
