@@ -489,6 +489,27 @@ def test_workers_that_are_no_positive_number_are_a_usage_error(tmp_path, workers
     assert done.stderr.decode().startswith(f"agefast-tree: error: --workers takes a positive number, not {workers!r}")
 
 
+@pytest.mark.parametrize("address, fragment", [("localhost:notaport", "--dask"), ("", "--dask")])
+def test_a_dask_address_the_client_refuses_is_one_error_line(tmp_path, address, fragment):
+    need_module("distributed")
+    (tmp_path / "src").mkdir()
+    done = _tree_command("encrypt", "-r", x25519.Identity.generate().to_public(), "--dask", address,
+                         tmp_path / "src", tmp_path / "enc")
+    assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
+    assert done.stderr.decode().startswith(f"agefast-tree: error: {fragment}")
+
+
+def test_dask_without_distributed_installed_is_one_error_line(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "distributed.py").write_text("raise ModuleNotFoundError('No module named distributed')\n")
+    done = _tree_command("encrypt", "-r", x25519.Identity.generate().to_public(), "--dask", "tcp://127.0.0.1:1",
+                         tmp_path / "src", tmp_path / "enc",
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "lib"), *sys.path])})
+    assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
+    assert "--dask needs dask.distributed" in done.stderr.decode()
+
+
 def test_the_command_reports_and_sets_the_exit_status(tmp_path, make_plaintext):
     identity = x25519.Identity.generate()
     key = tmp_path / "key.txt"

@@ -125,9 +125,14 @@ def _operation(operation: str, args: Arguments, positional: list[str], client: A
 def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     client: Any = None
     if args.dask is not None:
-        from distributed import Client
-
-        client = Client(args.dask)  # type: ignore[no-untyped-call]  # distributed's is unannotated
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--dask needs dask.distributed", "install it with: pip install 'agefast[data]'") from None
+        try:
+            client = Client(args.dask)  # type: ignore[no-untyped-call]  # distributed's is unannotated
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"--dask {go_quote(args.dask)}: {e}") from None
     try:
         summary = _operation(operation, args, positional, client)
     except tree.RootsRefused as e:
