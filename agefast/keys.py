@@ -244,7 +244,8 @@ def _ssh_identity(data: bytes, name: str, passphrase: Callable[[str], str] | Non
         if public is None:
             raise IdentityError(
                 f"SSH key {name} is passphrase-protected and its public key is unknown: "
-                f"provide {name}.pub, or convert the key with ssh-keygen -p") from None
+                + ('use a file whose ".pub" file exists' if name == "-" else f"provide {name}.pub")
+                + ", or convert the key with ssh-keygen -p") from None
         if passphrase is None:
             raise
         encrypted: "ssh.EncryptedIdentity" = ssh_keys.EncryptedIdentity(

@@ -230,6 +230,43 @@ def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast, newline):
     assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
 
 
+@pytest.mark.parametrize("kind", ["identities", "recipients", "recipient"])
+def test_a_missing_plugin_is_named_only_where_it_is_the_error(kind, tmp_path, run_agefast):
+    # A typo on one line of a file that also names a plugin not installed had been "plugin not found", and
+    # so had a plugin key that is no Bech32: age tells the line's own error.
+    if kind == "identities":
+        (tmp_path / "k").write_text("AGE-SECRET-KEY-1QQQQ\n" + bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"d").upper())
+        args = ["-d", "-i", tmp_path / "k"]
+    elif kind == "recipients":
+        (tmp_path / "k").write_text("age1qqqq\n" + bech32.encode("age1nosuchplugin", b"d") + "\n")
+        args = ["-R", tmp_path / "k"]
+    else:
+        args = ["-r", "age1nosuchplugin1notbech32"]
+    result = run_agefast(*args, input=b"x")
+    assert result.returncode == 1
+    assert b"plugin not found" not in result.stderr and b"hint" not in result.stderr
+    assert b"line 1" in result.stderr or b"Bech32" in result.stderr
+
+
+@pytest.mark.requires_tool("ssh-keygen")
+def test_a_protected_pem_key_from_standard_input_asks_for_a_file_not_for_dash_pub(tmp_path, run_agefast):
+    # "-.pub" is never read for -i -: the hint named a file that could not help. age's words.
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "pwpwpw", "-f", tmp_path / "k"],
+                   check=True)
+    (tmp_path / "f.age").write_bytes(agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()]))
+    result = run_agefast("-d", "-i", "-", tmp_path / "f.age", input=(tmp_path / "k").read_bytes())
+    assert result.returncode == 1
+    assert b'use a file whose ".pub" file exists' in result.stderr and b"-.pub" not in result.stderr
+
+
+def test_a_recipients_file_error_does_not_show_the_line(tmp_path, run_agefast):
+    # age hides it: a line of a recipients file may be a secret pasted there.
+    (tmp_path / "r").write_text("ssh-hunter2 AAAAB3NzaC1yc2E\n")
+    result = run_agefast("-R", tmp_path / "r", input=b"x")
+    assert result.returncode == 1
+    assert b"line 1" in result.stderr and b"hunter2" not in result.stderr
+
+
 def test_key_pub_beside_a_key_that_needs_none_is_not_read(ssh_keys, tmp_path, run_agefast):
     # `age-keygen -y key > key.pub` is a common layout: agefast had read key.pub for every -i key and failed
     # ("invalid SSH recipient"), where age reads it only for a protected PEM key.

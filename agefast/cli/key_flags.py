@@ -72,6 +72,15 @@ def _refuse_missing_plugins(names: Iterable[str]) -> None:
                              f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
 
 
+def _refuse_if_plugin_missing(e: Exception, text: str, identities: bool) -> None:
+    """age's error and hints where `e` is a plugin's binary not being found; any other error (a typo on
+    another line, a malformed plugin key) stays the error told."""
+    from agefast.recipients.plugin import NOT_INSTALLED
+
+    if NOT_INSTALLED in str(e):
+        _refuse_missing_plugins(_plugin_names(text, identities))
+
+
 def _plugin_names(text: str, identities: bool) -> list[str]:
     """The plugins the identities (or recipients) in `text` need; a key of the other kind needs none: it is
     "apparent recipient found in identities file" (or the reverse), not a plugin to install. A line may end
@@ -107,7 +116,7 @@ def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
                                        callbacks=_PLUGIN_PROMPTS, ssh_public_key=lambda: _ssh_public_key(path),
                                        warn=print_warning)
     except agefast.IdentityError as e:
-        _refuse_missing_plugins(_plugin_names(data.decode("utf-8", "replace"), identities=True))
+        _refuse_if_plugin_missing(e, data.decode("utf-8", "replace"), identities=True)
         # Messages about the file as a whole already name it; line errors don't.
         if path in str(e):
             raise
@@ -172,7 +181,7 @@ def _parse_recipient(text: str) -> "keys.ParsedRecipient":
     try:
         return keys.parse_recipient(text, _PLUGIN_PROMPTS)
     except agefast.RecipientError as e:
-        _refuse_missing_plugins(_plugin_names(text, identities=False))
+        _refuse_if_plugin_missing(e, text, identities=False)
         raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
 
 
@@ -191,7 +200,7 @@ def listed_recipients(args: "Arguments") -> list[Recipient]:
         try:
             recipients += agefast.parse_recipients(text, _PLUGIN_PROMPTS, warn=warn)
         except agefast.RecipientError as e:
-            _refuse_missing_plugins(_plugin_names(text, identities=False))
+            _refuse_if_plugin_missing(e, text, identities=False)
             raise agefast.RecipientError(f"recipients file {path}: {e}") from None
     return recipients
 

@@ -40,6 +40,10 @@ def _decode(s: str, error: type[Exception]) -> tuple[str, bytes]:
         raise error(f"invalid Bech32 encoding: {e}") from None
 
 
+# What the error for a plugin that is not on the PATH says (the command's hint looks for it).
+NOT_INSTALLED = "is the plugin installed?"
+
+
 def find_binary(name: str) -> str | None:
     """The path of age-plugin-NAME on the PATH, or None if it is not installed."""
     return shutil.which(f"age-plugin-{name}")
@@ -51,7 +55,7 @@ def _binary(name: str, error: type[Exception]) -> plugin_protocol.Program:
     there (agefast.io.trust.checked_program)."""
     binary = find_binary(name)
     if binary is None:
-        raise error(f"could not find age-plugin-{name} on the PATH; is the plugin installed?")
+        raise error(f"could not find age-plugin-{name} on the PATH; {NOT_INSTALLED}")
     real, why = trust.checked_program(binary)
     if why is not None:
         raise error(f"age-plugin-{name} is not run: {why}")

@@ -173,7 +173,8 @@ class Recipient:
         if fields[0] not in (ED25519_TYPE, RSA_TYPE):
             if key_type(v) is not None:
                 raise UnsupportedKeyError(f"unsupported SSH key type: {fields[0][:32]!r}")
-            raise RecipientError(f"invalid SSH recipient: unknown SSH key type: {fields[0][:32]!r}")
+            # Not the type itself: a recipients file's line may be a secret pasted there (age hides it too).
+            raise RecipientError("invalid SSH recipient: unknown SSH key type")
         if _blob(fields[1]) is None:
             raise RecipientError("invalid SSH recipient: malformed SSH public key: the key is not base64")
         try:
