@@ -53,7 +53,12 @@ def main(argv=None) -> int:
         target = None
         if args.target:
             target = targets.parse("module:agefast" if args.target == "agefast" else args.target)
+            # As the run: a target that cannot decrypt a plain file (not found where it was, its module not
+            # importable) would "agree" with every failure of the reference.
+            target.probe()
     except (OSError, ValueError, targets.UsageError) as e:
+        if target is not None:
+            target.close()
         p.error(str(e))
     expected = reference.open_file(data, identities)
     print(_describe("reference", expected.kind, expected.detail, expected.plaintext, "verified"))

@@ -20,11 +20,19 @@ def _spec(party) -> str:
     return party.target.spec if party.target is not None else party.name
 
 
+# The files of a reproducer folder, which its command names by their place ($D).
+_HERE = frozenset({"case.age", "identity.txt", "passphrase.txt"})
+
+
 def command(party, d, key_arg: str) -> str:
     # For a file an encrypting target wrote, the plaintext's hash is the expectation.
     target = ["--expect-sha256", d.reference_sha256] if d.axis == "encrypt" else ["--target", _spec(party)]
     argv = [sys.executable, "-m", "torture.reproduce", *target, "case.age", *key_arg.split()]
-    return f'cd "$(dirname "$0")" && PYTHONPATH={shlex.quote(_ROOT)} ' + " ".join(map(shlex.quote, argv))
+    words = [f'"$D/{a}"' if a in _HERE else shlex.quote(a) for a in argv]
+    # The target is asked from where the run asked it, with the run's PYTHONPATH and more: a target named by a
+    # relative path, or importable only through PYTHONPATH, had failed to run, and "agreed" with every failure.
+    return (f'D="$(cd "$(dirname "$0")" && pwd)" && cd {shlex.quote(os.getcwd())} || exit 2; '
+            f'PYTHONPATH={shlex.quote(_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}} ' + " ".join(words))
 
 
 def _readme(party, d, group, key_arg: str) -> str:

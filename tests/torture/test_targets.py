@@ -82,17 +82,20 @@ BUGS = {
 
 def test_injected_bugs_are_caught_with_reproducers(tmp_path):
     specs = {bug: f"cmd:{sys.executable} {HERE / 'buggy_decrypt.py'} {bug} {{identity}}" for bug in BUGS}
+    # A target named by a path relative to where the run started: its reproducer had run it from its own
+    # folder, where it failed to start, and "agreed" with the reference's failure.
+    relative = f"cmd:{sys.executable} {os.path.relpath(HERE / 'buggy_decrypt.py', ROOT)} exit-zero {{identity}}"
     p = torture("--strata", "Micro", "--axes", "tamper", "--report", str(tmp_path),
-                *[a for spec in specs.values() for a in ("--target", spec)])
+                *[a for spec in [*specs.values(), relative] for a in ("--target", spec)])
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
-    for bug, (symptom, outcome) in BUGS.items():
-        r = party(tmp_path, specs[bug])
+    for bug, (symptom, outcome) in [*BUGS.items(), ("relative", BUGS["exit-zero"])]:
+        r = party(tmp_path, relative if bug == "relative" else specs[bug])
         assert r["failures"] > 0, bug
         [group] = [g for g in r["disagreements"] if any(c["problem"].startswith(symptom) for c in g["cases"])]
         assert group["target"] == outcome and group["reproducer"], group
         assert all(g["reproducer"] for g in r["disagreements"])
         line = rerun(tmp_path, group)
-        assert line.startswith(f"target {specs[bug]}: {outcome}") and group["target_sha256"] in line, line
+        assert line.startswith(f"target {r['implementation']}: {outcome}") and group["target_sha256"] in line, line
 
 
 def test_what_a_target_cannot_do_is_not_run(tmp_path):
@@ -166,6 +169,33 @@ def test_a_target_that_crashes_or_hangs_disagrees(tmp_path, monkeypatch):
     assert p.returncode == 1 and "killed by signal 11" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
     refused = reference.Verdict(reference.HEADER, b"", "bad header")
     assert targets.disagreement(refused, targets.Outcome(targets.CRASHED, b"", "timed out after 120 s"))
+
+
+@pytest.mark.parametrize("named", ["by path", "on the PATH"])
+def test_a_target_program_another_account_could_change_is_not_run(named, tmp_path, monkeypatch):
+    # The oracle "age", found first in a folder anyone may write, had been run (as root) for every file.
+    from torture import targets
+
+    folder = tmp_path / "anyone"
+    folder.mkdir()
+    folder.chmod(0o777)
+    program = folder / "age"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    spec = f"{program if named == 'by path' else 'age'} -d -i {{identity}}"
+    with pytest.raises(targets.UsageError, match="is not run: .* writable by group or others"):
+        targets.CommandTarget(f"cmd:{spec}", spec)
+
+
+def test_an_oracle_this_machine_cannot_run_is_left_out(tmp_path, monkeypatch, capsys):
+    # Without Go age on the PATH, a run of agefast had ended in a traceback.
+    from torture import targets
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert targets.oracles(["age-cli"]) == []
+    assert "the oracle age-cli is left out: target 'cmd:age -d -i {identity}': program 'age' not found" in (
+        capsys.readouterr().err)
 
 
 def test_identity_files_made_at_once_on_two_threads_are_two_files(monkeypatch):
