@@ -658,6 +658,29 @@ def test_a_run_after_a_line_cut_short_loses_none_of_its_own(tmp_path, make_plain
     assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)[:3] == (0, 0, 2)
 
 
+def _killed_at_plain_txt(group):
+    """A worker's task (agefast.tree.run._do_group, passed to the workers by name) that dies at plain.txt."""
+    if group[0].path.endswith(b"plain.txt"):
+        os._exit(9)
+    return _killed_at_plain_txt.do_group(group)
+
+
+def test_a_worker_killed_is_one_error_and_the_same_command_does_the_rest(tmp_path, make_plaintext, monkeypatch):
+    # The OOM killer's kill -9 of a worker had ended the command in a BrokenProcessPool traceback.
+    run = sys.modules["agefast.tree.run"]
+
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    monkeypatch.setattr(run, "GROUP_FILES", 1)
+    _killed_at_plain_txt.do_group = run._do_group
+    monkeypatch.setattr(run, "_do_group", _killed_at_plain_txt)
+    with pytest.raises(OSError, match="a worker process ended abruptly"):
+        tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=2)
+    monkeypatch.undo()
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=2)
+    assert tree.verify(tmp_path / "enc", [identity])[:2] == (len(NAMES), 0)
+
+
 def test_a_line_a_full_disk_cuts_short_leaves_its_file_to_be_done_again(tmp_path, make_plaintext, monkeypatch):
     # A full disk ends a write short by its count, not by an error: the cut line was kept as written, the
     # next one glued onto it and both lost, and the same command then failed the file it had re-keyed.

@@ -87,6 +87,7 @@ def _in_workers(job: Job, appender: files.Manifest | None, groups: list[list[Fou
     # Imported here: a run that forks nothing (one worker, a small tree) saves their ~20 ms.
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     global _inherited
     _inherited = (job, appender)
@@ -107,7 +108,12 @@ def _in_workers(job: Job, appender: files.Manifest | None, groups: list[list[Fou
         with pool:      # leaving it waits for the tasks under way
             try:
                 for future in as_completed(futures):
-                    yield future.result()
+                    try:
+                        yield future.result()
+                    except BrokenProcessPool:
+                        # A worker killed (the OOM killer, a kill -9): what it had finished is in the manifest.
+                        raise OSError("a worker process ended abruptly (killed, or out of memory?): "
+                                      "run the same command again to do the files left") from None
             except BaseException:
                 # The job failed, or its caller left it (GeneratorExit): no task that has not started starts, so
                 # nothing is written once the failure is told.
