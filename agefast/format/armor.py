@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..errors import ArmorError, again
 from .._typing import Buffer
 from ..io.writes import write_all
-from .grammar import GO_SPACE
+from .grammar import GO_SPACE, MAX_WHITESPACE
 
 if TYPE_CHECKING:
     from ..io.source import HeaderSource, Source
@@ -36,12 +36,6 @@ COLUMNS = 64
 BYTES_PER_LINE = COLUMNS // 4 * 3
 # The bytes a run of whitespace (GO_SPACE, in UTF-8) may start with: ASCII's, and the lead bytes of the others.
 _WHITESPACE_STARTS = b" \t\n\v\f\r\xc2\xe1\xe2\xe3"
-# How much whitespace may surround the PEM block, as in age 1.3: at most this
-# many bytes before the BEGIN line (cmd/age looks for armor in a peek of
-# 1024 bytes plus the BEGIN line), and fewer than this after the END line
-# (armor.NewReader reads at most 1024 bytes past it). A reader that skipped
-# any amount would read a stream of newlines to its end before failing.
-MAX_WHITESPACE = 1024
 # Lines per block: 768 KiB of data, about 1 MiB of text, which stays in cache
 # between the passes over it.
 BLOCK_LINES = 16384

@@ -37,6 +37,12 @@ _MAC_LINE_SIZE = len(b" \n") + 43    # after "---": a space, the base64 of the 3
 # nothing exactly when every byte is one of them (a loop over the bytes in
 # Python cost most of the parse of a small file's header).
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# How much whitespace may surround an armored file's PEM block, as in age 1.3:
+# at most this many bytes before the BEGIN line (cmd/age looks for armor in a
+# peek of 1024 bytes plus the BEGIN line), and fewer than this after the END
+# line (armor.NewReader reads at most 1024 bytes past it). A reader that
+# skipped any amount would read a stream of newlines to its end before failing.
+MAX_WHITESPACE = 1024
 # Go's bytes.TrimSpace, which age trims armor and SSH key lines with: what unicode.IsSpace calls a space
 # (Python's str.strip() also takes \x1c-\x1f).
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
@@ -213,8 +219,6 @@ def _not_version_line(line: bytes) -> HeaderError:
     if line.startswith(b"age-encryption.org/"):
         return HeaderError(f"unsupported age format version: {go_quote(line)}")
     if line.isspace():
-        from .armor import MAX_WHITESPACE  # here: only this error needs the armor module
-
         return HeaderError("not an age file: it starts with whitespace, which only an armored file may, "
                            f"and at most {MAX_WHITESPACE} bytes of it")
     return HeaderError("not an age file: bad version line")

@@ -230,7 +230,7 @@ class Source:
 
 # What a MemorySource copies of the buffer at first: more than a
 # one-recipient header and the armor check's peek
-# (agefast.format.armor.MAX_WHITESPACE).
+# (agefast.format.grammar.MAX_WHITESPACE).
 _HEAD = 4096
 
 
