@@ -510,6 +510,27 @@ def test_dask_without_distributed_installed_is_one_error_line(tmp_path):
     assert "--dask needs dask.distributed" in done.stderr.decode()
 
 
+def test_a_report_not_written_still_tells_what_the_job_did(tmp_path, make_plaintext, monkeypatch):
+    # The report is written after the job: its failure (a full disk) had been all the command told.
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    monkeypatch.setattr(tree, "write_all", lambda f, data: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    with pytest.raises(tree.ReportNotWritten, match="full") as e:
+        tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1,
+                     report=tmp_path / "report.jsonl")
+    assert e.value.summary.done == len(NAMES) and not (tmp_path / "report.jsonl").exists()
+    monkeypatch.undo()
+    (tmp_path / "enc" / "plain.txt.age").write_bytes(b"not an age file")
+    (tmp_path / "key.txt").write_text(f"{identity}\n")
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-m", "agefast.cli.tree", "verify", "-i", tmp_path / "key.txt",
+                               "--report", "-", tmp_path / "enc"], stdout=full, stderr=subprocess.PIPE)
+    lines = done.stderr.decode().splitlines()
+    assert done.returncode == 1 and lines[0].startswith("agefast-tree: plain.txt.age: "), lines
+    assert lines[-2].startswith(f"agefast-tree: verify: {len(NAMES) - 1} done, 1 failed")
+    assert lines[-1] == "agefast-tree: error: /dev/stdout: No space left on device"
+
+
 def test_the_command_reports_and_sets_the_exit_status(tmp_path, make_plaintext):
     identity = x25519.Identity.generate()
     key = tmp_path / "key.txt"

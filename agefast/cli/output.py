@@ -101,7 +101,8 @@ STDOUT_NAME = "/dev/stdout"
 
 
 @contextlib.contextmanager
-def _stdout() -> Iterator[IO[bytes]]:
+def standard_output() -> Iterator[IO[bytes]]:
+    """Standard output, whose failed writes name it /dev/stdout, as age's do."""
     pipes.widen(sys.stdout.fileno())
     out = sys.stdout.buffer
     try:
@@ -154,4 +155,4 @@ def open_output(output: str | None, decrypting: bool, input_is_terminal: bool, *
         check = output is None and decrypting
         if check or input_is_terminal:
             return _terminal(check)
-    return _stdout()
+    return standard_output()

@@ -9,6 +9,7 @@ from typing import Any
 
 from agefast import tree
 from agefast.errors import go_quote
+from agefast.io.writes import write_all
 from agefast.cli import goflag, key_flags, outcome, output
 from agefast.cli.arguments import Arguments
 from agefast.cli.outcome import UsageError
@@ -133,16 +134,23 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
             client = Client(args.dask)  # type: ignore[no-untyped-call]  # distributed's is unannotated
         except (ValueError, TypeError) as e:
             raise UsageError(f"--dask {go_quote(args.dask)}: {e}") from None
+    # The report not written is told last: the failures and the summary line first, as for any run.
+    unwritten: OSError | None = None
     try:
         summary = _operation(operation, args, positional, client)
     except tree.RootsRefused as e:
         raise UsageError(str(e)) from None
+    except tree.ReportNotWritten as e:
+        summary, unwritten = e.summary, e
     finally:
         if client is not None:
             client.close()
     if args.report == "-":
-        sys.stdout.buffer.write(b"".join(tree.manifest.line(r) for r in summary.records))
-        sys.stdout.flush()
+        try:
+            with output.standard_output() as out:
+                write_all(out, b"".join(tree.manifest.line(r) for r in summary.records))
+        except OSError as e:
+            unwritten = e
     for record in summary.records:
         if record["status"] == "failed":
             chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""
@@ -154,6 +162,8 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     print(f"agefast-tree: {operation}: {summary.done} done, {summary.failed} failed, {summary.skipped} done "
           f"before, {summary.passed} left alone; {summary.bytes / 1e6:.1f} MB in {summary.seconds:.2f} s",
           file=sys.stderr)
+    if unwritten is not None:
+        raise unwritten
     return 1 if summary.failed else 0
 
 

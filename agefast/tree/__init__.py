@@ -26,10 +26,10 @@ from ..io.replace import replacing
 from ..io.writes import write_all
 from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
-from .run import RootsRefused, Summary, check_report, run
+from .run import ReportNotWritten, RootsRefused, Summary, check_report, run
 from .store import Local, Store, StoreError, store_at
 
-__all__ = ["RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
+__all__ = ["ReportNotWritten", "RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
 
 
 def _kept(keep: Iterable[StrPath]) -> frozenset[tuple[int, int]]:
@@ -78,8 +78,11 @@ def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, pro
     summary = run(job, force=force, workers=workers, progress=progress, client=client)
     if path is not None:
         # Whole or not at all, as an output: a failed write leaves the report there was.
-        with replacing(path) as f:
-            write_all(f, b"".join(manifest.line(r) for r in summary.records))
+        try:
+            with replacing(path) as f:
+                write_all(f, b"".join(manifest.line(r) for r in summary.records))
+        except OSError as e:
+            raise ReportNotWritten(e, summary) from None
     return summary
 
 

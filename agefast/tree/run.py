@@ -128,6 +128,15 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(os, "register_at_fork")
 
 
+class ReportNotWritten(OSError):
+    """The job ran, and its report could not be written (the OSError's errno, message and file name): `summary`
+    says what the job did."""
+
+    def __init__(self, error: OSError, summary: "Summary") -> None:
+        super().__init__(error.errno, error.strerror or str(error), error.filename)
+        self.summary = summary
+
+
 class RootsRefused(ValueError):
     """Where the job writes lies where its files are: the output root inside the source (its outputs would be
     inputs), or the report inside either tree or on a key file of the job."""
