@@ -11,6 +11,7 @@ target agrees with the reference, 1 when any disagrees, 2 on usage errors.
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -74,10 +75,13 @@ def _targets(p, specs, encrypt_specs):
             if not t.encrypts:
                 raise targets.UsageError(f"target {spec!r} cannot encrypt (no encrypt and x25519.Recipient)")
             encrypting_.append(t)
-    except targets.UsageError as e:
+    except BaseException as e:
+        # A target not run (or a signal meanwhile) leaves none of the targets' folders of identity files.
         for t in decrypting + encrypting_:
             t.close()
-        p.error(str(e))
+        if isinstance(e, targets.UsageError):
+            p.error(str(e))
+        raise
     return adapter, decrypting, encrypting_
 
 
@@ -140,5 +144,15 @@ def main(argv=None) -> int:
     return status
 
 
+def _terminated(signum, frame):
+    # SIGTERM (a CI job's timeout) unwinds as an exit does, so the targets' folders of identity files go.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("agetorture: interrupted", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)

@@ -102,8 +102,8 @@ def _disagreements(r) -> str:
 def page(reports, seconds: float, exit_status: int) -> str:
     """The page for the parties' JSON reports (report.party_json), in order."""
     first = reports[0]
-    verdict = ("every target agrees with the reference" if exit_status == 0
-               else "disagreements found")
+    verdict = {0: "every target agrees with the reference",
+               2: "nothing was tested: no case applied to the targets"}.get(exit_status, "disagreements found")
     body = [
         "<h1>agetorture report</h1>",
         f'<p class="verdict {"ok" if exit_status == 0 else "bad"}">{_e(verdict)}</p>',

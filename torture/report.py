@@ -58,13 +58,16 @@ def table(rows_: list[dict], timed: bool) -> str:
 
 
 def slug(name: str) -> str:
-    """A file name for a party: `cmd:age -d -i {identity}` -> `cmd-age-d-i-identity`;
-    long names keep their end and a hash, so targets differing late stay apart."""
+    """A file name for a party, one for each name: `agefast` as it is; `cmd:age -d -i {identity}` ->
+    `cmd-age-d-i-identity-` and 8 hex digits of the name's hash, as any name the file name changes or cuts:
+    targets whose names differ only in punctuation, spacing or late had shared one report."""
     text = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") or "target"
-    if len(text) <= 64:
+    if text == name and len(text) <= 64:
         return text
-    tail = text[-48:]
-    return tail[tail.find("-") + 1:] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    if len(text) > 48:
+        tail = text[-48:]
+        text = tail[tail.find("-") + 1:]
+    return text + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
 
 
 def groups(party, reproducers: dict) -> list[dict]:

@@ -24,14 +24,17 @@ import os
 import random
 import re
 import shlex
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from agefast.io import trust
 
@@ -54,7 +57,8 @@ _AGE_MESSAGES = [
     (re.compile(r"bad header MAC"), MAC),
     (re.compile(r"no identity matched"), NO_MATCH),
     (re.compile(r"armor", re.I), ARMOR),
-    (re.compile(r"failed to read header|failed to read nonce|invalid X25519|low order|scrypt"), HEADER),
+    (re.compile(r"failed to read header|failed to read nonce|invalid X25519|low order|scrypt|invalid header intro"
+                r"|failed to parse \S+ recipient"), HEADER),
     (re.compile(r"payload chunk|trailing data|last chunk is empty|unexpected EOF"), PAYLOAD),
 ]
 _RAGE_MESSAGES = [
@@ -325,11 +329,7 @@ def _capped_run(argv: list[str], data: bytes, cap: int) -> tuple[int | None, byt
     # A session of its own, killed whole: a shell's child holding the pipes would keep the reads waiting.
     with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           start_new_session=True) as p:
-        err = bytearray()
-
-        def kill() -> None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
+        deadline = time.monotonic() + PROCESS_TIMEOUT
 
         def feed() -> None:
             try:
@@ -338,33 +338,48 @@ def _capped_run(argv: list[str], data: bytes, cap: int) -> tuple[int | None, byt
             except OSError:             # it stopped reading: its answer says why
                 pass
 
-        def drain_errors() -> None:
-            while chunk := p.stderr.read1(65536):    # type: ignore[union-attr]
-                err.extend(chunk[:max(0, _MESSAGE_CAP - len(err))])
+        # Left waiting (a child that holds stdin and never reads), it holds only its pipe: a daemon thread.
+        threading.Thread(target=feed, daemon=True).start()
+        out, err = bytearray(), bytearray()
+        # The pipes are read here with the time limit, never by a read that blocks: a process the target left
+        # in a session of its own (a daemon) holds them past any kill, and such a read would wait for it for good.
+        with selectors.DefaultSelector() as pipes:
+            pipes.register(p.stdout, selectors.EVENT_READ, out)     # type: ignore[arg-type]
+            pipes.register(p.stderr, selectors.EVENT_READ, err)     # type: ignore[arg-type]
 
-        helpers = [threading.Thread(target=feed, daemon=True), threading.Thread(target=drain_errors, daemon=True)]
-        for helper in helpers:
-            helper.start()
-        timed_out = threading.Event()
-        timer = threading.Timer(PROCESS_TIMEOUT, lambda: (timed_out.set(), kill()))
-        timer.start()
-        out = bytearray()
-        too_much = False
-        while chunk := p.stdout.read1(65536):        # type: ignore[union-attr]
-            out += chunk
-            if len(out) > cap:
-                too_much = True
-                kill()
-                break
-        # Ended, not yet reaped, so that its pid still names only its own group: what it left behind (a
-        # shell's child holding stderr) goes with it.
-        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
-        timer.cancel()
-        kill()
+            def reading(pipe: Any) -> bool:
+                return pipe in (key.fileobj for key in pipes.get_map().values())
+
+            def pump(wait: float) -> None:
+                for key, _ in pipes.select(max(wait, 0)):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        pipes.unregister(key.fileobj)
+                    elif key.data is out:
+                        out.extend(chunk)
+                    else:
+                        err.extend(chunk[:max(0, _MESSAGE_CAP - len(err))])
+
+            # Its answer, to the end of stdout; then its exit (ended, not yet reaped, so that its pid still
+            # names its own group, and what it left there, a shell's child holding stderr, goes with it).
+            while reading(p.stdout) and len(out) <= cap and time.monotonic() < deadline:
+                pump(deadline - time.monotonic())
+            too_much = len(out) > cap
+            while not too_much and not _exited(p.pid) and time.monotonic() < deadline:
+                pump(min(0.05, deadline - time.monotonic()))
+            answered = not too_much and not reading(p.stdout) and _exited(p.pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            while reading(p.stderr) and time.monotonic() < deadline:
+                pump(deadline - time.monotonic())
         p.wait()
-        for helper in helpers:
-            helper.join()
-        return None if timed_out.is_set() else p.returncode, bytes(out[:cap]), bytes(err), too_much
+        timed_out = not answered and not too_much
+        return None if timed_out else p.returncode, bytes(out[:cap]), bytes(err), too_much
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child `pid` has ended, without reaping it."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
 
 
 def parse(spec: str, encrypting: bool = False) -> Target:

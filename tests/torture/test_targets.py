@@ -188,6 +188,54 @@ def test_a_target_program_another_account_could_change_is_not_run(named, tmp_pat
         targets.CommandTarget(f"cmd:{spec}", spec)
 
 
+@pytest.mark.parametrize("message", [
+    "age: error: invalid header intro: it looks like this file was corrupted by PowerShell redirection",
+    "age: error: failed to parse X25519 recipient: illegal base64 data at input byte 40",
+])
+def test_go_ages_header_messages_name_the_header(message):
+    # Taken for a failure of unknown kind, which agrees with any failure: a target saying these about a bad MAC
+    # or payload would have passed.
+    from torture import reference, targets
+
+    assert targets.classify([targets._AGE_MESSAGES], message) == reference.HEADER
+
+
+def test_targets_whose_names_differ_only_in_spacing_have_reports_of_their_own():
+    from torture import report
+
+    names = ["agefast", "cmd:age -d -i {identity}", "cmd:age  -d  -i  {identity}", "cmd:age -d -i {identity} " * 9]
+    slugs = [report.slug(n) for n in names]
+    assert len(set(slugs)) == len(names) and slugs[0] == "agefast"
+    assert slugs[1].startswith("cmd-age-d-i-identity-") and all(len(s) <= 64 for s in slugs)
+
+
+def test_the_page_of_a_run_that_tested_nothing_says_so(tmp_path):
+    # It had headlined "disagreements found" above "None".
+    p = torture("--strata", "Micro", "--axes", "encrypt", "--report", str(tmp_path))
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    page = (tmp_path / "index.html").read_text()
+    assert "nothing was tested" in page and "disagreements found" not in page
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_run_stopped_by_a_signal_leaves_no_identity_files(signal_name, tmp_path):
+    # SIGTERM (a CI timeout) had left the target's folder of identity files; Ctrl-C printed a traceback.
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), TMPDIR=str(tmp_path))
+    target = f"cmd:{sys.executable} {HERE / 'buggy_decrypt.py'} none {{identity}}"
+    p = subprocess.Popen([sys.executable, "-m", "torture", "--quick", "--target", target], env=env, cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.glob("agetorture-*/key*.txt")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(getattr(signal, signal_name))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + getattr(signal, signal_name) and "Traceback" not in err, err[-2000:]
+    assert list(tmp_path.glob("agetorture-*")) == []
+
+
 def test_an_oracle_this_machine_cannot_run_is_left_out(tmp_path, monkeypatch, capsys):
     # Without Go age on the PATH, a run of agefast had ended in a traceback.
     from torture import targets
@@ -225,6 +273,8 @@ def test_identity_files_made_at_once_on_two_threads_are_two_files(monkeypatch):
 
 def test_a_target_is_read_no_further_than_its_input_and_no_longer_than_the_timeout(monkeypatch):
     # `yes` as a target had been read whole until the timeout: gigabytes held for every file of a batch.
+    import time
+
     from torture import targets
 
     returncode, out, _, too_much = targets._capped_run(["sh", "-c", "yes"], b"abc", 3)
@@ -234,3 +284,10 @@ def test_a_target_is_read_no_further_than_its_input_and_no_longer_than_the_timeo
     assert returncode is None and not too_much and err == b"said\n"
     returncode, out, err, _ = targets._capped_run(["cat"], b"plain", 5)
     assert (returncode, out, err) == (0, b"plain", b"")
+    # A daemon of its own session holding the pipes outlives any kill: the run had waited for it, past the
+    # timeout. A shell's child of the same session holding stderr goes with the kill, at once.
+    start = time.monotonic()
+    returncode, out, _, _ = targets._capped_run(["sh", "-c", "setsid sleep 20 & echo hi"], b"", 10)
+    assert returncode is None and out == b"hi\n" and time.monotonic() - start < 5
+    returncode, out, _, _ = targets._capped_run(["sh", "-c", "sleep 20 >&2 & echo hi"], b"", 10)
+    assert (returncode, out) == (0, b"hi\n") and time.monotonic() - start < 5
