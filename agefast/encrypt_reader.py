@@ -11,6 +11,7 @@ source has ended, so a reader stopped early never yields a file that decrypts.
 """
 
 import io
+import threading
 from collections.abc import Iterable
 
 from . import _arguments
@@ -62,6 +63,9 @@ class EncryptingReader(OpenStream, io.RawIOBase):
         self._plain = bytearray(_PULL)
         self._pos = 0  # of the next byte of self._output.data to hand out
         self._error: BaseException | None = None
+        # Reads from several threads take turns, as on a Python file: two refills at once had read the source
+        # into the one buffer together and sealed its batches out of order (a valid file of other plaintext).
+        self._turn = threading.Lock()
 
     def readable(self) -> bool:
         self._check_open()
@@ -87,6 +91,10 @@ class EncryptingReader(OpenStream, io.RawIOBase):
 
     def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with the next bytes of the age file; returns the count, 0 at its end."""
+        with self._turn:
+            return self._readinto(b)
+
+    def _readinto(self, b: Buffer) -> int:
         if self.closed:
             raise ValueError("read from a closed encrypting reader")
         if self._error is not None:

@@ -110,6 +110,44 @@ class Zeros(io.RawIOBase):
         return n
 
 
+class _SlowFirst(io.RawIOBase):
+    """A source whose first read takes its range at once and hands it over only when `go` is set."""
+
+    def __init__(self, data):
+        self._data, self._at, self.go, self.waiting = data, 0, threading.Event(), threading.Event()
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        at, n = self._at, max(0, min(len(b), len(self._data) - self._at))
+        self._at += n
+        if at == 0:
+            self.waiting.set()
+            self.go.wait(10)
+        b[:n] = self._data[at:at + n]
+        return n
+
+
+def test_reads_from_two_threads_take_turns(make_plaintext):
+    # A second thread's read during the first one's refill refilled too, into the same buffer: the batches
+    # were sealed out of order, a file that decrypts without error to other plaintext.
+    plaintext = make_plaintext(2 * BATCH + 1000)
+    source = _SlowFirst(plaintext)
+    reader = agefast.encrypting_reader(source, [RECIPIENT])
+    returned = [reader.read(len(agefast.encrypt(b"", [RECIPIENT])) - 16)]    # the header and nonce, no source read
+    first = threading.Thread(target=lambda: returned.append(reader.read(100)))
+    first.start()
+    assert source.waiting.wait(10)
+    second = threading.Thread(target=lambda: returned.append(reader.read(100)))
+    second.start()
+    second.join(0.3)
+    source.go.set()
+    first.join()
+    second.join()
+    assert agefast.decrypt(b"".join(returned) + reader.read(), [IDENTITY]) == plaintext
+
+
 def test_a_failed_source_keeps_failing_and_what_came_out_never_decrypts():
     reader = agefast.encrypting_reader(Zeros(BATCH + 5, OSError("the disk went away")), [RECIPIENT])
     got = bytearray()
