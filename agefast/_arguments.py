@@ -134,6 +134,9 @@ def buffer(name: str, value: Any) -> memoryview:
         raise TypeError(f"argument {name!r}: expected a bytes-like object, not {_type_name(value)}") from None
     if not view.c_contiguous:
         raise TypeError(f"argument {name!r}: expected a contiguous buffer, not a strided {_type_name(value)}")
+    if not view.nbytes:
+        # memoryview refuses to cast a view with a 0 in its shape (an empty batch of a 2-D array)
+        return memoryview(b"" if view.readonly else bytearray())
     return view.cast("B")
 
 

@@ -197,7 +197,7 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
                 raise EncryptError("write to a closed encryptor")
             if self._failed is not None:
                 raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
-            view = memoryview(data).cast("B")      # an argument that is no buffer fails here, before anything moved
+            view = _arguments.buffer("data", data)     # an argument that is no buffer fails here, before anything moved
             try:
                 return self._payload.write(view)
             except BaseException as e:

@@ -235,12 +235,26 @@ def test_wrong_types_are_type_errors(call):
     (lambda strided, buf: agefast.encrypt_into(b"x", [RECIPIENT], strided), "buf"),
     (lambda strided, buf: agefast.decrypt_into(CT, [IDENTITY], strided), "buf"),
     (lambda strided, buf: agefast.decrypt_into(CT, [IDENTITY], bytes(1000)), "buf"),
+    (lambda strided, buf: agefast.encryptor(io.BytesIO(), [RECIPIENT]).write(strided), "data"),
 ])
 def test_a_buffer_that_will_not_do_is_a_type_error_naming_it(call, name):
     # A strided view had failed in memoryview.cast, its message naming neither the argument nor what was wrong.
     strided = memoryview(bytearray(2000))[::2]
     with pytest.raises(TypeError, match=f"argument '{name}'"):
         call(strided, bytearray(1000))
+
+
+def test_an_empty_buffer_of_any_shape_is_empty_input():
+    # memoryview refuses to cast a view with a 0 in its shape: an empty batch of a 2-D array was a TypeError.
+    import numpy as np
+
+    empty = np.zeros((0, 2), np.float32)
+    assert agefast.decrypt(agefast.encrypt(empty, [RECIPIENT]), [IDENTITY]) == b""
+    out = io.BytesIO()
+    with agefast.encryptor(out, [RECIPIENT]) as writer:
+        assert writer.write(empty) == 0
+    assert agefast.decrypt(out.getvalue(), [IDENTITY]) == b""
+    assert agefast.decrypt_into(agefast.encrypt(b"", [RECIPIENT]), [IDENTITY], np.zeros((0, 3))) == 0
 
 
 def test_a_refused_decryptor_leaves_src_open_and_its_finaliser_nothing_to_fail_on():
