@@ -168,8 +168,11 @@ def test_no_arguments_prints_usage(run_agefast):
 @pytest.mark.parametrize(("args", "message"), [
     (["-this-flag-does-not-exist"], "flag provided but not defined: -this-flag-does-not-exist"),
     (["-r"], "flag needs an argument: -r"),
-    (["-r", "{recipient}", "--threads", "0"], 'invalid value "0" for flag -threads: must be a positive integer'),
+    (["-r", "{recipient}", "--threads", "0"], 'invalid value "0" for flag -threads: not a positive integer'),
     (["-r", "{recipient}", "--threads=x"], 'invalid value "x" for flag -threads'),
+    # int() takes these; Go's strconv.Atoi, as age's flags, does not.
+    (["-r", "{recipient}", "--threads", "\u0663"], 'invalid value "\u0663" for flag -threads'),
+    (["-r", "{recipient}", "--threads", "1_0"], 'invalid value "1_0" for flag -threads'),
     (["-a=maybe", "-r", "{recipient}"], 'invalid boolean value "maybe" for -a'),
     (["---armor"], "bad flag syntax: ---armor"),
 ])

@@ -481,12 +481,25 @@ def _tree_command(*args, **kwargs):
 
 
 @pytest.mark.parametrize("workers", ["0", "-1", "two", "²", "٣"])
-def test_workers_that_are_no_positive_number_are_a_usage_error(tmp_path, workers):
-    # "²" passed str.isdigit() and failed int(): a traceback.
+def test_workers_that_are_no_positive_number_are_a_flag_that_does_not_parse(tmp_path, workers):
+    # "²" passed str.isdigit() and failed int(): a traceback. Then status 1, where the man page says 2.
     (tmp_path / "src").mkdir()
     done = _tree_command("verify", "--workers", workers, "-i", tmp_path / "none.txt", tmp_path / "src")
-    assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
-    assert done.stderr.decode().startswith(f"agefast-tree: error: --workers takes a positive number, not {workers!r}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr.decode()
+    assert done.stderr.decode().startswith(f'invalid value "{workers}" for flag -workers: not a positive integer')
+
+
+@pytest.mark.parametrize("args, status, first_line", [
+    (["encrpyt"], 2, 'agefast-tree: error: unknown operation "encrpyt": use encrypt, decrypt, rekey or verify'),
+    (["--version"], 0, "v"),
+    (["verify", "--version"], 0, "v"),
+    (["--nope"], 2, "flag provided but not defined: -nope"),
+])
+def test_what_comes_before_the_operation(args, status, first_line):
+    # An operation misspelt had printed the usage alone; --version was unknown.
+    done = _tree_command(*args)
+    lines = (done.stdout or done.stderr).decode().splitlines()
+    assert done.returncode == status and lines[0].startswith(first_line), lines
 
 
 @pytest.mark.parametrize("address, fragment", [("localhost:notaport", "--dask"), ("", "--dask")])

@@ -82,13 +82,6 @@ Example:
 _ARMOR_END_LINE = b"-----END AGE ENCRYPTED FILE-----\n"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be a positive integer")
-    return value
-
-
 def _flags() -> goflag.FlagSet:
     f = goflag.FlagSet()
     f.bool("version", "version")
@@ -98,7 +91,7 @@ def _flags() -> goflag.FlagSet:
     f.string("output", "o", "output")
     f.bool("armor", "a", "armor")
     key_flags.define(f)
-    f.string("threads", "threads", default=None, convert=_positive_int)
+    f.string("threads", "threads", default=None, convert=goflag.positive_int)
     f.bool("warm_up", "warm-up")
     return f
 

@@ -21,7 +21,7 @@ class Arguments:
     warm_up: bool
     # agefast-tree's own
     force: bool
-    workers: str | None
+    workers: int | None
     report: str | None
     dask: str | None
 

@@ -101,6 +101,14 @@ class FlagSet:
         return values, args
 
 
+def positive_int(text: str) -> int:
+    """The value of a flag that takes a count, as Go's strconv.Atoi reads a number: ASCII digits only (int()
+    also takes "٣", "1_0" and " 3"); ValueError for anything else, or for less than 1."""
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError("not a positive integer")
+    return int(text)
+
+
 def parse_command(flags: FlagSet, argv: Iterable[str],
                   usage: str) -> tuple[tuple[dict[str, Any], list[str]] | None, int]:
     """((values, positional), 0), or (None, exit status) once the usage is printed.

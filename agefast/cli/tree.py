@@ -60,9 +60,10 @@ _OPERATIONS = ("encrypt", "decrypt", "rekey", "verify")
 
 def _flags() -> goflag.FlagSet:
     f = goflag.FlagSet()
+    f.bool("version", "version")
     f.bool("armor", "a", "armor")
     f.bool("force", "force")
-    f.string("workers", "workers")
+    f.string("workers", "workers", convert=goflag.positive_int)
     f.string("report", "report")
     f.string("dask", "dask")
     key_flags.define(f)
@@ -91,19 +92,10 @@ def _check(operation: str, args: Arguments, positional: list[str]) -> None:
     output.refuse_output_onto_an_input(args.report, [*args.identities, *args.recipients_files])
 
 
-def _workers(value: str | None) -> int | None:
-    if value is None:
-        return None
-    # ASCII digits only: str.isdigit() takes "²", which int() refuses (a traceback).
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        raise UsageError(f"--workers takes a positive number, not {value!r}")
-    return int(value)
-
-
 def _operation(operation: str, args: Arguments, positional: list[str], client: Any) -> tree.Summary:
     # --report -: the lines go to standard output, once the job is done (_tree).
     report = None if args.report == "-" else args.report
-    workers, progress = _workers(args.workers), is_terminal(sys.stderr)
+    workers, progress = args.workers, is_terminal(sys.stderr)
     identities = key_flags.load_identities(args) if operation != "encrypt" else []
     recipients = key_flags.listed_recipients(args) if operation in ("encrypt", "rekey") else []
     src = positional[0]
@@ -169,9 +161,14 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
 
 def _run(argv: list[str]) -> int:
     if not argv or argv[0] not in _OPERATIONS:
-        if argv and argv[0] in ("-h", "-help", "--help"):
-            print(USAGE, file=sys.stderr)
-            return 0
+        if argv and argv[0].startswith("-"):
+            # Before an operation, -h and --version as after one; any other flag is named, as Go's flag does.
+            parsed, status = goflag.parse_command(_flags(), argv, USAGE)
+            if parsed is None:
+                return status
+        if argv:
+            print(f"agefast-tree: error: unknown operation {go_quote(argv[0])}: "
+                  f"use {', '.join(_OPERATIONS[:-1])} or {_OPERATIONS[-1]}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
         return 2
     operation = argv[0]
