@@ -240,6 +240,16 @@ def test_flag_errors(tmp_path, keys, args, message):
     assert (tmp_path / "old.txt").read_text() == f"{keys['old']}\n"
 
 
+def test_flags_after_input_get_agefasts_hints():
+    # As agefast (and age): the flags after INPUT are not read, and the hints say where INPUT goes.
+    done = run_rekey("f.age", "-i", "k.txt", "-r", "age1x")
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines()[1:] == [
+        "agefast-rekey: hint: the input file must be specified after all flags",
+        "agefast-rekey: hint: did you mean:",
+        "agefast-rekey: hint:     agefast-rekey -i k.txt -r age1x f.age"]
+
+
 def test_help_says_what_it_does_not_do():
     done = run_rekey("-h")
     assert done.returncode == 0

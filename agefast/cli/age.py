@@ -9,7 +9,6 @@ lines, with exit status 1; flags that don't parse exit with status 2.
 import contextlib
 import functools
 import io
-import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -20,7 +19,7 @@ from agefast import errors
 from agefast._typing import Identity, Recipient
 from agefast.cli import early_payload, files, goflag, key_flags, output
 from agefast.cli.arguments import Arguments
-from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up
+from agefast.cli.outcome import UsageError, print_warning, report_failure, run_cleaning_up, too_many_inputs
 from agefast.errors import go_quote
 from agefast.cli.progress import with_progress
 from agefast.cli.terminal import is_terminal, read_terminal_input
@@ -94,19 +93,6 @@ def _flags() -> goflag.FlagSet:
     f.string("threads", "threads", default=None, convert=goflag.positive_int)
     f.bool("warm_up", "warm-up")
     return f
-
-
-def _too_many_inputs(argv: list[str], positional: list[str]) -> UsageError:
-    quoted = " ".join(go_quote(a) for a in positional)
-    if not positional[1].startswith("-"):
-        return UsageError(f"too many INPUT arguments: {quoted}", "only a single input file may be specified at a time")
-    hints = ["the input file must be specified after all flags"]
-    # Suggest the command with INPUT moved to the end, if it needs no quoting.
-    if not any(re.search(r"[^\w@%+=:,./-]", a) for a in argv):
-        first = len(argv) - len(positional)
-        moved = ["agefast", *argv[:first], *argv[first + 1:], argv[first]]
-        hints += ["did you mean:", "    " + " ".join(moved)]
-    return UsageError(f"too many INPUT arguments: {quoted}", *hints)
 
 
 def _check_flags(args: Arguments) -> None:
@@ -275,7 +261,7 @@ def _act(argv: list[str], positional: list[str], args: Arguments) -> None:
         _warm_up()
         return
     if len(positional) > 1:
-        raise _too_many_inputs(argv, positional)
+        raise too_many_inputs("agefast", argv, positional)
     _check_flags(args)
     _warn_duplicates(args.recipients, "recipient")
     _warn_duplicates(args.recipients_files, "recipients file")

@@ -6,6 +6,7 @@ A failure is reported as `COMMAND: error: ...`, perhaps followed by
 
 import contextlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +29,21 @@ class UsageError(Exception):
     def __init__(self, message: str, *hints: str) -> None:
         super().__init__(message)
         self.hints = hints
+
+
+def too_many_inputs(command: str, argv: list[str], positional: list[str]) -> UsageError:
+    """age's error for more than one INPUT among `positional`, with its hints where the second looks like a flag
+    (flags after INPUT are not parsed, as Go's flag package stops at the first argument)."""
+    quoted = " ".join(go_quote(a) for a in positional)
+    if not positional[1].startswith("-"):
+        return UsageError(f"too many INPUT arguments: {quoted}", "only a single input file may be specified at a time")
+    hints = ["the input file must be specified after all flags"]
+    # Suggest the command with INPUT moved to the end, if it needs no quoting.
+    if not any(re.search(r"[^\w@%+=:,./-]", a) for a in argv):
+        first = len(argv) - len(positional)
+        moved = [command, *argv[:first], *argv[first + 1:], argv[first]]
+        hints += ["did you mean:", "    " + " ".join(moved)]
+    return UsageError(f"too many INPUT arguments: {quoted}", *hints)
 
 
 def print_warning(message: str) -> None:

@@ -13,7 +13,6 @@ import sys
 from agefast import rekeying
 from agefast.cli import age, goflag, key_flags, outcome, output
 from agefast.cli.output import OutputRefused
-from agefast.errors import go_quote
 from agefast.cli.terminal import is_terminal
 from agefast._typing import Recipient
 from agefast.cli.arguments import Arguments
@@ -66,10 +65,7 @@ def _flags() -> goflag.FlagSet:
     return f
 
 
-def _check_flags(args: Arguments, positional: list[str]) -> None:
-    if len(positional) > 1:
-        raise UsageError(f"too many INPUT arguments: {' '.join(go_quote(a) for a in positional)}",
-                         "only a single input file may be specified at a time")
+def _check_flags(args: Arguments) -> None:
     if args.encrypt and not args.identity_flags:
         raise UsageError("-e/--encrypt needs identities to encrypt to, from -i/--identity or -j")
     if not (args.recipients or args.recipients_files or args.encrypt or args.passphrase):
@@ -115,7 +111,9 @@ def _run(argv: list[str]) -> int:
     args = Arguments(values, positional)
 
     def work() -> None:
-        _check_flags(args, positional)
+        if len(positional) > 1:
+            raise outcome.too_many_inputs("agefast-rekey", argv, positional)
+        _check_flags(args)
         _rekey(args)
 
     return outcome.report_failure("agefast-rekey", work)
