@@ -24,25 +24,31 @@ def _parser():
 
 
 def _spawn_paused(command):
-    """Fork a child that execs command once the returned pipe gets a byte."""
+    """Fork a child that execs command once the returned pipe gets a byte; also return a pipe that ends empty
+    where the exec happened (its write end closes on exec) and with a byte where it failed."""
     go_read, go_write = os.pipe()
+    failed_read, failed_write = os.pipe()   # both close-on-exec, as os.pipe makes them
     pid = os.fork()
     if pid == 0:
         os.close(go_write)
+        os.close(failed_read)
         if os.read(go_read, 1) != b"g":
             os._exit(125)
         try:
             os.execvp(command[0], command)
         except OSError as err:
             print(f"perfprof: cannot run {command[0]!r}: {err.strerror}", file=sys.stderr)
+            os.write(failed_write, b"x")
             os._exit(127)
     os.close(go_read)
-    return pid, go_write
+    os.close(failed_write)
+    return pid, go_write, failed_read
 
 
 def run(command, events, exclude_kernel):
-    """Run command under counters; return (exit code, Reading, seconds elapsed)."""
-    pid, go = _spawn_paused(command)
+    """Run command under counters; return (exit code, Reading or None where the command could not be run,
+    seconds elapsed)."""
+    pid, go, failed = _spawn_paused(command)
     try:
         # Counters go on the child before it execs; enable_on_exec switches
         # them on at its first instruction, and inherit follows its children.
@@ -50,6 +56,7 @@ def run(command, events, exclude_kernel):
         profiler.open()
     except BaseException:
         os.close(go)  # the child reads EOF and exits without running command
+        os.close(failed)
         os.waitpid(pid, 0)
         raise
     # Like perf stat: Ctrl-C goes to the command, and we still report.
@@ -62,7 +69,9 @@ def run(command, events, exclude_kernel):
         elapsed = time.perf_counter() - started
     finally:
         signal.signal(signal.SIGINT, previous)
-    reading = profiler.read()
+    ran = os.read(failed, 1) == b""
+    os.close(failed)
+    reading = profiler.read() if ran else None
     profiler.close()
     code = os.waitstatus_to_exitcode(status)
     return (128 - code if code < 0 else code), reading, elapsed
@@ -81,7 +90,8 @@ def main(argv=None):
         # files, processes); the command's failures are its exit status.
         print(f"perfprof: {err}", file=sys.stderr)
         return 2
-    print(stat_table(reading, repr(shlex.join(command)), elapsed), file=sys.stderr)
+    if reading is not None:     # where the command could not be run, the child said why; nothing was counted
+        print(stat_table(reading, repr(shlex.join(command)), elapsed), file=sys.stderr)
     return code
 
 
