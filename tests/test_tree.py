@@ -494,6 +494,7 @@ def test_workers_that_are_no_positive_number_are_a_flag_that_does_not_parse(tmp_
     (["--version"], 0, "v"),
     (["verify", "--version"], 0, "v"),
     (["--nope"], 2, "flag provided but not defined: -nope"),
+    (["-r", "age1x", "encrypt"], 2, "agefast-tree: error: the operation (encrypt, decrypt, rekey or verify) comes first"),
 ])
 def test_what_comes_before_the_operation(args, status, first_line):
     # An operation misspelt had printed the usage alone; --version was unknown.

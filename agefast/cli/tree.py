@@ -167,8 +167,10 @@ def _run(argv: list[str]) -> int:
             if parsed is None:
                 return status
         if argv:
-            print(f"agefast-tree: error: unknown operation {go_quote(argv[0])}: "
-                  f"use {', '.join(_OPERATIONS[:-1])} or {_OPERATIONS[-1]}", file=sys.stderr)
+            named = ", ".join(_OPERATIONS[:-1]) + " or " + _OPERATIONS[-1]
+            problem = (f"the operation ({named}) comes first, before any flag" if argv[0].startswith("-")
+                       else f"unknown operation {go_quote(argv[0])}: use {named}")
+            print(f"agefast-tree: error: {problem}", file=sys.stderr)
         print(USAGE, file=sys.stderr)
         return 2
     operation = argv[0]
