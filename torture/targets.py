@@ -338,8 +338,8 @@ def _capped_run(argv: list[str], data: bytes, cap: int) -> tuple[int | None, byt
             except OSError:             # it stopped reading: its answer says why
                 pass
 
-        # Left waiting (a child that holds stdin and never reads), it holds only its pipe: a daemon thread.
-        threading.Thread(target=feed, daemon=True).start()
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
         out, err = bytearray(), bytearray()
         # The pipes are read here with the time limit, never by a read that blocks: a process the target left
         # in a session of its own (a daemon) holds them past any kill, and such a read would wait for it for good.
@@ -373,6 +373,11 @@ def _capped_run(argv: list[str], data: bytes, cap: int) -> tuple[int | None, byt
             while reading(p.stderr) and time.monotonic() < deadline:
                 pump(deadline - time.monotonic())
         p.wait()
+        feeder.join(max(deadline - time.monotonic(), 1))
+        if feeder.is_alive():
+            # Still writing to a process left behind that holds stdin and never reads: the feeder keeps the
+            # pipe (a daemon thread), which closing it here under the write would fail.
+            p.stdin = None
         timed_out = not answered and not too_much
         return None if timed_out else p.returncode, bytes(out[:cap]), bytes(err), too_much
 
