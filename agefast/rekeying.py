@@ -14,6 +14,7 @@ failed in the old one. Checking it would mean reading every chunk into
 memory, the cost that copying in the kernel spares.
 """
 
+import contextlib
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -89,6 +90,11 @@ def write_file(opened: OpenedFile, header: bytes, dst: Writer) -> None:
     if opened.armored:
         out.close()
     flush(dst)
+    if opened.opened_as is not None:
+        # The result synced before the input is looked at: the sync of a large result takes long, and a write to
+        # the input during it would be lost by the rename that follows (the later sync then has nothing to do).
+        with contextlib.suppress(AttributeError, OSError, ValueError):     # no file under it (a BytesIO, a pipe)
+            os.fsync(dst.fileno())  # type: ignore[attr-defined]
     if opened.opened_as is not None and _version(os.fstat(opened.opened_as[0])) != opened.opened_as[1]:
         raise EncryptError("the input changed while it was re-keyed: left as it is")
 

@@ -85,6 +85,22 @@ def make_plaintext():
     return make
 
 
+@pytest.fixture
+def written_while_synced(monkeypatch):
+    """written_while_synced(path): the next os.fsync, before it syncs, appends b"more" to `path` (a program
+    still writing the input while a result is synced)."""
+    def start(path):
+        sync = os.fsync
+
+        def fsync_while_written(fd):
+            monkeypatch.setattr(os, "fsync", sync)
+            with open(path, "ab") as writer:
+                writer.write(b"more")
+            sync(fd)
+        monkeypatch.setattr(os, "fsync", fsync_while_written)
+    return start
+
+
 def _run_module(module: str, args, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("timeout", 300)

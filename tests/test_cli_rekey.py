@@ -370,6 +370,18 @@ def test_an_input_written_meanwhile_is_left_as_the_writer_leaves_it(tmp_path, ke
     assert_nothing_changed(src, before + b"more")
 
 
+def test_an_input_written_while_the_result_is_synced_is_left_as_the_writer_leaves_it(tmp_path, keys,
+                                                                                     written_while_synced):
+    # The sync of a large result takes seconds, and the input was checked before it: a record appended then
+    # was dropped by the rename, and the run succeeded.
+    src = encrypted_file(tmp_path, [keys["old"].to_public()])
+    before = src.read_bytes()
+    written_while_synced(src)
+    with pytest.raises(EncryptError, match="the input changed while it was re-keyed"):
+        agefast.rekey(src, src, [keys["old"]], [keys["new"].to_public()])
+    assert_nothing_changed(src, before + b"more")
+
+
 def test_the_command_leaves_an_input_written_meanwhile(tmp_path, keys, written_meanwhile, capsys):
     from agefast.cli import rekey
 

@@ -197,6 +197,11 @@ class Local(NamedTuple):
                     write_all(dst, content)
                 else:
                     content(dst)
+                if durable:
+                    # Synced before `named` checks the input (in place): a write to it during a long sync would
+                    # otherwise be lost by the rename (replacing()'s own sync then has nothing left to do).
+                    dst.flush()
+                    os.fsync(dst.fileno())
                 st = os.fstat(dst.fileno())
                 # The rename keeps both, so the manifest line is true of the named output.
                 named((st.st_size, st.st_mtime_ns))
