@@ -5,6 +5,7 @@ renamed over the target gives the same all-or-nothing result."""
 import contextlib
 import errno
 import os
+import types
 
 import pytest
 
@@ -296,6 +297,21 @@ def _through_a_folder(target, durable=False):
 # had replaced read-only files, handed the files of others to root (a user's setuid file became root's) and
 # re-keyed in place unsynced.
 REPLACING = {"replacing()": replace.replacing, "Folder.replacing()": _through_a_folder}
+
+
+@pytest.mark.parametrize("replacing", REPLACING.values(), ids=REPLACING)
+def test_a_file_on_a_read_only_file_system_is_refused_in_its_words(replacing, tmp_path, monkeypatch):
+    # A read-only bind mount had been "Permission denied".
+    target = tmp_path / "archive.age"
+    target.write_bytes(b"the only copy")
+    monkeypatch.setattr(replace.os, "access", lambda *args, **kwargs: False)
+    statvfs = os.statvfs
+    monkeypatch.setattr(replace.os, "statvfs", lambda path: types.SimpleNamespace(
+        f_flag=statvfs(path).f_flag | os.ST_RDONLY))
+    with pytest.raises(OSError) as refused, replacing(str(target)) as f:
+        f.write(b"output")
+    assert (refused.value.errno, refused.value.filename) == (errno.EROFS, str(target))
+    assert target.read_bytes() == b"the only copy"
 
 
 @pytest.mark.parametrize("replacing", REPLACING.values(), ids=REPLACING)

@@ -266,7 +266,12 @@ def _refuse_read_only(entry: str, path: str, dir_fd: int | None = None) -> None:
     given) is one open(..., "wb") could not write, as age's open refuses it: the rename that replaces a file needs
     only the folder's permission."""
     if not os.access(entry, os.W_OK, dir_fd=dir_fd, effective_ids=os.access in os.supports_effective_ids):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        # On a file system mounted read-only, its own words (a read-only bind mount had been "Permission denied").
+        read_only = False
+        with contextlib.suppress(OSError):
+            read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        code = errno.EROFS if read_only else errno.EACCES
+        raise OSError(code, os.strerror(code), path)
 
 
 def _place(output: "_Unnamed | _Partial", f: IO[bytes] | DirectWriter, target: str, replaced: os.stat_result | None,
