@@ -257,13 +257,18 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             # remove the file that was there.
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         self._placing: Any = None      # replacing(path), entered: the local file until it has its name
+        self._committed_on_close = False
         if not self._exclusive and isinstance(fs.fs, LocalFileSystem):
             if fs.fs.auto_mkdir:
                 fs.fs.makedirs(os.path.dirname(path), exist_ok=True)
             self._placing = replacing(path)
             self._raw = self._placing.__enter__()
         else:
-            self._raw = fs.fs.open(path, mode, autocommit=self._exclusive)
+            # "xb" is committed on close (and removed on failure) except where the store's upload, committed at
+            # the end, refuses a file made meanwhile: there a failure is an upload thrown away, and leaves no
+            # unfinished file under the name even where the store refuses deletes (a write-only backup policy).
+            self._committed_on_close = self._exclusive and not uploads.commits_exclusively(fs.fs)
+            self._raw = fs.fs.open(path, mode, autocommit=self._committed_on_close)
         # What the raw file's descriptor is, where it has one: a forked child points only that at /dev/null.
         self._raw_file: tuple[int, int, int] | None = None
         with contextlib.suppress(AttributeError, OSError, ValueError):
@@ -283,7 +288,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         if self._placing is not None:
             self._placing.__exit__(None, None, None)
             return
-        if self._exclusive:
+        if self._committed_on_close:
             self._raw.close()
         else:
             uploads.commit(self._raw)
@@ -293,7 +298,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         if self._placing is not None:
             self._placing.__exit__(_Aborted, _Aborted(), None)
             return
-        if not self._exclusive:
+        if not self._committed_on_close:
             uploads.discard(self._raw)
             return
         try:

@@ -648,6 +648,30 @@ def test_s3_through_a_local_moto_server(key):
             "age": {"identity_file": str(key.path)}, "s3": s3}), df)
 
 
+@pytest.mark.parametrize("size", [100, 6 << 20])     # one PUT; a multipart upload
+def test_xb_on_s3_leaves_nothing_where_deletes_are_refused(key, size, monkeypatch):
+    # "xb" was committed on close and removed after a failure: where the store refuses deletes (a write-only
+    # backup policy), an unfinished file stayed under the name. s3fs's commit refuses a file made meanwhile.
+    import s3fs
+
+    async def refused(*args, **kwargs):
+        raise PermissionError("Access Denied")
+    for method in ("_rm", "_rm_file"):      # before the filesystem is made: it binds them then
+        monkeypatch.setattr(s3fs.S3FileSystem, method, refused)
+    with s3_server() as server:
+        fs = fsspec.filesystem("age", target_protocol="s3", target_options=server.options,
+                               recipients=[key.recipient], identity_file=str(key.path), skip_instance_cache=True)
+        name = f"bucket/xb-{size}.age"     # moto's buckets outlive its servers, within a process
+        with pytest.raises((RuntimeError, PermissionError)), fs.open(name, "xb") as f:
+            f.write(os.urandom(size))
+            raise RuntimeError("the caller's code failed")
+        fs.invalidate_cache()
+        assert not fs.exists(name)
+        with fs.open(name, "xb") as f:
+            f.write(b"whole")
+        assert fs.cat_file(name) == b"whole"
+
+
 def test_a_key_file_that_never_ends_is_refused_at_once(tmp_path, key):
     fs = fsspec.filesystem("age", target_protocol="file", identity_file="/dev/zero", recipients_file="/dev/zero")
     with pytest.raises(IdentityError, match="larger than 16 MiB"):

@@ -9,6 +9,13 @@ uploads. So what commits and what discards depends on the file.
 from typing import Any
 
 
+def commits_exclusively(fs: Any) -> bool:
+    """Whether the store `fs`'s files opened "xb" with autocommit=False refuse, at their commit, a file made
+    under the name meanwhile: s3fs's (If-None-Match: *). Elsewhere (a local file system's, whose commit is a
+    rename) "xb" must be committed on close."""
+    return type(fs).__module__.split(".")[0] == "s3fs"
+
+
 def _commits_on_close(f: Any) -> bool:
     return bool(getattr(f, "autocommit", False))
 
