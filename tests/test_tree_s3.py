@@ -245,6 +245,31 @@ def test_a_name_s3fs_reads_as_another_objects_fails_alone(tmp_path, s3):
     assert (tmp_path / "back" / "report.txt").read_bytes() == b"the real report"
 
 
+def test_a_job_its_store_stops_still_tells_and_reports_what_it_did(tmp_path, make_plaintext, monkeypatch):
+    # Credentials that expire mid-run: the manifest's rewrite fails, and the error was all the job told. An
+    # in-place re-key's files done were then recorded nowhere; the report is where they are now.
+    from agefast.tree import store
+
+    monkeypatch.setattr(importlib.import_module("agefast.tree.run"), "GROUP_FILES", 1)
+    monkeypatch.setattr(manifest.Rewriter, "REWRITE_AFTER", 0.0)
+    rewrite, rewrites = manifest.Rewriter._rewrite, []
+
+    def expiring(self):
+        rewrites.append(1)
+        if len(rewrites) > 2:
+            raise store.StoreError(13, "The provided token has expired.", "memory://expiring")
+        rewrite(self)
+    monkeypatch.setattr(manifest.Rewriter, "_rewrite", expiring)
+    _make_tree(tmp_path / "src", make_plaintext)
+    with pytest.raises(store.StoreError, match="expired") as stopped:
+        tree.encrypt(tmp_path / "src", f"memory://{tmp_path.name}/dst", [x25519.Identity.generate().to_public()],
+                     workers=1, report=tmp_path / "report.jsonl")
+    done = stopped.value.summary.done
+    assert 0 < done < len(NAMES)
+    reported = [json.loads(line) for line in (tmp_path / "report.jsonl").read_text().splitlines()]
+    assert sum(r["status"] == "done" for r in reported) == done
+
+
 def test_once_a_run_fails_its_workers_write_nothing_more(tmp_path, s3, monkeypatch):
     # The manifest's rewrite failing (an outage of the store) ended the run with an error, while the pool's
     # workers went on uploading every output left, after the caller had been told and had cleaned up.

@@ -126,14 +126,19 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
             client = Client(args.dask)  # type: ignore[no-untyped-call]  # distributed's is unannotated
         except (ValueError, TypeError) as e:
             raise UsageError(f"--dask {go_quote(args.dask)}: {e}") from None
-    # The report not written is told last: the failures and the summary line first, as for any run.
-    unwritten: OSError | None = None
+    # The error that stopped the job, or kept its report from being written, is told last: the failures and
+    # the summary line first, as for any run.
+    stopped: OSError | None = None
     try:
         summary = _operation(operation, args, positional, client)
     except tree.RootsRefused as e:
         raise UsageError(str(e)) from None
-    except tree.ReportNotWritten as e:
-        summary, unwritten = e.summary, e
+    except OSError as e:
+        # A job stopped, or its report not written: what it did is told first (agefast.tree.run.told_with).
+        told: tree.Summary | None = getattr(e, "summary", None)
+        if told is None:
+            raise
+        summary, stopped = told, e
     finally:
         if client is not None:
             client.close()
@@ -142,7 +147,7 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
             with output.standard_output() as out:
                 write_all(out, b"".join(tree.manifest.line(r) for r in summary.records))
         except OSError as e:
-            unwritten = e
+            stopped = stopped or e      # the job's own error first
     for record in summary.records:
         if record["status"] == "failed":
             chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""
@@ -154,8 +159,8 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     print(f"agefast-tree: {operation}: {summary.done} done, {summary.failed} failed, {summary.skipped} done "
           f"before, {summary.passed} left alone; {summary.bytes / 1e6:.1f} MB in {summary.seconds:.2f} s",
           file=sys.stderr)
-    if unwritten is not None:
-        raise unwritten
+    if stopped is not None:
+        raise stopped
     return 1 if summary.failed else 0
 
 

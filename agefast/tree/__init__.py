@@ -16,6 +16,7 @@ left (force=True does everything again). Either tree may be an fsspec URL
 (s3://bucket/prefix). docs/tree.md has the details.
 """
 
+import contextlib
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -26,10 +27,10 @@ from ..io.replace import replacing
 from ..io.writes import write_all
 from . import manifest
 from .files import DECRYPT, ENCRYPT, REKEY, VERIFY, Job
-from .run import ReportNotWritten, RootsRefused, Summary, check_report, run
+from .run import RootsRefused, Summary, check_report, run, told_with
 from .store import Local, Store, StoreError, store_at
 
-__all__ = ["ReportNotWritten", "RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
+__all__ = ["RootsRefused", "StoreError", "Summary", "decrypt", "encrypt", "rekey", "verify"]
 
 
 def _kept(keep: Iterable[StrPath]) -> frozenset[tuple[int, int]]:
@@ -75,15 +76,28 @@ def _run(job: Job, force: bool, workers: int | None, report: StrPath | None, pro
     path = None if report is None else _arguments.path("report", report)
     if path is not None:
         check_report(job, path, kept)
-    summary = run(job, force=force, workers=workers, progress=progress, client=client)
+    try:
+        summary = run(job, force=force, workers=workers, progress=progress, client=client)
+    except OSError as e:
+        # A job that stopped still reports what it did: where its manifest failed, the report is all there is.
+        stopped = getattr(e, "summary", None)
+        if path is not None and stopped is not None:
+            with contextlib.suppress(OSError):      # the job's error is the one told
+                _write_report(path, stopped)
+        raise
     if path is not None:
-        # Whole or not at all, as an output: a failed write leaves the report there was.
         try:
-            with replacing(path) as f:
-                write_all(f, b"".join(manifest.line(r) for r in summary.records))
+            _write_report(path, summary)
         except OSError as e:
-            raise ReportNotWritten(e, summary) from None
+            told_with(e, summary)
+            raise
     return summary
+
+
+def _write_report(path: str | bytes, summary: Summary) -> None:
+    # Whole or not at all, as an output: a failed write leaves the report there was.
+    with replacing(path) as f:
+        write_all(f, b"".join(manifest.line(r) for r in summary.records))
 
 
 def encrypt(src: StrPath, dst: StrPath, recipients: Iterable[Recipient], *, armored: bool = False,

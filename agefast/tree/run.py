@@ -128,15 +128,6 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(os, "register_at_fork")
 
 
-class ReportNotWritten(OSError):
-    """The job ran, and its report could not be written (the OSError's errno, message and file name): `summary`
-    says what the job did."""
-
-    def __init__(self, error: OSError, summary: "Summary") -> None:
-        super().__init__(error.errno, error.strerror or str(error), error.filename)
-        self.summary = summary
-
-
 class RootsRefused(ValueError):
     """Where the job writes lies where its files are: the output root inside the source (its outputs would be
     inputs), or the report inside either tree or on a key file of the job."""
@@ -244,40 +235,56 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     shared = appender if isinstance(appender, manifest.Appender) else None
     cores = 1 if here_only else workers or cpus.count()
     bar = _Bar(len(small) + len(large), sum(f.size for f in small + large), progress)
-    try:
-        groups = list(_groups(small))
-        if client is not None:
-            from .cluster import on_cluster
 
-            results = on_cluster(client, job, shared is not None, groups, large)
-        elif cores > 1 and len(groups) + len(large) > 1 and _can_fork():
-            # Large files go to the workers too, first (the longest tasks), each on one core: their writes
-            # then go on side by side. On tmpfs, 4 x 256 MiB two at a time on one core each took 0.68 s
-            # where one at a time on both cores took 2.34 (2026-12-05, Zen 4; most of it the kernel's
-            # page allocation for the writes, which one file's writer does alone).
-            tasks = [[found] for found in large] + groups
-            results = _in_workers(job, shared, tasks, min(cores, len(tasks)))
-        else:
-            results = itertools.chain(
-                ([files.process(job, found, shared) for found in group] for group in groups),
-                ([files.process(job, found, shared, threads=workers)] for found in large))
+    def summary() -> Summary:
+        done = [r for r in records if r["status"] == "done"]
+        failed = sum(r["status"] == "failed" for r in records)
+        return Summary(len(done), failed, skipped, passed, sum(r["size"] for r in done),
+                       time.monotonic() - started, records)
+
+    try:
         try:
-            for done in results:
-                records += done
-                bar.update(done)
-                if appender is not None and shared is None:
-                    appender.append(done)
+            groups = list(_groups(small))
+            if client is not None:
+                from .cluster import on_cluster
+
+                results = on_cluster(client, job, shared is not None, groups, large)
+            elif cores > 1 and len(groups) + len(large) > 1 and _can_fork():
+                # Large files go to the workers too, first (the longest tasks), each on one core: their writes
+                # then go on side by side. On tmpfs, 4 x 256 MiB two at a time on one core each took 0.68 s
+                # where one at a time on both cores took 2.34 (2026-12-05, Zen 4; most of it the kernel's
+                # page allocation for the writes, which one file's writer does alone).
+                tasks = [[found] for found in large] + groups
+                results = _in_workers(job, shared, tasks, min(cores, len(tasks)))
+            else:
+                results = itertools.chain(
+                    ([files.process(job, found, shared) for found in group] for group in groups),
+                    ([files.process(job, found, shared, threads=workers)] for found in large))
+            try:
+                for done in results:
+                    records += done
+                    bar.update(done)
+                    if appender is not None and shared is None:
+                        appender.append(done)
+            finally:
+                # A failure here (a store's manifest that cannot be written) ends the workers' tasks before it is
+                # told: a generator left open went on writing outputs after the run had failed.
+                close = getattr(results, "close", None)
+                if close is not None:
+                    close()
         finally:
-            # A failure here (a store's manifest that cannot be written) ends the workers' tasks before it is
-            # told: a generator left open went on writing outputs after the run had failed.
-            close = getattr(results, "close", None)
-            if close is not None:
-                close()
-    finally:
-        bar.close()
-        if appender is not None:
-            appender.close()
-    done = [r for r in records if r["status"] == "done"]
-    failed = sum(r["status"] == "failed" for r in records)
-    return Summary(len(done), failed, skipped, passed, sum(r["size"] for r in done), time.monotonic() - started,
-                   records)
+            bar.close()
+            if appender is not None:
+                appender.close()
+    except OSError as e:
+        # What was done goes with the error (told_with), for the command's failures, summary and report: an
+        # in-place re-key's files done are no longer what the manifest says.
+        told_with(e, summary())
+        raise
+    return summary()
+
+
+def told_with(error: OSError, summary: Summary) -> None:
+    """`error`, which ended a job that had begun (a store's manifest that can no longer be written, a worker
+    killed) or kept its report from being written, keeps what the job did as its attribute `summary`."""
+    error.summary = summary     # type: ignore[attr-defined]
