@@ -14,7 +14,7 @@ failed in the old one. Checking it would mean reading every chunk into
 memory, the cost that copying in the kernel spares.
 """
 
-import contextlib
+import errno
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -93,10 +93,23 @@ def write_file(opened: OpenedFile, header: bytes, dst: Writer) -> None:
     if opened.opened_as is not None:
         # The result synced before the input is looked at: the sync of a large result takes long, and a write to
         # the input during it would be lost by the rename that follows (the later sync then has nothing to do).
-        with contextlib.suppress(AttributeError, OSError, ValueError):     # no file under it (a BytesIO, a pipe)
-            os.fsync(dst.fileno())  # type: ignore[attr-defined]
+        _sync(dst)
     if opened.opened_as is not None and _version(os.fstat(opened.opened_as[0])) != opened.opened_as[1]:
         raise EncryptError("the input changed while it was re-keyed: left as it is")
+
+
+def _sync(dst: Writer) -> None:
+    """fsync the file under `dst`, where there is one; its failure (EIO, ENOSPC) is raised: the kernel tells a
+    writeback error once, and the sync before the rename would then find nothing wrong."""
+    try:
+        fd = dst.fileno()   # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):   # no file under it (a BytesIO)
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.EROFS, errno.ENOTSUP):     # a pipe, a socket: nothing to sync
+            raise
 
 
 def rekey_io(src: Reader, dst: Writer, identities: Iterable[Identity], recipients: Iterable[Recipient]) -> None:

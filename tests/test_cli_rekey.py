@@ -3,6 +3,7 @@ new recipients, copied byte for byte, opened by Go age; a file no identity
 opens, or a recipient set age refuses, leaves the input as it was."""
 
 import io
+import errno
 import os
 import subprocess
 import sys
@@ -380,6 +381,23 @@ def test_an_input_written_while_the_result_is_synced_is_left_as_the_writer_leave
     with pytest.raises(EncryptError, match="the input changed while it was re-keyed"):
         agefast.rekey(src, src, [keys["old"]], [keys["new"].to_public()])
     assert_nothing_changed(src, before + b"more")
+
+
+def test_a_sync_that_fails_replaces_nothing(tmp_path, keys, monkeypatch):
+    # The kernel tells a writeback error once: the first sync's EIO had been swallowed, and the rename's own
+    # sync, finding nothing wrong, replaced the only copy with a result that may not be on the disk.
+    src = encrypted_file(tmp_path, [keys["old"].to_public()])
+    before = src.read_bytes()
+    sync = os.fsync
+
+    def failing_once(fd):
+        monkeypatch.setattr(os, "fsync", sync)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    monkeypatch.setattr(os, "fsync", failing_once)
+    with pytest.raises(OSError) as failed:
+        agefast.rekey(src, src, [keys["old"]], [keys["new"].to_public()])
+    assert failed.value.errno == errno.EIO
+    assert_nothing_changed(src, before)
 
 
 def test_the_command_leaves_an_input_written_meanwhile(tmp_path, keys, written_meanwhile, capsys):
