@@ -117,9 +117,14 @@ class AgeReadFile(AbstractBufferedFile):
                     self._fill(view[:end - start], ready_now, start)
         return max(end - start, 0)
 
+    def tell(self) -> int:
+        # Where this thread's next read starts (_next_bytes): fsspec's readline and readuntil seek back from it.
+        pos: int = self._sought.__dict__.get("pos", self.loc)
+        return pos
+
     def seek(self, loc: int, whence: int = io.SEEK_SET) -> int:
         # fsspec's seek, but the position it sets kept for this thread's next read (_next_bytes).
-        bases = {io.SEEK_SET: 0, io.SEEK_CUR: self.loc, io.SEEK_END: self.size}
+        bases = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self.size}
         if whence not in bases:
             raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
         pos: int = bases[whence] + int(loc)

@@ -230,6 +230,29 @@ def test_a_read_takes_its_bytes_from_where_its_seek_left_the_file(tmp_path, key,
     assert got["waiting"] == plaintext[CHUNK_SIZE + 3:][:100]
 
 
+def test_a_threads_tell_and_readline_agree_with_where_it_sought(tmp_path, key):
+    # fsspec's readline seeks back from tell(), which had been the shared position while reads started at the
+    # thread's own seek: another thread's seek between made the second line come from elsewhere.
+    plaintext = b"".join(b"line %05d\n" % i for i in range(2000))
+    write_age(tmp_path / "x.age", plaintext, key)
+    with reader(key).open(str(tmp_path / "x.age")) as f:
+        sought, go, got = threading.Event(), threading.Event(), []
+
+        def lines():
+            f.seek(110)
+            sought.set()
+            go.wait(10)
+            got.extend([f.tell(), f.readline(), f.readline(), f.tell()])
+        thread = threading.Thread(target=lines)
+        thread.start()
+        assert sought.wait(10)
+        f.seek(5500)
+        go.set()
+        thread.join()
+        assert got == [110, b"line 00010\n", b"line 00011\n", 132]
+        assert (f.tell(), f.readline()) == (5500, b"line 00500\n")
+
+
 def test_a_damaged_chunk_fails_readinto_without_moving(tmp_path, key, make_plaintext):
     path, plaintext, header, sealed = _sealed(tmp_path, key, make_plaintext)
     sealed[header + 2 * SEALED_CHUNK_SIZE + 5] ^= 1
