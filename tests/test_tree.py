@@ -746,6 +746,17 @@ def test_a_line_a_full_disk_cuts_short_leaves_its_file_to_be_done_again(tmp_path
         agefast.decrypt((tmp_path / "enc" / f"{name}.age").read_bytes(), [new])
 
 
+def test_a_line_glued_onto_one_another_worker_left_cut_is_read(tmp_path):
+    # A worker's short write (a full disk) cuts its line; the other workers, forked before, cannot know to
+    # begin a line of their own, and the next whole line was lost with the cut one.
+    from agefast.tree import manifest
+
+    whole = manifest.line({"operation": "rekey", "source": "b.age", "status": "done"})
+    cut = manifest.line({"operation": "rekey", "source": "a.age", "status": "done"})[:30]
+    assert list(manifest.load(cut + whole)) == [b"b.age"]
+    assert manifest.load(cut + b"\n") == {}
+
+
 def test_a_manifest_this_account_may_only_append_to_is_appended_to(tmp_path, make_plaintext):
     # Looking for a line cut short must not ask to read it: force reads no manifest, and had run.
     identity = x25519.Identity.generate()

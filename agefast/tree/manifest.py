@@ -39,14 +39,28 @@ def load(data: bytes) -> dict[bytes, dict[str, Any]]:
     ignored: its file is done again.
     """
     done: dict[bytes, dict[str, Any]] = {}
-    for line in data.splitlines():
-        try:
-            record = json.loads(line)
-            source = os.fsencode(record["source"])
-        except (ValueError, KeyError, TypeError, RecursionError):     # the last: JSON nested thousands deep
-            continue
-        done[source] = record
+    for text in data.splitlines():
+        parsed = _record(text)
+        if parsed is None:
+            # A line a full disk cut short in one worker, and another worker's whole line after it on the same
+            # line (the other workers could not know to start a line of their own): the last record on it.
+            parsed = _record(text[max(text.rfind(_RECORD_START), 1):])
+        if parsed is not None:
+            done[parsed[0]] = parsed[1]
     return done
+
+
+# How every line() begins: its record's first key.
+_RECORD_START = b'{"operation":'
+
+
+def _record(text: bytes) -> tuple[bytes, dict[str, Any]] | None:
+    """(source path, record) of a manifest line, or None where it is not one."""
+    try:
+        record = json.loads(text)
+        return os.fsencode(record["source"]), record
+    except (ValueError, KeyError, TypeError, RecursionError):     # the last: JSON nested thousands deep
+        return None
 
 
 def is_done(record: dict[str, Any] | None, found: Found, output: tuple[int, Any] | None, in_place: bool,
