@@ -173,6 +173,7 @@ def test_no_arguments_prints_usage(run_agefast):
     # int() takes these; Go's strconv.Atoi, as age's flags, does not.
     (["-r", "{recipient}", "--threads", "\u0663"], 'invalid value "\u0663" for flag -threads'),
     (["-r", "{recipient}", "--threads", "1_0"], 'invalid value "1_0" for flag -threads'),
+    (["-r", "{recipient}", "--threads", "9223372036854775808"], 'invalid value "9223372036854775808" for flag'),
     (["-a=maybe", "-r", "{recipient}"], 'invalid boolean value "maybe" for -a'),
     (["---armor"], "bad flag syntax: ---armor"),
 ])
@@ -260,7 +261,7 @@ def test_output_file_replaced_only_when_whole(tmp_path, age_key, run_agefast, ma
     out.parent.mkdir()
     out.write_bytes(b"old contents")
     src.write_bytes(make_plaintext(3 * CHUNK + 100))
-    assert run_agefast("-r", recipient, "--threads", "2", "-o", out, src).returncode == 0
+    assert run_agefast("-r", recipient, "--threads", "+2", "-o", out, src).returncode == 0     # Go's Atoi takes "+"
     assert os.listdir(out.parent) == ["file.age"]
     umask = os.umask(0)
     os.umask(umask)

@@ -102,11 +102,13 @@ class FlagSet:
 
 
 def positive_int(text: str) -> int:
-    """The value of a flag that takes a count, as Go's strconv.Atoi reads a number: ASCII digits only (int()
-    also takes "٣", "1_0" and " 3"); ValueError for anything else, or for less than 1."""
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+    """The value of a flag that takes a count, as Go's strconv.Atoi reads a number: ASCII digits after an
+    optional "+" (int() also takes "٣", "1_0" and " 3"), within int64; ValueError for anything else, or for
+    less than 1."""
+    digits = text.removeprefix("+")
+    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) < 1 << 63:
         raise ValueError("not a positive integer")
-    return int(text)
+    return int(digits)
 
 
 def parse_command(flags: FlagSet, argv: Iterable[str],
