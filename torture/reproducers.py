@@ -31,7 +31,7 @@ def command(party, d, key_arg: str) -> str:
     words = [f'"$D/{a}"' if a in _HERE else shlex.quote(a) for a in argv]
     # The target is asked from where the run asked it, with the run's PYTHONPATH and more: a target named by a
     # relative path, or importable only through PYTHONPATH, had failed to run, and "agreed" with every failure.
-    return (f'D="$(cd "$(dirname "$0")" && pwd)" && cd {shlex.quote(os.getcwd())} || exit 2; '
+    return (f'D="$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)" && cd -- {shlex.quote(os.getcwd())} || exit 2; '
             f'PYTHONPATH={shlex.quote(_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}} ' + " ".join(words))
 
 

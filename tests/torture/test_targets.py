@@ -32,8 +32,10 @@ def party(report: Path, name: str) -> dict:
 
 def rerun(report: Path, group: dict) -> str:
     """Run a reproducer's command.sh; returns the target's line of its output."""
-    p = subprocess.run(["sh", str(report / group["reproducer"] / "command.sh")], capture_output=True, text=True,
-                       timeout=120)
+    # Run by a relative path with CDPATH exported, where `cd` prints the folder it finds: the script's own
+    # folder had then been read twice.
+    p = subprocess.run(["sh", os.path.join(group["reproducer"], "command.sh")], capture_output=True, text=True,
+                       timeout=120, cwd=report, env=dict(os.environ, CDPATH=str(report)))
     assert p.returncode == 1, p.stdout + p.stderr  # the difference is still there
     lines = p.stdout.splitlines()
     assert lines[0].startswith(f"reference: {group['reference']}") and group["reference_sha256"] in lines[0]
