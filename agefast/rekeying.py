@@ -78,23 +78,27 @@ def new_header(opened: OpenedFile, recipients: Iterable[Recipient]) -> bytes:
     return make_header(_arguments.recipients(recipients), opened.file_key)[0]
 
 
-def write_file(opened: OpenedFile, header: bytes, dst: Writer) -> None:
+def write_file(opened: OpenedFile, header: bytes, dst: Writer, *, durable: bool = False) -> None:
     """Write `header` and the payload of `opened` onto `dst`, armored if the input was.
 
     EncryptError if the input is a regular file that changed meanwhile (a
     writer still at work on it): the copy may hold half of what it wrote, and
-    in place, the rename would drop what it writes next."""
+    in place, the rename would drop what it writes next. `durable`: `dst` is
+    synced before the input is looked at, as it must be where it is to
+    replace a file that may be the input (replacing(durable=True))."""
     out: Any = armor.ArmorWriter(dst) if opened.armored else dst
     write_all(out, header)
     copy_rest(opened.source, out, opened.payload_at)
     if opened.armored:
         out.close()
     flush(dst)
-    if opened.opened_as is not None:
-        # The result synced before the input is looked at: the sync of a large result takes long, and a write to
-        # the input during it would be lost by the rename that follows (the later sync then has nothing to do).
+    if opened.opened_as is None:
+        return
+    if durable:
+        # The sync of a large result takes long, and a write to the input during it would be lost by the rename
+        # that follows (the rename's own sync then has nothing to do).
         _sync(dst)
-    if opened.opened_as is not None and _version(os.fstat(opened.opened_as[0])) != opened.opened_as[1]:
+    if _version(os.fstat(opened.opened_as[0])) != opened.opened_as[1]:
         raise EncryptError("the input changed while it was re-keyed: left as it is")
 
 
@@ -151,4 +155,4 @@ def rekey(infile: StrPath, outfile: StrPath, identities: Iterable[Identity],
         opened = open_file(src, checked_identities)
         header = new_header(opened, checked_recipients)
         with replacing(target, durable=True) as dst:    # in place, the file it replaces is the only copy
-            write_file(opened, header, dst)
+            write_file(opened, header, dst, durable=True)

@@ -100,7 +100,7 @@ def _rekey(args: Arguments) -> None:
             raise OutputRefused("refusing to output binary to the terminal", 'force anyway with "-o -"')
         # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload.
         with output.open_output(args.output, False, False, durable=True) as dst:
-            rekeying.write_file(opened, header, dst)
+            rekeying.write_file(opened, header, dst, durable=True)
 
 
 def _run(argv: list[str]) -> int:
