@@ -174,8 +174,9 @@ def _run(argv: list[str]) -> int:
     if len(positional) > 1:
         print(USAGE, file=sys.stderr)
         return 1
-    # As age-inspect: an empty INPUT is standard input, and named "<stdin>"
-    name = (positional[0] if positional else "") or "-"
+    # As age-inspect: no INPUT, or an empty one, is standard input, named "<stdin>" ("-" keeps its name)
+    given = positional[0] if positional else ""
+    name = given or "-"
     try:
         if name == "-":
             data = inspect(sys.stdin.buffer)
@@ -198,7 +199,7 @@ def _run(argv: list[str]) -> int:
         text = json.dumps(data, indent=4)
         sys.stdout.write(text.translate(_GO_HTML_ESCAPES) + "\n")
     else:
-        sys.stdout.write(describe((positional[0] if positional else "") or "<stdin>", data))
+        sys.stdout.write(describe(given or "<stdin>", data))
     return 0
 
 

@@ -4,8 +4,8 @@ Armored files are malleable unless the parser is strict, so only the
 canonical encoding is accepted: 64-column lines of padded base64, no headers,
 no blank lines, no trailing spaces. The only leniencies are the ones age
 allows: CRLF line endings, lines of whitespace before the PEM block and
-whitespace after it (Unicode's, as age trims it), and a missing newline (or a lone CR) after the END
-line. The whitespace is bounded as in age (MAX_WHITESPACE), so a file of
+whitespace after it (Unicode's, as age trims it), and a missing newline (or
+a lone CR) after the END line. The whitespace is bounded as in age (MAX_WHITESPACE), so a file of
 nothing but whitespace fails after reading a kilobyte of it, not at its end.
 
 The body is decoded and encoded in blocks of many lines through pybase64's
