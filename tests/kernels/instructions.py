@@ -26,6 +26,7 @@ _BASE = {"mov", "movabs", "movzx", "movsx", "movsxd", "add", "adc", "sub", "sbb"
 _LEGACY = {"movbe": "movbe", "lzcnt": "lzcnt", "tzcnt": "bmi", "popcnt": "popcnt", "adcx": "adx", "adox": "adx",
            "rdseed": "rdseed", "rdrand": "rdrnd", "crc32": "sse4.2", "cmpxchg16b": "cx16",
            **{f"cmov{c}": "cmov" for c in _JCC},
+           **dict.fromkeys(("prefetcht0", "prefetcht1", "prefetcht2", "prefetchnta"), "sse"),
            **dict.fromkeys(("movaps", "movups", "movdqa", "movdqu", "movq", "movd", "pxor", "xorps", "pshufd",
                             "paddd", "paddq", "punpcklqdq", "punpckhqdq"), "sse2"),
            **dict.fromkeys(("pshufb", "palignr"), "ssse3"),
