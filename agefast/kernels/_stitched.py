@@ -89,9 +89,12 @@ _ROUNDS = 10 * len(_QUARTER_ROUNDS)
 # STEP behind, 0.5% slower, so it starts at once.
 _POLY_DELAY = 4 if SPLIT or _W == 8 else 0
 # The zmm loop asks for the source a page ahead of what it reads, a line at a
-# time (prefetcht0): streaming 128 MiB from memory on Zen 5, the IFMA class's
-# seal went from 0.84x to 0.95x of the cipher alone and its open from 0.82x
-# to 1.05x (2 to 6 KiB ahead all gained; benchmarks/HISTORY.md, issue 46).
+# time (prefetcht0), before the iteration's own loads: streaming 128 MiB from
+# memory on Zen 5, the IFMA class's seal went from 0.84x to 0.95x of the
+# cipher alone and its open from 0.82x to 1.05x in most processes (4-6 KiB
+# ahead gained most; benchmarks/HISTORY.md, issue 46). Emitted after the
+# loads (which LLVM folds into the XORs that follow them) the same
+# prefetches gained nothing (tests/kernels/test_classes.py keeps the order).
 # A prefetch never faults, so the last iterations may ask past the source.
 _PREFETCH = 4096 if _W == 16 else 0
 
@@ -173,6 +176,10 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
     with cgutils.for_range(b, count) as loop:
         i = loop.index
         counter = b.add(words[12 - 4], b.trunc(b.mul(i, ir.Constant(_I64, _W)), _I32))
+        if _PREFETCH:
+            ahead = b.add(b.mul(i, ir.Constant(_I64, STEP)), ir.Constant(_I64, _PREFETCH))
+            for line in range(0, STEP, 64):
+                _prefetch(b, b.gep(src, [b.add(ahead, ir.Constant(_I64, line))]))
         init = list(base)
         init[12] = b.add(splat(counter), ir.Constant(_VW, list(range(_W))))
         x = list(init)
@@ -209,10 +216,6 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         # lie, made each block's store hold up the next block's load (+1 us of a 64 KiB chunk's 15).
         # AVX2 has 16 ymm registers, too few to hold 16 loads beside the keystream (3% slower so).
         early = [[b.load(b.gep(sp, at[k][g]), align=1) for g in range(groups)] for k in range(_W)] if _W == 16 else None
-        if _PREFETCH:
-            ahead = b.add(b.mul(i, ir.Constant(_I64, STEP)), ir.Constant(_I64, _PREFETCH))
-            for line in range(0, STEP, 64):
-                _prefetch(b, b.gep(src, [b.add(ahead, ir.Constant(_I64, line))]))
         for k in range(_W):
             for g in range(groups):
                 v = early[k][g] if early else b.load(b.gep(sp, at[k][g]), align=1)
