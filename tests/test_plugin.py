@@ -78,6 +78,35 @@ def test_secret_requests(on_path):
         _encrypt(agefast, b"pin key", object())
 
 
+@pytest.mark.parametrize("index", ["00", "+0", "-0"])
+def test_a_file_index_is_read_as_go_reads_a_number(index, on_path):
+    # age reads a recipient-stanza's and a file-key's index with strconv.Atoi.
+    data = b"index:" + index.encode()
+    assert _decrypt(agefast, data, _encrypt(agefast, data, Callbacks()), Callbacks()) == b"through a plugin"
+
+
+@pytest.mark.parametrize("index, error", [("1", "unexpected file index"), ("x", "invalid file index"),
+                                          ("+-0", "invalid file index"), ("0x0", "invalid file index")])
+def test_a_file_index_other_than_zero_is_refused(index, error, on_path):
+    with pytest.raises(agefast.EncryptError, match=error):
+        _encrypt(agefast, b"index:" + index.encode(), Callbacks())
+
+
+def test_a_confirm_with_options_that_are_no_utf8_is_asked(on_path):
+    # age passes the options' bytes on as Go strings; agefast as text, the bytes no UTF-8 replaced.
+    class Asking(Callbacks):
+        def request_public_string(self, description):
+            return "me"
+
+        def confirm(self, message, yes, no):
+            self.seen.append((message, yes, no))
+            return True
+
+    callbacks = Asking()
+    assert _decrypt(agefast, b"askbytes", _encrypt(agefast, b"askbytes", callbacks), callbacks) == b"through a plugin"
+    assert ("carry on?", "go\ufffd", "st\ufffdop") in callbacks.seen
+
+
 def test_no_match_and_file_key_errors(on_path):
     encrypted = _encrypt(agefast, b"key one", Callbacks())
     with pytest.raises(agefast.errors.NoIdentityMatchError):

@@ -146,9 +146,10 @@ def _answer_other(conn: Connection, s: Stanza, callbacks: object) -> None:
             raise ProtocolError("malformed confirm command: wrong number of arguments")
         options: list[str | None]
         try:
-            options = [b64decode(a).decode("utf-8") for a in s.args]
+            # age hands the options' bytes on as they are (Go strings), as the message's
+            options = [b64decode(a).decode("utf-8", "replace") for a in s.args]
             yes, no = options + [None] * (2 - len(s.args))
-        except (ValueError, UnicodeDecodeError):
+        except ValueError:
             raise ProtocolError("malformed confirm command: bad option encoding") from None
         _, choice = _call(callbacks, "confirm", s.body.decode("utf-8", "replace"), yes, no)
         if isinstance(choice, bool):
@@ -164,8 +165,13 @@ def _index_zero(s: Stanza, minimum_args: int) -> None:
     # every index the plugin sends back must be 0.
     if len(s.args) < minimum_args:
         raise ProtocolError(f"malformed {s.type} command: too few arguments")
-    if s.args[0] != "0":
-        raise ProtocolError(f"malformed {s.type} command: unexpected file index {s.args[0][:16]!r}")
+    # age reads the index with strconv.Atoi: a sign, then ASCII digits ("00", "+0" and "-0" are 0)
+    index = s.args[0]
+    digits = index[1:] if index.startswith(("+", "-")) else index
+    if not (digits.isascii() and digits.isdigit()):
+        raise ProtocolError(f"malformed {s.type} command: invalid file index {index[:16]!r}")
+    if digits.strip("0"):
+        raise ProtocolError(f"malformed {s.type} command: unexpected file index {index[:16]!r}")
 
 
 def wrap(binary: Program, recipients: Iterable[str], identities: Iterable[str], file_key: bytes,
