@@ -395,6 +395,39 @@ def test_a_copy_in_place_refused_by_its_condition_is_told_as_a_writer_s(make_pla
     assert fs.cat_file(key) == newer
 
 
+@pytest.mark.parametrize("how", ["put", "copy"])
+def test_a_rekey_in_place_whose_answer_was_lost_is_done(how, make_plaintext, s3, monkeypatch):
+    # botocore retries a write whose answer was lost (a 500), and the retry fails against what the write made:
+    # its If-Match no longer holds, or the upload is gone. The file was told as changed by another writer though
+    # re-keyed, and the same command then failed it. The failure is made here, after the write, as S3 gives it.
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    fs = _fs(s3)
+    key = f"bucket/lost-{how}/doc.age"
+    plaintext = make_plaintext(6 * MiB) if how == "copy" else b"a small file"
+    fs.pipe_file(key, agefast.encrypt(plaintext, [old.to_public()]))
+    pipe_file, call_s3 = fs.pipe_file, fs.call_s3
+
+    def piping(path, data, **kwargs):
+        pipe_file(path, data, **kwargs)
+        if "IfMatch" in kwargs:     # the object's put, not the manifest's
+            raise OSError(errno.EIO, "At least one of the pre-conditions you specified did not hold")
+
+    def calling(method, *args, **kwargs):
+        answer = call_s3(method, *args, **kwargs)
+        if method == "complete_multipart_upload":
+            raise FileNotFoundError(errno.ENOENT, "The specified upload does not exist")
+        return answer
+    if how == "put":
+        monkeypatch.setattr(fs, "pipe_file", piping)
+    else:
+        monkeypatch.setattr(fs, "call_s3", calling)
+    summary = tree.rekey(f"s3://bucket/lost-{how}", [old], [new.to_public()], workers=1, storage_options=s3.options)
+    monkeypatch.undo()
+    assert (summary.done, summary.failed) == (1, 0), summary.records
+    fs.invalidate_cache()
+    assert agefast.decrypt(fs.cat_file(key), [new]) == plaintext
+
+
 def test_a_rekey_in_place_killed_before_its_manifest_was_rewritten_is_resumed_with_the_new_identities_too(s3):
     # The killed run had re-keyed doc.age unrecorded: the same command failed it ever after ("no identity
     # matched"), with nothing to say why nor what to do.

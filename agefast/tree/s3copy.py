@@ -41,6 +41,16 @@ def is_s3(fs: Any) -> bool:
     return "s3" in ((fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol) and hasattr(fs, "call_s3")
 
 
+def holds(fs: Any, key: str, size: int, start: bytes) -> bool:
+    """Whether the object at `key`, asked again, is `size` bytes long and begins with `start`: after a write that
+    failed, whether it was written all the same (its answer lost, botocore's retry failing against it)."""
+    fs.invalidate_cache(key)
+    try:
+        return int(fs.info(key)["size"]) == size and bytes(fs.cat_file(key, start=0, end=len(start))) == start
+    except OSError:
+        return False
+
+
 def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_header: NewHeader) -> bool:
     """Write the age file at `source` (`size` bytes, ETag `etag`) re-keyed at `target`, by server-side copy;
     False, with nothing done, if its payload can't be copied as it is (new_header said so). In place, the
@@ -71,9 +81,15 @@ def rekey(fs: Any, source: str, target: str, size: int, etag: str | None, new_he
                              PartNumber=len(parts) + 1, CopySource=copied,
                              CopySourceRange=f"bytes={start}-{end - 1}", **match)
             parts.append(out["CopyPartResult"]["ETag"])
-        fs.call_s3("complete_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload,
-                   MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]},
-                   **({} if replacing is None else {"IfMatch": replacing}))
+        try:
+            fs.call_s3("complete_multipart_upload", Bucket=target_bucket, Key=target_key, UploadId=upload,
+                       MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(parts)]},
+                       **({} if replacing is None else {"IfMatch": replacing}))
+        except OSError:
+            # A completion done but its answer lost is retried, and the retry fails: the upload is gone, or
+            # in place its If-Match no longer holds. The object is then this upload's: the new header's.
+            if not holds(fs, target, len(header) + size - old_length, header):
+                raise
     except BaseException:
         # The error told is the first one; an abort that fails too leaves an
         # upload that S3's lifecycle rule for incomplete uploads removes.
