@@ -559,6 +559,23 @@ def test_a_store_failing_on_a_file_fails_that_file_alone(tmp_path, make_plaintex
     assert sorted(os.listdir(tmp_path / "enc")) == [".agefast-tree.jsonl", "a", "fine.age"]
 
 
+def test_an_answer_of_the_store_that_names_no_file_is_told_with_the_store(tmp_path, make_plaintext, monkeypatch):
+    # s3fs's PermissionError for a 403 ("The provided token has expired.") named nothing: with two stores, the
+    # line did not say which.
+    import fsspec
+    import fsspec.implementations.memory as memory
+
+    fsspec.filesystem("memory").pipe({f"{tmp_path.name}/src/expired": b"x"})
+
+    def expired(fs, path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "The provided token has expired.")
+    monkeypatch.setattr(memory.MemoryFileSystem, "cat_file", expired)
+    summary = tree.encrypt(f"memory://{tmp_path.name}/src", tmp_path / "enc", [x25519.Identity.generate().to_public()],
+                           workers=1)
+    [failed] = summary.records
+    assert failed["error"] == f"[Errno 13] The provided token has expired.: 'memory:///{tmp_path.name}/src'"
+
+
 def test_on_a_dask_cluster_a_store_failing_on_the_workers_fails_each_file(tmp_path, make_plaintext, s3,
                                                                           monkeypatch):
     # The workers start with no credentials in their environment; this

@@ -263,8 +263,9 @@ def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     So the one test that holds for every store is where the error came
     from: a call into the store runs only the store's code, and whatever
     it raises there is the store failing, or refusing its settings. OSError
-    is left as it is (its subclasses are what callers tell apart, as
-    FileNotFoundError here); what is not an Exception (KeyboardInterrupt, a
+    keeps its type (its subclasses are what callers tell apart, as
+    FileNotFoundError here), and is given the store's URL as its file
+    name where it has none; what is not an Exception (KeyboardInterrupt, a
     signal's) still unwinds the job. The price: a wrong call of agefast's
     own would read as the store failing, its type and message kept (and
     chained as the cause). StoreError keeps OSError's constructor, so it
@@ -272,7 +273,10 @@ def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     """
     try:
         return call(*args, **kwargs)
-    except OSError:
+    except OSError as e:
+        # s3fs's errors for what S3 answered name no file (a 403's "The provided token has expired.")
+        if e.filename is None:
+            e.filename = url
         raise
     except Exception as e:
         said = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
