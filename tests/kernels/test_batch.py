@@ -1,6 +1,7 @@
 """Batched seal/open: identical to agefast.payload.engine's cryptography path, tamper handling, allocation."""
 
 import random
+import sys
 
 import pytest
 
@@ -56,6 +57,43 @@ def test_final_batches_match_cryptography(monkeypatch, threads, span):
         back = bytearray(n)
         assert kernels.open_chunks(KEY, counter, expect, back, True, threads=threads) == max(1, -(-n // CHUNK))
         assert back == src, n
+
+
+def _before_a_page_no_one_reads(n: int):
+    """A writable buffer of `n` bytes that ends where a page begins that cannot be read or written: a byte read or
+    written past it kills the process (SIGSEGV). Its mapping is kept alive by the view."""
+    import ctypes
+    import mmap
+
+    import numpy as np
+
+    pages = -(-n // mmap.PAGESIZE) + 1
+    m = mmap.mmap(-1, (pages + 4) * mmap.PAGESIZE)
+    end = pages * mmap.PAGESIZE
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mprotect(ctypes.c_void_p(ctypes.addressof(ctypes.c_char.from_buffer(m, end))),
+                     ctypes.c_size_t(4 * mmap.PAGESIZE), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect")
+    return np.frombuffer(m, np.uint8)[end - n:end]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes, on Linux")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_no_byte_past_a_batch_s_buffers_is_read_or_written(threads):
+    # The zmm loop prefetches its source 4 KiB ahead (_stitched._PREFETCH): a prefetch does not fault, a load
+    # would. Each buffer ends at a page that cannot be read or written.
+    rng = random.Random(threads)
+    for n in (1000, CHUNK, 3 * CHUNK + 1000):
+        plain = rng.randbytes(n)
+        src = _before_a_page_no_one_reads(n)
+        src[:] = memoryview(plain)
+        expect = reference_seal(0, plain, True)
+        sealed = _before_a_page_no_one_reads(len(expect))
+        assert kernels.seal_chunks(KEY, 0, src, sealed, True, threads=threads) == len(expect)
+        assert bytes(sealed) == expect
+        back = _before_a_page_no_one_reads(n)
+        assert kernels.open_chunks(KEY, 0, sealed, back, True, threads=threads) == -(-n // CHUNK)
+        assert bytes(back) == plain
 
 
 @pytest.mark.parametrize("threads", [1, 2])
