@@ -567,8 +567,14 @@ def test_an_answer_of_the_store_that_names_no_file_is_told_with_the_store(tmp_pa
 
     fsspec.filesystem("memory").pipe({f"{tmp_path.name}/src/expired": b"x"})
 
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    answer = {"Error": {"Code": "ExpiredToken", "Message": "The provided token has expired."}}
+    told = translate_boto_error(ClientError(answer, "GetObject"))     # as s3fs makes it: from the message alone
+
     def expired(fs, path, *args, **kwargs):
-        raise PermissionError(errno.EACCES, "The provided token has expired.")
+        raise told
     monkeypatch.setattr(memory.MemoryFileSystem, "cat_file", expired)
     summary = tree.encrypt(f"memory://{tmp_path.name}/src", tmp_path / "enc", [x25519.Identity.generate().to_public()],
                            workers=1)

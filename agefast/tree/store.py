@@ -250,6 +250,10 @@ class StoreError(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
+# The errno of an OSError subclass that s3fs makes from a message alone.
+_ERRNO = {PermissionError: errno.EACCES, FileNotFoundError: errno.ENOENT, FileExistsError: errno.EEXIST}
+
+
 def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """call(*args, **kwargs), a call into the fsspec store at `url`; an error of the store's library other than an
     OSError becomes a StoreError.
@@ -264,8 +268,8 @@ def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     from: a call into the store runs only the store's code, and whatever
     it raises there is the store failing, or refusing its settings. OSError
     keeps its type (its subclasses are what callers tell apart, as
-    FileNotFoundError here), and is given the store's URL as its file
-    name where it has none; what is not an Exception (KeyboardInterrupt, a
+    FileNotFoundError here), and where it names no file it is told again
+    naming the store; what is not an Exception (KeyboardInterrupt, a
     signal's) still unwinds the job. The price: a wrong call of agefast's
     own would read as the store failing, its type and message kept (and
     chained as the cause). StoreError keeps OSError's constructor, so it
@@ -274,10 +278,12 @@ def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     try:
         return call(*args, **kwargs)
     except OSError as e:
-        # s3fs's errors for what S3 answered name no file (a 403's "The provided token has expired.")
-        if e.filename is None:
-            e.filename = url
-        raise
+        if e.filename is not None or type(e).__module__ != "builtins":
+            raise
+        # s3fs's errors for what S3 answered name no file: PermissionError("The provided token has expired.")
+        # for a 403, FileNotFoundError(key); the store is named, the message and type kept
+        said = e.strerror if e.errno is not None and e.strerror is not None else str(e) or type(e).__name__
+        raise type(e)(e.errno or _ERRNO.get(type(e), errno.EIO), said, url) from e
     except Exception as e:
         said = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         raise StoreError(errno.EIO, said, url) from e
