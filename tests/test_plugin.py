@@ -85,8 +85,10 @@ def test_a_file_index_is_read_as_go_reads_a_number(index, on_path):
     assert _decrypt(agefast, data, _encrypt(agefast, data, Callbacks()), Callbacks()) == b"through a plugin"
 
 
-@pytest.mark.parametrize("index, error", [("1", "unexpected file index"), ("x", "invalid file index"),
-                                          ("+-0", "invalid file index"), ("0x0", "invalid file index")])
+@pytest.mark.parametrize("index, error", [("1", "unexpected file index '1'"), ("x", "invalid file index"),
+                                          ("+-0", "invalid file index"), ("0x0", "invalid file index"),
+                                          ("9" * 19, "invalid file index"),     # past int64, as Atoi refuses it
+                                          ("0" * 30 + "1", r"unexpected file index '000000000000\.\.\.00000001'")])
 def test_a_file_index_other_than_zero_is_refused(index, error, on_path):
     with pytest.raises(agefast.EncryptError, match=error):
         _encrypt(agefast, b"index:" + index.encode(), Callbacks())

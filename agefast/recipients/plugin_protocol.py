@@ -146,7 +146,7 @@ def _answer_other(conn: Connection, s: Stanza, callbacks: object) -> None:
             raise ProtocolError("malformed confirm command: wrong number of arguments")
         options: list[str | None]
         try:
-            # age hands the options' bytes on as they are (Go strings), as the message's
+            # age hands the options' bytes on as they are (Go strings), as it does the message's
             options = [b64decode(a).decode("utf-8", "replace") for a in s.args]
             yes, no = options + [None] * (2 - len(s.args))
         except ValueError:
@@ -165,13 +165,14 @@ def _index_zero(s: Stanza, minimum_args: int) -> None:
     # every index the plugin sends back must be 0.
     if len(s.args) < minimum_args:
         raise ProtocolError(f"malformed {s.type} command: too few arguments")
-    # age reads the index with strconv.Atoi: a sign, then ASCII digits ("00", "+0" and "-0" are 0)
+    # age reads the index with strconv.Atoi: a sign, then ASCII digits within int64 ("00", "+0" and "-0" are 0)
     index = s.args[0]
+    shown = repr(index if len(index) <= 24 else index[:12] + "..." + index[-8:])
     digits = index[1:] if index.startswith(("+", "-")) else index
-    if not (digits.isascii() and digits.isdigit()):
-        raise ProtocolError(f"malformed {s.type} command: invalid file index {index[:16]!r}")
-    if digits.strip("0"):
-        raise ProtocolError(f"malformed {s.type} command: unexpected file index {index[:16]!r}")
+    if not (digits.isascii() and digits.isdigit()) or int(digits) > (1 << 63) - (index[0] != "-"):
+        raise ProtocolError(f"malformed {s.type} command: invalid file index {shown}")
+    if int(digits):
+        raise ProtocolError(f"malformed {s.type} command: unexpected file index {shown}")
 
 
 def wrap(binary: Program, recipients: Iterable[str], identities: Iterable[str], file_key: bytes,
