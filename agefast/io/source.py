@@ -325,7 +325,7 @@ def _lines_through(data: bytes | bytearray, start: int, stop: int, prefix: bytes
     else:
         line = data.find(b"\n" + prefix, seen, stop)
         line = line + 1 if line >= 0 else -1
-    end = data.find(b"\n", line, stop) + 1 if line >= 0 else 0
+    end = data.find(b"\n", max(line, seen), stop) + 1 if line >= 0 else 0
     # The line at start, of which seen - start bytes have no b"\n", then the lines after it.
     first = data.find(b"\n", seen, end or stop)
     if (first if first >= 0 else end or stop) - start > max_line:
