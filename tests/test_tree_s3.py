@@ -559,27 +559,32 @@ def test_a_store_failing_on_a_file_fails_that_file_alone(tmp_path, make_plaintex
     assert sorted(os.listdir(tmp_path / "enc")) == [".agefast-tree.jsonl", "a", "fine.age"]
 
 
-def test_an_answer_of_the_store_that_names_no_file_is_told_with_the_store(tmp_path, make_plaintext, monkeypatch):
+@pytest.mark.parametrize("kind", ["expired token", "blocking"])
+def test_an_answer_of_the_store_that_names_no_file_is_told_with_the_store(kind, tmp_path, monkeypatch):
     # s3fs's PermissionError for a 403 ("The provided token has expired.") named nothing: with two stores, the
-    # line did not say which.
+    # line did not say which. An OSError of another kind (BlockingIOError's third argument is a count) is told as
+    # it came.
     import fsspec
     import fsspec.implementations.memory as memory
-
-    fsspec.filesystem("memory").pipe({f"{tmp_path.name}/src/expired": b"x"})
-
     from botocore.exceptions import ClientError
     from s3fs.errors import translate_boto_error
 
-    answer = {"Error": {"Code": "ExpiredToken", "Message": "The provided token has expired."}}
-    told = translate_boto_error(ClientError(answer, "GetObject"))     # as s3fs makes it: from the message alone
+    fsspec.filesystem("memory").pipe({f"{tmp_path.name}/src/{kind}": b"x"})
+    store = f"memory:///{tmp_path.name}/src"
+    if kind == "expired token":
+        answer = {"Error": {"Code": "ExpiredToken", "Message": "The provided token has expired."}}
+        told = translate_boto_error(ClientError(answer, "GetObject"))     # as s3fs makes it: from the message alone
+        said = f"[Errno 13] The provided token has expired.: '{store}'"
+    else:
+        told, said = BlockingIOError(errno.EAGAIN, "try again"), f"[Errno {errno.EAGAIN}] try again"
 
-    def expired(fs, path, *args, **kwargs):
+    def failing(fs, path, *args, **kwargs):
         raise told
-    monkeypatch.setattr(memory.MemoryFileSystem, "cat_file", expired)
+    monkeypatch.setattr(memory.MemoryFileSystem, "cat_file", failing)
     summary = tree.encrypt(f"memory://{tmp_path.name}/src", tmp_path / "enc", [x25519.Identity.generate().to_public()],
                            workers=1)
     [failed] = summary.records
-    assert failed["error"] == f"[Errno 13] The provided token has expired.: 'memory:///{tmp_path.name}/src'"
+    assert failed["error"] == said
 
 
 def test_on_a_dask_cluster_a_store_failing_on_the_workers_fails_each_file(tmp_path, make_plaintext, s3,

@@ -250,7 +250,8 @@ class StoreError(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
-# The errno of an OSError subclass that s3fs makes from a message alone.
+# The errno of an OSError subclass that s3fs makes from a message alone (others, as BlockingIOError, take other
+# arguments: they are left as they are).
 _ERRNO = {PermissionError: errno.EACCES, FileNotFoundError: errno.ENOENT, FileExistsError: errno.EEXIST}
 
 
@@ -278,7 +279,7 @@ def _calling(url: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     try:
         return call(*args, **kwargs)
     except OSError as e:
-        if e.filename is not None or type(e).__module__ != "builtins":
+        if e.filename is not None or not (type(e) is OSError or type(e) in _ERRNO):
             raise
         # s3fs's errors for what S3 answered name no file: PermissionError("The provided token has expired.")
         # for a 403, FileNotFoundError(key); the store is named, the message and type kept
