@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..format.grammar import atoi
+
 
 class FlagError(Exception):
     """The arguments don't parse; the message is Go's wording. Exit status 2."""
@@ -102,13 +104,15 @@ class FlagSet:
 
 
 def positive_int(text: str) -> int:
-    """The value of a flag that takes a count, as Go's strconv.Atoi reads a number: ASCII digits after an
-    optional "+" (int() also takes "٣", "1_0" and " 3"), within int64; ValueError for anything else, or for
-    less than 1."""
-    digits = text.removeprefix("+")
-    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) < 1 << 63:
+    """The value of a flag that takes a count, as Go's strconv.Atoi reads a number (grammar.atoi); ValueError
+    for anything else, or for less than 1."""
+    try:
+        value = atoi(text)
+    except ValueError:
+        value = 0
+    if value < 1:
         raise ValueError("not a positive integer")
-    return int(digits)
+    return value
 
 
 def parse_command(flags: FlagSet, argv: Iterable[str],

@@ -70,6 +70,18 @@ def b64decode(text: str | bytes) -> bytes:
     return binascii.a2b_base64(raw + _PADDING[rest], strict_mode=True)
 
 
+def atoi(text: str) -> int:
+    """A number as Go's strconv.Atoi reads it (age's plugin file indexes, agefast's counts in flags): an optional
+    sign, then ASCII digits, within int64 (int() also takes "٣", "1_0" and " 3"); ValueError otherwise."""
+    digits = text[1:] if text.startswith(("+", "-")) else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError("not a number")
+    value = -int(digits) if text.startswith("-") else int(digits)
+    if not -1 << 63 <= value < 1 << 63:
+        raise ValueError("out of range")
+    return value
+
+
 def single_argument(stanza: Stanza, size: int, name: str) -> bytes:
     """The one base64 argument, of `size` bytes, of a stanza that wraps a file
     key in a 32-byte body (X25519, mlkem768x25519); HeaderError otherwise.

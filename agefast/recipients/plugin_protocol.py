@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import IO, NamedTuple
 
-from ..format.grammar import Stanza, b64decode, read_stanza
+from ..format.grammar import Stanza, atoi, b64decode, read_stanza
 from ..primitives import passphrase_bytes
 
 # A plugin's stanzas carry file keys, messages and wrapped keys: nothing
@@ -165,13 +165,14 @@ def _index_zero(s: Stanza, minimum_args: int) -> None:
     # every index the plugin sends back must be 0.
     if len(s.args) < minimum_args:
         raise ProtocolError(f"malformed {s.type} command: too few arguments")
-    # age reads the index with strconv.Atoi: a sign, then ASCII digits within int64 ("00", "+0" and "-0" are 0)
+    # age reads the index with strconv.Atoi ("00", "+0" and "-0" are 0)
     index = s.args[0]
     shown = repr(index if len(index) <= 24 else index[:12] + "..." + index[-8:])
-    digits = index[1:] if index.startswith(("+", "-")) else index
-    if not (digits.isascii() and digits.isdigit()) or int(digits) > (1 << 63) - (index[0] != "-"):
-        raise ProtocolError(f"malformed {s.type} command: invalid file index {shown}")
-    if int(digits):
+    try:
+        value = atoi(index)
+    except ValueError:
+        raise ProtocolError(f"malformed {s.type} command: invalid file index {shown}") from None
+    if value:
         raise ProtocolError(f"malformed {s.type} command: unexpected file index {shown}")
 
 

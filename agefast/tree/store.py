@@ -425,11 +425,12 @@ class Remote(NamedTuple):
             try:
                 _made(fs, key, lambda: fs.pipe_file(key, content, **({} if etag is None else {"IfMatch": etag})))
             except OSError:
+                if etag is None:
+                    raise
                 # The condition failed, or the put did, or the put was done and its answer lost, then retried
                 # against what it had written: which, the object tells.
-                if etag is None or not s3copy.holds(fs, key, len(content), content):
-                    if etag is not None:
-                        _refuse_if_replaced(fs, key, etag)
+                if not s3copy.holds(fs, key, len(content), content):
+                    _refuse_if_replaced(fs, key, etag)
                     raise
             named(self.written(path))
             return
