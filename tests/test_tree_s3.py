@@ -395,16 +395,20 @@ def test_a_copy_in_place_refused_by_its_condition_is_told_as_a_writer_s(make_pla
     assert fs.cat_file(key) == newer
 
 
-@pytest.mark.parametrize("how", ["put", "copy"])
+@pytest.mark.parametrize("how", ["put", "copy", "stream"])
 def test_a_rekey_in_place_whose_answer_was_lost_is_done(how, make_plaintext, s3, monkeypatch):
     # botocore retries a write whose answer was lost (a 500), and the retry fails against what the write made:
     # its If-Match no longer holds, or the upload is gone. The file was told as changed by another writer though
     # re-keyed, and the same command then failed it. The failure is made here, after the write, as S3 gives it.
+    # "stream": an armored file (its payload re-encoded, not copied) over files.IN_MEMORY, uploaded in parts.
     old, new = x25519.Identity.generate(), x25519.Identity.generate()
-    fs = _fs(s3)
+    options = {**s3.options, "default_block_size": 5 * MiB} if how == "stream" else s3.options
+    import fsspec
+
+    fs = fsspec.filesystem("s3", **options)
     key = f"bucket/lost-{how}/doc.age"
-    plaintext = make_plaintext(6 * MiB) if how == "copy" else b"a small file"
-    fs.pipe_file(key, agefast.encrypt(plaintext, [old.to_public()]))
+    plaintext = make_plaintext(6 * MiB) if how != "put" else b"a small file"
+    fs.pipe_file(key, agefast.encrypt(plaintext, [old.to_public()], armored=how == "stream"))
     pipe_file, call_s3 = fs.pipe_file, fs.call_s3
 
     def piping(path, data, **kwargs):
@@ -421,7 +425,9 @@ def test_a_rekey_in_place_whose_answer_was_lost_is_done(how, make_plaintext, s3,
         monkeypatch.setattr(fs, "pipe_file", piping)
     else:
         monkeypatch.setattr(fs, "call_s3", calling)
-    summary = tree.rekey(f"s3://bucket/lost-{how}", [old], [new.to_public()], workers=1, storage_options=s3.options)
+    if how == "stream":
+        monkeypatch.setattr(files, "IN_MEMORY", MiB)
+    summary = tree.rekey(f"s3://bucket/lost-{how}", [old], [new.to_public()], workers=1, storage_options=options)
     monkeypatch.undo()
     assert (summary.done, summary.failed) == (1, 0), summary.records
     fs.invalidate_cache()

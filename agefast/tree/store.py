@@ -315,6 +315,26 @@ class _Guarded:
         _calling(self._url, self._target.__exit__, *exc)
 
 
+class _Noted:
+    """A file written through, noting how many bytes it was given and the first of them (s3copy.holds)."""
+
+    _START = 4096     # the new header's first bytes: no other writer's object begins with them
+
+    def __init__(self, f: Any) -> None:
+        self._f, self.size, self.start = f, 0, b""
+
+    def write(self, data: Any) -> Any:
+        n = self._f.write(data)
+        if n:
+            if len(self.start) < self._START:
+                self.start += bytes(memoryview(data).cast("B")[:min(n, self._START - len(self.start))])
+            self.size += n
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+
 class Remote(NamedTuple):
     """A folder of an fsspec filesystem: its path there (no protocol), the protocol and the storage options.
 
@@ -443,13 +463,20 @@ class Remote(NamedTuple):
         # Written to the store only on commit(); until then an upload (S3's
         # multipart) or a temporary file, which discard() throws away.
         f = _made(fs, key, lambda: fs.open(key, "wb", autocommit=False))
+        # In place on S3, what is written is noted: a commit whose answer was lost is retried by botocore and
+        # fails against the upload it completed, and then the object tells whether it was made.
+        out = _Noted(f) if etag is not None else f
         try:
-            content(f)
+            content(out)
             # A commit takes no condition (s3fs's neither): the stamp is asked just before it (a window of one
             # request).
             if unchanged is not None:
                 _refuse_if_replaced(fs, key, unchanged)
-            uploads.commit(f)
+            try:
+                uploads.commit(f)
+            except OSError:
+                if not (isinstance(out, _Noted) and s3copy.holds(fs, key, out.size, out.start)):
+                    raise
         except BaseException:
             uploads.discard(f)
             raise
