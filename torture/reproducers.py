@@ -27,12 +27,18 @@ _HERE = frozenset({"case.age", "identity.txt", "passphrase.txt"})
 def command(party, d, key_arg: str) -> str:
     # For a file an encrypting target wrote, the plaintext's hash is the expectation.
     target = ["--expect-sha256", d.reference_sha256] if d.axis == "encrypt" else ["--target", _spec(party)]
-    argv = [sys.executable, "-m", "torture.reproduce", *target, "case.age", *key_arg.split()]
+    argv = ["-m", "torture.reproduce", *target, "case.age", *key_arg.split()]
     words = [f'"$D/{a}"' if a in _HERE else shlex.quote(a) for a in argv]
     # The target is asked from where the run asked it, with the run's PYTHONPATH and more: a target named by a
     # relative path, or importable only through PYTHONPATH, had failed to run, and "agreed" with every failure.
-    return (f'D="$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)" && cd -- {shlex.quote(os.getcwd())} || exit 2; '
-            f'PYTHONPATH={shlex.quote(_ROOT)}${{PYTHONPATH:+:$PYTHONPATH}} ' + " ".join(words))
+    # On another machine (the folder sent to the target's maintainer) the run's interpreter, folder and checkout
+    # had been missing, and the command did not start: there it takes python3 from the PATH (or $PYTHON), the
+    # folder it is started in and torture as installed.
+    return (f'D="$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)" || exit 2\n'
+            f'P={shlex.quote(sys.executable)}; [ -x "$P" ] || P="${{PYTHON:-python3}}"\n'
+            f'C={shlex.quote(os.getcwd())}; if [ -d "$C" ]; then cd -- "$C" || exit 2; fi\n'
+            f'R={shlex.quote(_ROOT)}; if [ -d "$R" ]; then export PYTHONPATH="$R${{PYTHONPATH:+:$PYTHONPATH}}"; fi\n'
+            '"$P" ' + " ".join(words))
 
 
 def _readme(party, d, group, key_arg: str) -> str:
@@ -42,7 +48,11 @@ def _readme(party, d, group, key_arg: str) -> str:
              f"{d.verified} bytes verified, "
              f"sha256 {d.reference_sha256}",
              f"target:    {d.outcome}; {d.released} bytes released, sha256 {d.sha256}",
-             f"message:   {d.message}", "", "Run ./command.sh to ask both again."]
+             f"message:   {d.message}", "", "Run ./command.sh to ask both again.",
+             # Its folder is sent to the target's maintainer, whose machine has none of this one's paths.
+             "Where this machine's Python, the run's folder or its torture checkout is missing, command.sh",
+             "takes python3 from the PATH (or $PYTHON), runs from the folder it is started in and needs",
+             "torture importable (installed with agefast, or on PYTHONPATH)."]
     if party.target is not None and getattr(party.target, "argv", None) and d.axis != "encrypt":
         raw = " ".join(shlex.quote(a) for a in party.target.argv_for(key_arg.split()[-1]))
         lines.append(f"The target alone: {raw} < case.age | sha256sum")

@@ -138,6 +138,42 @@ def test_a_broken_encryptor_is_caught(tmp_path):
     assert again.stdout.splitlines()[-1] == f"disagreement: the plaintext's sha256 is {group['reference_sha256']}"
 
 
+def test_a_reproducer_runs_on_a_machine_without_the_runs_paths(tmp_path, monkeypatch):
+    # command.sh named the run's interpreter, folder and torture checkout by their absolute paths: sent to the
+    # target's maintainer, it exited 2 at the `cd` there, and the interpreter would not have started either.
+    from torture import __main__ as cli
+    from torture import reproducers, targets
+    from torture.runner import REFERENCE
+
+    header_only = "import sys; sys.stdout.write('age-encryption.org/v1\\n')"
+    encryptor = targets.parse(f"cmd:{sys.executable} -c \"{header_only}\" {{recipient}}", encrypting=True)
+    run, _, _ = cli.run_torture(None, cli.PROFILES["quick"], 1, {"Micro"}, {"encrypt"}, (REFERENCE,),
+                                encrypting=(encryptor,))
+    gone = tmp_path / "the other machine"
+    with monkeypatch.context() as m:
+        m.setattr(sys, "executable", str(gone / "bin" / "python"))
+        m.setattr(os, "getcwd", lambda: str(gone / "cwd"))
+        m.setattr(reproducers, "_ROOT", str(gone / "checkout"))
+        [folder] = reproducers.write(run, str(tmp_path / "sent")).values()
+    assert str(gone) in (tmp_path / "sent" / folder / "command.sh").read_text()
+    # This machine's Python as python3 on the PATH, or as $PYTHON (python3 on the PATH then fails), and torture
+    # importable through PYTHONPATH.
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, body in [("python", f'exec {sys.executable} "$@"'), ("broken", "exit 3")]:
+        (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PYTHON", None)
+    for python3, extra in [("python", {}), ("broken", {"PYTHON": str(bin_ / "python")})]:
+        (bin_ / "python3").unlink(missing_ok=True)
+        (bin_ / "python3").symlink_to(bin_ / python3)
+        again = subprocess.run(["./command.sh"], capture_output=True, text=True, timeout=60,
+                               cwd=tmp_path / "sent" / folder,
+                               env=dict(env, PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}", **extra))
+        assert again.returncode == 1 and again.stdout.startswith("reference: header"), again.stdout + again.stderr
+
+
 @pytest.mark.parametrize("args", [
     ("--target", "nonsense"),
     ("--target", "cmd:age -d"),                       # no {identity}
