@@ -1,5 +1,5 @@
 """Reproducer folders: for each group of near-duplicate disagreements, the
-first case's age file, its identity and a one-line command showing the
+first case's age file, its identity and a short command showing the
 difference (`python -m torture.reproduce`, which asks the reference and the
 target again)."""
 
@@ -32,12 +32,18 @@ def command(party, d, key_arg: str) -> str:
     # The target is asked from where the run asked it, with the run's PYTHONPATH and more: a target named by a
     # relative path, or importable only through PYTHONPATH, had failed to run, and "agreed" with every failure.
     # On another machine (the folder sent to the target's maintainer) the run's interpreter, folder and checkout
-    # had been missing, and the command did not start: there it takes python3 from the PATH (or $PYTHON), the
-    # folder it is started in and torture as installed.
+    # had been missing, and the command did not start: there it takes $PYTHON or python3 from the PATH, the
+    # folder it is started in and torture as installed. $PYTHON, where set, is the interpreter everywhere: a
+    # path the run's had may exist elsewhere without torture. Where torture cannot be imported the command
+    # exits 2, as where the target cannot be run, not 1 (still disagreeing).
     return (f'D="$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)" || exit 2\n'
-            f'P={shlex.quote(sys.executable)}; [ -x "$P" ] || P="${{PYTHON:-python3}}"\n'
+            f'P=${{PYTHON:-}}; [ -n "$P" ] || P={shlex.quote(sys.executable)}\n'
+            '[ -x "$P" ] || P="${PYTHON:-python3}"\n'
             f'C={shlex.quote(os.getcwd())}; if [ -d "$C" ]; then cd -- "$C" || exit 2; fi\n'
             f'R={shlex.quote(_ROOT)}; if [ -d "$R" ]; then export PYTHONPATH="$R${{PYTHONPATH:+:$PYTHONPATH}}"; fi\n'
+            '"$P" -c "import torture.reproduce" 2>/dev/null || '
+            '{ echo "command.sh: $P cannot import torture: install agefast, or put its checkout on PYTHONPATH" >&2; '
+            'exit 2; }\n'
             '"$P" ' + " ".join(words))
 
 
@@ -50,9 +56,9 @@ def _readme(party, d, group, key_arg: str) -> str:
              f"target:    {d.outcome}; {d.released} bytes released, sha256 {d.sha256}",
              f"message:   {d.message}", "", "Run ./command.sh to ask both again.",
              # Its folder is sent to the target's maintainer, whose machine has none of this one's paths.
-             "Where this machine's Python, the run's folder or its torture checkout is missing, command.sh",
-             "takes python3 from the PATH (or $PYTHON), runs from the folder it is started in and needs",
-             "torture importable (installed with agefast, or on PYTHONPATH)."]
+             "$PYTHON, where set, is its interpreter. Where this machine's Python, the run's folder or its",
+             "torture checkout is missing, command.sh takes python3 from the PATH, runs from the folder it is",
+             "started in and needs torture importable (installed with agefast, or on PYTHONPATH): else it exits 2."]
     if party.target is not None and getattr(party.target, "argv", None) and d.axis != "encrypt":
         raw = " ".join(shlex.quote(a) for a in party.target.argv_for(key_arg.split()[-1]))
         lines.append(f"The target alone: {raw} < case.age | sha256sum")

@@ -7,6 +7,7 @@ runs the whole profile the same way."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -156,22 +157,33 @@ def test_a_reproducer_runs_on_a_machine_without_the_runs_paths(tmp_path, monkeyp
         m.setattr(reproducers, "_ROOT", str(gone / "checkout"))
         [folder] = reproducers.write(run, str(tmp_path / "sent")).values()
     assert str(gone) in (tmp_path / "sent" / folder / "command.sh").read_text()
-    # This machine's Python as python3 on the PATH, or as $PYTHON (python3 on the PATH then fails), and torture
-    # importable through PYTHONPATH.
+    # This machine's Python as python3 on the PATH; as $PYTHON, which wins over a run's interpreter that exists
+    # on this machine too (a stub that fails, and python3 on the PATH failing too); and as $PYTHON that cannot
+    # import torture (-S -E: no site-packages, no PYTHONPATH), which exits 2 as a target that cannot be run, not
+    # 1 as a disagreement.
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    for name, body in [("python", f'exec {sys.executable} "$@"'), ("broken", "exit 3")]:
+    for name, body in [("python", f'exec {shlex.quote(sys.executable)} "$@"'), ("broken", "exit 3"),
+                       ("bare", f'exec {shlex.quote(sys.executable)} -S -E "$@"')]:
         (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_ / name).chmod(0o755)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("PYTHON", None)
-    for python3, extra in [("python", {}), ("broken", {"PYTHON": str(bin_ / "python")})]:
-        (bin_ / "python3").unlink(missing_ok=True)
-        (bin_ / "python3").symlink_to(bin_ / python3)
+    for python3, recorded, python, status in [("python", None, None, 1), ("broken", "broken", "python", 1),
+                                               ("python", None, "bare", 2)]:
+        for link, to in [(bin_ / "python3", python3), (gone / "bin" / "python", recorded)]:
+            link.unlink(missing_ok=True)
+            if to is not None:
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(bin_ / to)
         again = subprocess.run(["./command.sh"], capture_output=True, text=True, timeout=60,
                                cwd=tmp_path / "sent" / folder,
-                               env=dict(env, PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}", **extra))
-        assert again.returncode == 1 and again.stdout.startswith("reference: header"), again.stdout + again.stderr
+                               env=dict(env, PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}",
+                                        **({"PYTHON": str(bin_ / python)} if python else {})))
+        if status == 1:
+            assert again.returncode == 1 and again.stdout.startswith("reference: header"), again.stdout + again.stderr
+        else:
+            assert again.returncode == 2 and "cannot import torture" in again.stderr, again.stdout + again.stderr
 
 
 @pytest.mark.parametrize("args", [
