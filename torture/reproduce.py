@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if (args.identity is None) == (args.passphrase_file is None):
         p.error("give an identity file or --passphrase-file, not both")
+    target = None
     try:
         with open(args.file, "rb") as f:
             data = f.read()
@@ -50,7 +51,6 @@ def main(argv=None) -> int:
                 identities = [keys.KeySpec("passphrase", f.read())]
         else:
             identities = load_identities(args.identity)
-        target = None
         if args.target:
             target = targets.parse("module:agefast" if args.target == "agefast" else args.target)
             # As the run: a target that cannot decrypt a plain file (not found where it was, its module not

@@ -201,6 +201,20 @@ def test_usage_errors_exit_2(args):
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
 
 
+@pytest.mark.parametrize("missing", ["case.age", "identity.txt"])
+def test_a_reproducer_whose_file_is_missing_exits_2(tmp_path, missing):
+    # A missing case.age failed with UnboundLocalError (exit 1, read as "still disagree"), not as a usage error.
+    from agefast import x25519
+    from torture import reproduce
+
+    (tmp_path / "case.age").write_bytes(b"age-encryption.org/v1\n")
+    (tmp_path / "identity.txt").write_text(str(x25519.Identity.generate()) + "\n")
+    (tmp_path / missing).unlink()
+    with pytest.raises(SystemExit) as exited:
+        reproduce.main(["--target", "agefast", str(tmp_path / "case.age"), str(tmp_path / "identity.txt")])
+    assert exited.value.code == 2
+
+
 def test_a_run_that_tests_nothing_exits_2():
     # --axes encrypt without an encrypting target judges no file; it printed "0 cases, 0 failures" and passed.
     p = torture("--strata", "Micro", "--axes", "encrypt")
