@@ -33,10 +33,12 @@ def s3():
         yield server
 
 
-def _fs(s3):
+def _fs(s3, **options):
+    """The store's fsspec filesystem, with `options` beside the server's (the instance tree.rekey gets, as fsspec
+    keeps one per set of options)."""
     import fsspec
 
-    return fsspec.filesystem("s3", **s3.options)
+    return fsspec.filesystem("s3", **s3.options, **options)
 
 
 def _copied(requests, key):
@@ -402,10 +404,8 @@ def test_a_rekey_in_place_whose_answer_was_lost_is_done(how, make_plaintext, s3,
     # re-keyed, and the same command then failed it. The failure is made here, after the write, as S3 gives it.
     # "stream": an armored file (its payload re-encoded, not copied) over files.IN_MEMORY, uploaded in parts.
     old, new = x25519.Identity.generate(), x25519.Identity.generate()
-    options = {**s3.options, "default_block_size": 5 * MiB} if how == "stream" else s3.options
-    import fsspec
-
-    fs = fsspec.filesystem("s3", **options)
+    parts = {"default_block_size": 5 * MiB} if how == "stream" else {}
+    fs = _fs(s3, **parts)
     key = f"bucket/lost-{how}/doc.age"
     plaintext = make_plaintext(6 * MiB) if how != "put" else b"a small file"
     fs.pipe_file(key, agefast.encrypt(plaintext, [old.to_public()], armored=how == "stream"))
@@ -427,7 +427,8 @@ def test_a_rekey_in_place_whose_answer_was_lost_is_done(how, make_plaintext, s3,
         monkeypatch.setattr(fs, "call_s3", calling)
     if how == "stream":
         monkeypatch.setattr(files, "IN_MEMORY", MiB)
-    summary = tree.rekey(f"s3://bucket/lost-{how}", [old], [new.to_public()], workers=1, storage_options=options)
+    summary = tree.rekey(f"s3://bucket/lost-{how}", [old], [new.to_public()], workers=1,
+                         storage_options={**s3.options, **parts})
     monkeypatch.undo()
     assert (summary.done, summary.failed) == (1, 0), summary.records
     fs.invalidate_cache()
