@@ -435,6 +435,31 @@ def test_a_rekey_in_place_whose_answer_was_lost_is_done(how, make_plaintext, s3,
     assert agefast.decrypt(fs.cat_file(key), [new]) == plaintext
 
 
+def test_a_streamed_rekey_in_place_whose_commit_failed_is_failed(make_plaintext, s3, monkeypatch):
+    # The other side of the lost answer: a completion that failed leaves the object as it was, and the object,
+    # asked again, says so (it does not begin with the new header).
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    parts = {"default_block_size": 5 * MiB}
+    fs = _fs(s3, **parts)
+    key = "bucket/commit-failed/doc.age"
+    original = agefast.encrypt(make_plaintext(6 * MiB), [old.to_public()], armored=True)
+    fs.pipe_file(key, original)
+    call_s3 = fs.call_s3
+
+    def calling(method, *args, **kwargs):
+        if method == "complete_multipart_upload":
+            raise OSError(errno.EIO, "We encountered an internal error. Please try again.")
+        return call_s3(method, *args, **kwargs)
+    monkeypatch.setattr(fs, "call_s3", calling)
+    monkeypatch.setattr(files, "IN_MEMORY", MiB)
+    summary = tree.rekey("s3://bucket/commit-failed", [old], [new.to_public()], workers=1,
+                         storage_options={**s3.options, **parts})
+    monkeypatch.undo()
+    assert (summary.done, summary.failed) == (0, 1), summary.records
+    fs.invalidate_cache()
+    assert fs.cat_file(key) == original
+
+
 def test_a_rekey_in_place_killed_before_its_manifest_was_rewritten_is_resumed_with_the_new_identities_too(s3):
     # The killed run had re-keyed doc.age unrecorded: the same command failed it ever after ("no identity
     # matched"), with nothing to say why nor what to do.
