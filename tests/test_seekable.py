@@ -230,6 +230,34 @@ def test_a_damaged_chunk_fails_only_reads_that_reach_it():
     assert reader.read(3 * 65536) == plain[9 * 65536:12 * 65536]
 
 
+@pytest.mark.parametrize("real_file", [True, False], ids=["file", "BytesIO"])
+def test_a_file_that_shrank_fails_only_reads_that_reach_what_is_gone(tmp_path, real_file):
+    # A read loads up to 16 chunks from its position; where the file had shrunk meanwhile the whole load failed,
+    # its error pinned to its first chunk: seek(2 chunks) and read(10) raised TruncatedError though chunk 2 was
+    # there, and every later read of it did too (found by a probe of random access).
+    identity = agefast.x25519.Identity.generate()
+    plain = os.urandom(20 * CHUNK + 17)
+    sealed = agefast.encrypt(plain, [identity.to_public()])
+    header = len(sealed) - (20 * SEALED + 17 + 16)
+    path = tmp_path / "shrinks.age"
+    path.write_bytes(sealed)
+    with open(path, "r+b") as f:
+        source = f if real_file else io.BytesIO(sealed)
+        reader = agefast.decryptor(source, [identity])
+        f.truncate(header + 10 * SEALED + 100)
+        if not real_file:
+            source.truncate(header + 10 * SEALED + 100)
+        reader.seek(2 * CHUNK)
+        assert reader.read(10) == plain[2 * CHUNK:2 * CHUNK + 10]
+        assert reader.read(CHUNK) == plain[2 * CHUNK + 10:3 * CHUNK + 10]
+        reader.seek(9 * CHUNK)
+        assert reader.read(2 * CHUNK) == plain[9 * CHUNK:10 * CHUNK]
+        with pytest.raises(errors.TruncatedError, match="shrank"):
+            reader.read(1)
+        reader.seek(3 * CHUNK + 1)
+        assert reader.read(CHUNK) == plain[3 * CHUNK + 1:4 * CHUNK + 1]
+
+
 def test_reads_from_many_threads_take_turns():
     # Two loads at once had filled one buffer together: misplaced plaintext, or a false PayloadError that
     # then failed every read (found by a hostile probe). Each read now returns plaintext from where it began.

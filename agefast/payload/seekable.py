@@ -98,12 +98,16 @@ class SeekablePayload:
         if final:
             size += self.size - self._chunks * CHUNK_SIZE
         view = memoryview(sealed)[:size]
-        if self._pread(view, self._start + first * SEALED_CHUNK_SIZE) != size:
-            return 0, TruncatedError(_SHRANK)
-        ok = self._engine.open(self._key, first, view, plain, final)
+        got = self._pread(view, self._start + first * SEALED_CHUNK_SIZE)
+        if got != size:
+            # The file shrank: the whole chunks that came are opened (none of them the final one), and the first
+            # that did not fails, so that the reads of the chunks before it still succeed.
+            count, final = got // SEALED_CHUNK_SIZE, False
+            view = view[:count * SEALED_CHUNK_SIZE]
+        ok = self._engine.open(self._key, first, view, plain, final) if count else 0
         if ok != count:
             return ok, PayloadError(f"failed to authenticate payload chunk {first + ok}")
-        return ok, None
+        return ok, None if got == size else TruncatedError(_SHRANK)
 
     def _open_chunk(self, index: int) -> bytes:
         """Chunk `index`'s plaintext, opened on its own into new bytes."""
