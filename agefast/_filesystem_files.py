@@ -99,17 +99,20 @@ class AgeReadFile(AbstractBufferedFile):
         super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
                          size=self._payload.seek(0, io.SEEK_END), **kwargs)
 
-    def read(self, length: int = -1) -> bytes:
+    def _refuse_if_closed(self) -> None:
+        # As io's files: every operation on a closed one is a ValueError (fsspec's seek and tell take none).
         if self.closed:
             raise ValueError("I/O operation on closed file.")
+
+    def read(self, length: int = -1) -> bytes:
+        self._refuse_if_closed()
         with self._next_bytes(-1 if length is None else length) as (start, end):
             return self._fetch_range(start, end) if start < end else b""
 
     def readinto(self, b: Buffer) -> int:
         # Straight into the caller's buffer; fsspec's readinto reads into a
         # new bytes object and copies that.
-        if self.closed:
-            raise ValueError("I/O operation on closed file.")
+        self._refuse_if_closed()
         view = memoryview(b).cast("B")
         with self._next_bytes(len(view)) as (start, end):
             if start < end:
@@ -119,11 +122,13 @@ class AgeReadFile(AbstractBufferedFile):
 
     def tell(self) -> int:
         # Where this thread's next read starts (_next_bytes): fsspec's readline and readuntil seek back from it.
+        self._refuse_if_closed()
         pos: int = self._sought.__dict__.get("pos", self.loc)
         return pos
 
     def seek(self, loc: int, whence: int = io.SEEK_SET) -> int:
         # fsspec's seek, but the position it sets kept for this thread's next read (_next_bytes).
+        self._refuse_if_closed()
         bases = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self.size}
         if whence not in bases:
             raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")

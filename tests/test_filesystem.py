@@ -156,6 +156,16 @@ def test_readinto_fills_the_callers_buffer(tmp_path, key, make_plaintext):
         assert f.readinto(bytearray(10)) == 0
 
 
+def test_a_closed_file_refuses_every_operation_as_io_does(tmp_path, key):
+    # read and readinto raised ValueError, but seek and tell went on answering on a closed file.
+    write_age(tmp_path / "x.age", b"plaintext", key)
+    f = reader(key).open(str(tmp_path / "x.age"))
+    f.close()
+    for operation in (f.read, lambda: f.readinto(bytearray(4)), f.tell, lambda: f.seek(1), f.readline):
+        with pytest.raises(ValueError, match="closed file"):
+            operation()
+
+
 @pytest.mark.parametrize("how", ["readinto", "read"])
 def test_threads_sharing_a_file_each_read_the_next_bytes(tmp_path, key, make_plaintext, how):
     # The position had been read before the lock was taken (readinto), or outside any lock (fsspec's read):
