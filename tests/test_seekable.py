@@ -129,12 +129,22 @@ def tampered():
     yield "final and previous swapped", head + b"".join(cs[:-2] + [cs[-1], cs[-2]])
     yield "middle chunk dropped", head + b"".join(cs[:5] + cs[6:])
     yield "middle chunk duplicated", head + b"".join(cs[:5] + cs[4:])
+    whole = agefast.encrypt(DATA[:3 * CHUNK], [RECIPIENT])     # its final chunk full
+    yield "a full final chunk extended by more than a tag", whole + bytes(17)
+    yield "a full final chunk extended by a tag", whole + bytes(16)
 
 
 @pytest.mark.parametrize("name,ct", list(tampered()), ids=[n for n, _ in tampered()])
-def test_tampered_files_fail_before_any_plaintext(name, ct):
-    with pytest.raises(errors.PayloadError):
+def test_tampered_files_fail_before_any_plaintext_with_the_streams_error(name, ct):
+    with pytest.raises(errors.PayloadError) as stream:
+        agefast.decrypt(ct, [IDENTITY])
+    with pytest.raises(type(stream.value)) as random_access:
         open_file(ct)
+    # Where the end of the file is what changed, the stream's words too: bytes after a full final chunk were
+    # told as a damaged or cut last chunk (found by a probe of random access). A middle chunk moved is found
+    # by the stream where it lies, by random access at the end, which no longer fits.
+    if "middle" not in name and "moved" not in name:
+        assert str(random_access.value) == str(stream.value)
 
 
 def test_reordered_middle_chunks_fail_at_the_first_bad_chunk():

@@ -51,17 +51,28 @@ class SeekablePayload:
         self._plain = bytearray(batch * CHUNK_SIZE)
         self._sealed = bytearray(batch * SEALED_CHUNK_SIZE)
         rest = (end - start) % SEALED_CHUNK_SIZE
-        # the cached chunks: [first, first + count)
-        self._first = max(0, self._chunks - (2 if 0 < rest <= TAG_SIZE else 1))
-        tail = memoryview(self._sealed)[:end - start - self._first * SEALED_CHUNK_SIZE]
-        if self._pread(tail, start + self._first * SEALED_CHUNK_SIZE) != len(tail):
-            raise TruncatedError(_SHRANK)
-        self._count, _, problem = open_batch(engine, payload_key, self._first, tail, self._plain, True)
+        first = max(0, self._chunks - (2 if 0 < rest <= TAG_SIZE else 1))
+        problem = self._open_end(first, end)
+        if problem is not None and 0 < first == self._chunks - 1:
+            # Its error as the stream's: the whole chunk before a tail that does not open as the final chunk
+            # tells bytes after a final chunk ("trailing data") from a damaged or cut end.
+            problem = self._open_end(first - 1, end)
         if problem is not None:
             raise problem
         self.pos = 0
         # The chunk a load stopped at last, and why: the reads that reach it fail, reads elsewhere load their own.
         self._failure: tuple[int, PayloadError] | None = None
+
+    def _open_end(self, first: int, end: int) -> PayloadError | None:
+        """Open the chunks from `first` to the end of the file (at `end`) as the stream opens the end of a
+        payload, cached; why the payload is invalid, if it is."""
+        tail = memoryview(self._sealed)[:end - self._start - first * SEALED_CHUNK_SIZE]
+        if self._pread(tail, self._start + first * SEALED_CHUNK_SIZE) != len(tail):
+            raise TruncatedError(_SHRANK)
+        # the cached chunks: [first, first + count)
+        self._first = first
+        self._count, _, problem = open_batch(self._engine, self._key, first, tail, self._plain, True)
+        return problem
 
     def left(self) -> int:
         """The bytes from the position to the end (none past it)."""
