@@ -238,6 +238,10 @@ def test_a_damaged_chunk_fails_only_reads_that_reach_it():
         reader.read(1)
     reader.seek(9 * 65536)
     assert reader.read(3 * 65536) == plain[9 * 65536:12 * 65536]
+    # read() of everything raises at once: one call never returns less than the whole plaintext without an error
+    reader.seek(0)
+    with pytest.raises(errors.PayloadError, match="chunk 8"):
+        reader.read()
 
 
 @pytest.mark.parametrize("real_file", [True, False], ids=["file", "BytesIO"])
