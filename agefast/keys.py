@@ -9,7 +9,7 @@ encrypted with a passphrase whose plaintext is an identity file; see
 import importlib
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeAlias, Union
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, Union
 
 from . import api
 from .recipients import x25519
@@ -195,6 +195,11 @@ class EncryptedIdentityFile:
 
     def __repr__(self) -> str:
         return f"<keys.EncryptedIdentityFile {self._name!r}>"
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        # Once used it holds the identities decrypted: a pickle or copy would carry them without the passphrase.
+        raise TypeError("cannot pickle or copy 'EncryptedIdentityFile' object: a passphrase-encrypted identity "
+                        "file stays in its process")
 
     def _ask(self) -> str:
         if self._passphrase is None:

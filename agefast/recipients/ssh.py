@@ -17,7 +17,7 @@ import hmac
 import re
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
@@ -375,6 +375,12 @@ class EncryptedIdentity:
 
     def __repr__(self) -> str:
         return f"<ssh.EncryptedIdentity {self._public.type} {_tag(self._public._wire)}>"
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        # Once used it holds the key decrypted, whose pickle is its unencrypted PEM (Identity.__reduce__): a
+        # pickle or copy would carry the key without its passphrase, or the callback that asks for it.
+        raise TypeError("cannot pickle or copy 'EncryptedIdentity' object: a passphrase-protected SSH key stays in "
+                        "its process")
 
     def to_public(self) -> Recipient:
         """The recipient (the SSH public key, read in clear from the key file)."""
