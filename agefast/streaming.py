@@ -218,23 +218,36 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
             if self.closed:
                 return
             if self._failed is not None:
-                io.RawIOBase.close(self)
+                self._end(failing=True)
                 raise EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
             try:
                 self._payload.close()
                 finish_file(self._out, self._dst)
-                if self._close_dst:
-                    getattr(self._dst, "close")()
-            finally:
-                io.RawIOBase.close(self)
+            except BaseException:
+                self._end(failing=True)
+                raise
+            self._end(failing=False)
 
     def abort(self) -> None:
         """Stop without sealing the final chunk: the output will not decrypt."""
         if self._forked():
+            # dst is left to the parent: a buffered one's close here would write the parent's pending bytes again.
             io.RawIOBase.close(self)
             return
         with self._turn:
-            io.RawIOBase.close(self)
+            if not self.closed:
+                self._end(failing=True)
+
+    def _end(self, failing: bool) -> None:
+        """Closed, and dst with it where close_dst asked, however the stream ended (an aborted or failed one had
+        left dst open: a descriptor lost per file). Where it fails, its own error is told, not dst's close's."""
+        io.RawIOBase.close(self)
+        if self._close_dst:
+            try:
+                getattr(self._dst, "close")()
+            except Exception:
+                if not failing:
+                    raise
 
 
 def read_all(readinto: Callable[[bytearray], int | None], left: int | None = None) -> bytes:

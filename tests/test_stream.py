@@ -2,6 +2,7 @@
 awkward read and write step, and with readers and writers that do less than
 they are asked to."""
 
+import errno
 import gc
 import io
 import itertools
@@ -106,6 +107,37 @@ def test_encryptor_leaves_dst_open_unless_asked():
     assert not out.closed
     with agefast.encryptor(out, [RECIPIENT], close_dst=True) as w:
         w.write(b"hello")
+    assert out.closed
+
+
+class _Full(io.BytesIO):
+    """A destination whose writes fail past its first KiB (the header's), as a full disk's."""
+
+    def write(self, data):
+        if self.tell() + len(data) > 1024:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(data)
+
+
+@pytest.mark.parametrize("how", ["abort", "with block left by an exception", "failed write", "collected"])
+def test_close_dst_closes_dst_however_the_encryptor_ends(how):
+    # Only a finished encryptor closed its dst: an aborted or failed one, or one collected unclosed, left it open,
+    # a descriptor lost per file (found by a probe of the API).
+    out = _Full() if how == "failed write" else io.BytesIO()
+    w = agefast.encryptor(out, [RECIPIENT], close_dst=True)
+    if how == "abort":
+        w.abort()
+    elif how == "with block left by an exception":
+        with pytest.raises(RuntimeError), w:
+            raise RuntimeError("interrupted")
+    elif how == "failed write":
+        with pytest.raises(OSError):
+            w.write(plaintext(40 * CHUNK))     # more than a batch: sealed and written
+        with pytest.raises(agefast.EncryptError, match="was not finished"):
+            w.close()
+    else:
+        del w
+        gc.collect()
     assert out.closed
 
 
