@@ -49,15 +49,27 @@ def armored_or_not(value: object) -> bool | None:
     return None if value is None else flag("armored", value)
 
 
+def _text(value: Any) -> bool:
+    """Whether `value` is a text file: an io.TextIOBase, or a wrapper of one that is none itself but has its
+    encoding (tempfile's NamedTemporaryFile and SpooledTemporaryFile in a text mode)."""
+    return isinstance(value, io.TextIOBase) or isinstance(getattr(value, "encoding", None), str)
+
+
 def reader(name: str, value: Any) -> Any:
-    if isinstance(value, io.TextIOBase) or not (hasattr(value, "readinto") or hasattr(value, "read")):
+    if _text(value) or not (hasattr(value, "readinto") or hasattr(value, "read")):
         raise TypeError(f"argument {name!r}: expected a binary file object with a .read() method, "
                         f"not {_type_name(value)}")
+    # Told before anything is written (encrypt_io writes the header before its first read), as io tells it.
+    if getattr(value, "closed", False) is True:
+        raise ValueError(f"argument {name!r}: I/O operation on closed file")
+    readable = getattr(value, "readable", None)
+    if callable(readable) and not readable():
+        raise io.UnsupportedOperation(f"argument {name!r}: the file is not readable")
     return value
 
 
 def writer(name: str, value: Any) -> Any:
-    if isinstance(value, io.TextIOBase) or not hasattr(value, "write"):
+    if _text(value) or not hasattr(value, "write"):
         raise TypeError(f"argument {name!r}: expected a binary file object with a .write() method, "
                         f"not {_type_name(value)}")
     return value

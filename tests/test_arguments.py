@@ -4,6 +4,7 @@ call ever destroys its input or a file descriptor it was not given to own."""
 import gc
 import io
 import os
+import tempfile
 
 import pytest
 
@@ -207,6 +208,49 @@ def test_wrong_types_are_refused_before_anything_is_written(call):
     with pytest.raises(TypeError):
         call(out)
     assert out.getvalue() == b""
+
+
+@pytest.mark.parametrize("make", [tempfile.NamedTemporaryFile, tempfile.SpooledTemporaryFile])
+def test_tempfile_text_files_are_refused_before_anything_is_written(make):
+    # They are no io.TextIOBase: as a reader one had met a str where bytes were read, after the header was
+    # written (found by a probe of the API).
+    out = io.BytesIO()
+    with make(mode="w+") as text:
+        text.write("text")
+        text.seek(0)
+        with pytest.raises(TypeError, match="binary file object"):
+            agefast.encrypt_io(text, out, [RECIPIENT])
+        with pytest.raises(TypeError, match="binary file object"):
+            agefast.encrypt_io(io.BytesIO(b"x"), text, [RECIPIENT])
+    assert out.getvalue() == b""
+
+
+@pytest.mark.parametrize("error,make", [
+    (ValueError, lambda: _closed(io.BytesIO(b"x"))),
+    (io.UnsupportedOperation, lambda: open(os.devnull, "wb")),
+], ids=["closed", "write-only"])
+def test_a_reader_that_cannot_be_read_is_refused_before_the_header_is_written(error, make):
+    # encrypt_io writes the header before its first read: the reader's error came after it (found by a probe).
+    out, reader = io.BytesIO(), make()
+    with pytest.raises(error):
+        agefast.encrypt_io(reader, out, [RECIPIENT])
+    assert out.getvalue() == b""
+    reader.close()
+
+
+def _closed(f):
+    f.close()
+    return f
+
+
+@pytest.mark.parametrize("make", [tempfile.NamedTemporaryFile, tempfile.SpooledTemporaryFile])
+def test_tempfile_binary_files_still_pass(make):
+    with make(mode="w+b") as src, make(mode="w+b") as dst:
+        src.write(b"plaintext")
+        src.seek(0)
+        agefast.encrypt_io(src, dst, [RECIPIENT])
+        dst.seek(0)
+        assert agefast.decrypt(dst.read(), [IDENTITY]) == b"plaintext"
 
 
 @pytest.mark.parametrize("call", [
