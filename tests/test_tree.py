@@ -147,6 +147,20 @@ def test_rekeying_in_place_syncs_each_output_before_it_replaces_the_only_copy(tm
     assert len(synced) == 3 * len(NAMES)
 
 
+def test_a_file_failed_after_it_was_done_is_still_done_before(tmp_path, make_plaintext):
+    # The manifest's last line for a file had decided: a line it failed on after it was done (a run with --force
+    # whose identities no longer open it, or a run at the same time that found it changed) hid the line saying
+    # what is there, and every rerun of the same command failed the file again (found by a probe of the tree).
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [old.to_public()], workers=1)
+    assert tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1).done == len(NAMES)
+    forced = tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1, force=True)
+    assert (forced.done, forced.failed) == (0, len(NAMES))
+    again = tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=1)
+    assert (again.done, again.failed, again.skipped) == (0, 0, len(NAMES)), again.records
+
+
 @pytest.mark.parametrize("when", ["read", "synced"])
 def test_rekeying_in_place_leaves_a_file_written_meanwhile_as_its_writer_leaves_it(tmp_path, make_plaintext,
                                                                                   monkeypatch, when,
