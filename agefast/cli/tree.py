@@ -150,7 +150,9 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
             stopped = stopped or e      # the job's own error first
     for record in summary.records:
         if record["status"] == "failed":
-            chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None else ""
+            # The first chunk that fails, where the error does not name it already ("... payload chunk 2").
+            said = f"chunk {record.get('chunk')}"
+            chunk = f" ({said})" if record.get("chunk") is not None and said not in record["error"] else ""
             # A name is anyone's to choose: one with a newline or an escape sequence could write report lines
             # of its own, or hide this one on a terminal.
             source, error = (text if text.isprintable() else go_quote(text)
