@@ -552,8 +552,11 @@ def _wait_for_a_read_of_stdin(pid: int) -> None:
 @pytest.mark.parametrize("command", [["agefast.cli.keygen", "-y"], ["agefast.cli.inspect"]])
 def test_ctrl_c_ends_every_command_as_it_ends_age(command):
     # agefast-keygen and agefast-inspect, waiting on standard input, printed KeyboardInterrupt's traceback.
+    # SIGINT at its default, as in a shell's foreground, not as the tests may have inherited it (ignored in a
+    # shell's background job).
     proc = subprocess.Popen([sys.executable, "-m", *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for_a_read_of_stdin(proc.pid)     # past the imports: a signal there is Python's start-up's
         os.killpg(proc.pid, signal.SIGINT)

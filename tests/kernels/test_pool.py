@@ -76,10 +76,15 @@ def test_a_signal_leaves_no_span_running(where):
         return span
 
     timer = threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT))
-    with pytest.raises(KeyboardInterrupt):
-        if where == "while waiting for the workers":
-            timer.start()
-        map_spans(run, list(range(40)), 3)
+    # Python's handler, even where the tests inherited SIGINT ignored (a shell's background job).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if where == "while waiting for the workers":
+                timer.start()
+            map_spans(run, list(range(40)), 3)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if where == "while waiting for the workers":
         timer.join()
     stop.set()
