@@ -773,6 +773,16 @@ def test_a_line_glued_onto_one_another_worker_left_cut_is_read(tmp_path):
     assert manifest.load(cut + b"\n") == {}
 
 
+def test_a_manifest_gives_each_file_its_last_done_line():
+    # Not the file's last line (a failure after it was done had hidden what is there), nor an earlier done line
+    # (with whole-second times, a re-key back to recipients the file had in the same second would match it).
+    from agefast.tree import manifest
+
+    lines = [manifest.line({"operation": "rekey", "source": "a.age", "status": status, "sealed_for": sealed})
+             for status, sealed in [("done", "B"), ("done", "A"), ("failed", None)]]
+    assert manifest.load(b"".join(lines))[b"a.age"]["sealed_for"] == "A"
+
+
 def test_a_manifest_this_account_may_only_append_to_is_appended_to(tmp_path, make_plaintext):
     # Looking for a line cut short must not ask to read it: force reads no manifest, and had run.
     identity = x25519.Identity.generate()

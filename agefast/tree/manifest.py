@@ -32,18 +32,20 @@ from typing import Any
 from .walk import Found
 
 
-def load(data: bytes) -> dict[bytes, list[dict[str, Any]]]:
-    """The lines that say a file was done, for each source path in the manifest `data`.
+def load(data: bytes) -> dict[bytes, dict[str, Any]]:
+    """The last line that says a file was done, for each source path in the manifest `data`.
 
-    Every such line, not only the last line of the file: a line the file
-    failed on after it was done (a run at the same time, which found it
-    changed, or a run with --force whose identities no longer open it) had
-    hidden the line that says what is there, and each rerun failed the file
-    again. A line is only believed where its output is still as it says
-    (is_done). A line cut short by a kill (the last one) or not of this
-    format is ignored: its file is done again.
+    The last such line, not the file's last line: a line the file failed on
+    after it was done (a run at the same time, which found it changed, or a
+    run with --force whose identities no longer open it) had hidden the line
+    that says what is there, and each rerun failed the file again. Not an
+    earlier done line either: where a file's time has whole seconds, a
+    re-key back to recipients it had in the same second would have matched
+    that line and been skipped. A line is only believed where its output is
+    still as it says (is_done). A line cut short by a kill (the last one) or
+    not of this format is ignored: its file is done again.
     """
-    done: dict[bytes, list[dict[str, Any]]] = {}
+    done: dict[bytes, dict[str, Any]] = {}
     for text in data.splitlines():
         parsed = _record(text)
         if parsed is None:
@@ -51,7 +53,7 @@ def load(data: bytes) -> dict[bytes, list[dict[str, Any]]]:
             # line (the other workers could not know to start a line of their own): the last record on it.
             parsed = _record(text[max(text.rfind(_RECORD_START), 1):])
         if parsed is not None and parsed[1].get("status") == "done":
-            done.setdefault(parsed[0], []).append(parsed[1])
+            done[parsed[0]] = parsed[1]
     return done
 
 

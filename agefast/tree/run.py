@@ -219,13 +219,12 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
                             "reason": reason})
             passed += 1
             continue
-        name, done = files.output_name(job, item.path), previous.get(item.path)
-        if name is not None and done and outputs is not None:
-            output = outputs(name)
-            if any(manifest.is_done(record, item, output, job.destination is None,
-                                    (job.source.stamp_key, root.stamp_key), job.sealed_for) for record in done):
-                skipped += 1
-                continue
+        name, record = files.output_name(job, item.path), previous.get(item.path)
+        if name is not None and record is not None and outputs is not None and manifest.is_done(
+                record, item, outputs(name), job.destination is None, (job.source.stamp_key, root.stamp_key),
+                job.sealed_for):
+            skipped += 1
+            continue
         (small if item.size <= files.IN_MEMORY else large).append(item)
     if source_folders and isinstance(job.destination, Local):
         job = job._replace(destination=job.destination._replace(sources=frozenset(source_folders)))
