@@ -242,7 +242,8 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
         """Closed, and dst with it where close_dst asked, however the stream ended (an aborted or failed one had
         left dst open: a descriptor lost per file). Where it fails, its own error is told, not dst's close's."""
         io.RawIOBase.close(self)
-        if self._close_dst:
+        # One whose making failed was never the caller's: dst stays open, as it was handed over.
+        if self._close_dst and self._made:
             try:
                 getattr(self._dst, "close")()
             except Exception:

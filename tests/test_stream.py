@@ -141,6 +141,16 @@ def test_close_dst_closes_dst_however_the_encryptor_ends(how):
     assert out.closed
 
 
+def test_close_dst_leaves_dst_open_where_the_encryptor_was_not_made():
+    # The encryptor that raised was never the caller's: its dst is as it was handed over, as a decryptor's src.
+    out = _Full(bytes(2048))
+    out.seek(2048)      # past _Full's first KiB: the header's write fails
+    with pytest.raises(OSError):
+        agefast.encryptor(out, [RECIPIENT], close_dst=True)
+    gc.collect()
+    assert not out.closed
+
+
 def test_interrupted_encryptor_output_never_decrypts():
     out = io.BytesIO()
     with pytest.raises(RuntimeError):
