@@ -15,6 +15,7 @@ import pytest
 import agefast
 from agefast import tree, x25519
 from required import need_module
+from ssh_keys import ssh_keys  # noqa: F401 (a fixture)
 from agefast.payload.rules import CHUNK_SIZE
 
 # Names a tree job must carry as they are: spaces, a newline, bytes that are not UTF-8, nesting.
@@ -771,6 +772,29 @@ def test_a_line_glued_onto_one_another_worker_left_cut_is_read(tmp_path):
     cut = manifest.line({"operation": "rekey", "source": "a.age", "status": "done"})[:30]
     assert list(manifest.load(cut + whole)) == [b"b.age"]
     assert manifest.load(cut + b"\n") == {}
+
+
+def test_a_passphrase_protected_ssh_key_is_asked_for_once(tmp_path, make_plaintext, ssh_keys, monkeypatch):
+    # Each forked worker asked for it again, and a Dask cluster's workers could not be sent the key at all
+    # (found by a review): it is unlocked once, before any worker starts, as an encrypted identity file is.
+    from agefast import ssh
+    from ssh_keys import PASSPHRASE, public_line
+
+    path = ssh_keys["ed25519-protected"]
+    asked = tmp_path / "asked"
+
+    def passphrase():
+        with open(asked, "a") as f:     # a forked worker's ask is counted too
+            f.write("asked\n")
+        return PASSPHRASE
+    protected = ssh.EncryptedIdentity(path.read_bytes(), ssh.Recipient.from_str(public_line(path)), passphrase)
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    monkeypatch.setattr(sys.modules["agefast.tree.run"], "GROUP_FILES", 1)   # a task a file: both workers have some
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [protected.to_public()], workers=2)
+    summary = tree.decrypt(tmp_path / "enc", tmp_path / "dec", [protected], workers=2)
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    assert asked.read_text() == "asked\n"
+    assert all(_read(tmp_path / "dec", name) == plain for name, plain in contents.items())
 
 
 def test_a_manifest_gives_each_file_its_last_done_line():

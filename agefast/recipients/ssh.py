@@ -401,8 +401,14 @@ class EncryptedIdentity:
                     break
             else:
                 return None
+        return self.unlocked().unwrap(stanzas)
+
+    def unlocked(self) -> Identity:
+        """The key decrypted, its passphrase asked for now if it was not yet (agefast.tree asks once, before its
+        workers start, rather than in each)."""
+        if self._identity is None:
             identity = Identity.from_buffer(self._data, self._passphrase())
             if identity._wire != self._public._wire:
                 raise IdentityError("mismatched private and public SSH key")
             self._identity = identity
-        return self._identity.unwrap(stanzas)
+        return self._identity

@@ -59,13 +59,18 @@ def _stores(src: StrPath, dst: StrPath | None, storage_options: dict[str, Any] |
 
 
 def _unlocked(identities: Iterable[Identity]) -> list[Identity]:
-    """The identities, with those of an encrypted identity file decrypted now: its passphrase is asked once,
-    before any worker starts, not by each worker."""
+    """The identities, with those of an encrypted identity file and passphrase-protected SSH keys decrypted now:
+    each passphrase is asked once, before any worker starts, not by each worker (a forked worker asked again,
+    and a Dask cluster's could not be sent the key at all)."""
     from ..keys import EncryptedIdentityFile
+    from ..recipients.ssh import EncryptedIdentity
 
     out: list[Identity] = []
     for identity in _arguments.identities(identities):
-        out += identity.identities() if isinstance(identity, EncryptedIdentityFile) else [identity]
+        if isinstance(identity, EncryptedIdentityFile):
+            out += identity.identities()
+        else:
+            out.append(identity.unlocked() if isinstance(identity, EncryptedIdentity) else identity)
     return out
 
 
