@@ -797,6 +797,30 @@ def test_a_passphrase_protected_ssh_key_is_asked_for_once(tmp_path, make_plainte
     assert all(_read(tmp_path / "dec", name) == plain for name, plain in contents.items())
 
 
+def test_a_key_that_does_not_pickle_is_refused_before_the_cluster_is_asked(tmp_path, make_plaintext):
+    # distributed's serialisation had told it in every task, hundreds of lines of tracebacks (found by a review).
+    import threading
+
+    class Here:
+        """An identity that talks to something of this process, as a plugin's does."""
+
+        def __init__(self):
+            self._lock = threading.Lock()
+
+        def unwrap(self, stanzas):
+            return None
+
+    class Client:
+        def scatter(self, *args, **kwargs):
+            raise AssertionError("the cluster was asked")
+
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
+    with pytest.raises(agefast.errors.IdentityError, match="type Here cannot be sent to the cluster's workers"):
+        tree.verify(tmp_path / "enc", [identity, Here()], client=Client())
+
+
 def test_a_manifest_gives_each_file_its_last_done_line():
     # Not the file's last line (a failure after it was done had hidden what is there), nor an earlier done line
     # (with whole-second times, a re-key back to recipients the file had in the same second would match it).
