@@ -4,6 +4,7 @@ The keys are taken as `agefast` takes them (the same -r, -R, -i and -j), and
 parsed once; the work is agefast.tree's.
 """
 
+import re
 import sys
 from typing import Any
 
@@ -151,8 +152,8 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     for record in summary.records:
         if record["status"] == "failed":
             # The first chunk that fails, where the error does not name it already ("... payload chunk 2").
-            said = f"chunk {record.get('chunk')}"
-            chunk = f" ({said})" if record.get("chunk") is not None and said not in record["error"] else ""
+            named = record.get("chunk") is not None and re.search(rf"\bchunk {record['chunk']}\b", record["error"])
+            chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None and not named else ""
             # A name is anyone's to choose: one with a newline or an escape sequence could write report lines
             # of its own, or hide this one on a terminal.
             source, error = (text if text.isprintable() else go_quote(text)
