@@ -600,11 +600,21 @@ def test_empty_passphrase_generates_one(tmp_path, tty_run):
     assert agefast.decrypt(out.read_bytes(), [agefast.passphrase.Identity(passphrase)]) == b"hello"
 
 
-def test_passphrase_needs_a_terminal(run_agefast):
-    # A new session has no controlling terminal, so /dev/tty cannot be opened.
+def test_passphrase_needs_a_terminal(run_agefast, tmp_path):
+    # A new session has no controlling terminal, so /dev/tty cannot be opened. As age, the error says what was
+    # being read (it had not), for a passphrase to encrypt with or an identity file's.
     done = run_agefast("-p", "-a", input=b"data", start_new_session=True)
     assert done.returncode == 1
-    _assert_one_error_line(done.stderr, "/dev/tty is not available")
+    _assert_one_error_line(done.stderr, "could not read passphrase: standard input is not a terminal, and "
+                                        "/dev/tty is not available")
+    inner = agefast.x25519.Identity.generate()
+    keys = tmp_path / "keys.age"
+    keys.write_bytes(agefast.passphrase.encrypt(f"{inner}\n".encode(), "a passphrase"))
+    sealed = tmp_path / "sealed.age"
+    sealed.write_bytes(agefast.encrypt(b"data", [inner.to_public()]))
+    done = run_agefast("-d", "-i", keys, sealed, stdin=subprocess.DEVNULL, start_new_session=True)
+    assert done.returncode == 1
+    _assert_one_error_line(done.stderr, "could not read passphrase: standard input is not a terminal")
 
 
 # --- agefast-keygen -------------------------------------------------------------------

@@ -260,4 +260,5 @@ def test_without_termios_standard_input_is_not_taken_for_the_terminal(tmp_path):
         os.close(slave)
         os.close(master)
     assert done.returncode == 1
-    assert done.stderr.startswith(b"agefast: error: standard input is not a terminal, and /dev/tty is not available")
+    assert done.stderr.startswith(b"agefast: error: could not read passphrase: standard input is not a terminal, "
+                                  b"and /dev/tty is not available")

@@ -99,7 +99,11 @@ def read_character(prompt: str) -> bytes:
 def _prompt(prompt: str, what: str, echo: bool, whole_line: bool) -> bytes:
     """`prompt` on /dev/tty, then a line (whole_line) or one byte typed there; the prompt is erased after;
     see read_passphrase."""
-    with _open_tty() as tty, _interruptible():
+    try:
+        opened = _open_tty()
+    except TerminalError as e:
+        raise TerminalError(f"could not read {what}: {e}") from None     # as age says which read failed
+    with opened as tty, _interruptible():
         import termios      # here: a system without it (Windows) has no /dev/tty either, and runs every other command
 
         fd = tty.fileno()
