@@ -248,10 +248,10 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     finish() seals whatever is in flight. In a child forked while the
     file was open, it is the parent's: closed there, nothing is sealed,
     named or removed. On a local disk
-    the file is written without a name (agefast.io.replace); elsewhere "wb"
-    writes what the store commits only at the end (S3's multipart upload,
-    else the filesystem's temporary file), and "xb" a new file, removed on
-    failure. A store that commits nothing (memory://) shows the unfinished
+    the file is written without a name (agefast.io.replace), and "xb" takes
+    its name only where none is there then; elsewhere "wb" writes what the
+    store commits only at the end (S3's multipart upload, else the
+    filesystem's temporary file), and "xb" a new file, removed on failure. A store that commits nothing (memory://) shows the unfinished
     file, which fails to decrypt.
     """
 
@@ -268,10 +268,11 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         self._placing: Any = None      # replacing(path), entered: the local file until it has its name
         self._committed_on_close = False
-        if not self._exclusive and isinstance(fs.fs, LocalFileSystem):
+        if isinstance(fs.fs, LocalFileSystem):
             if fs.fs.auto_mkdir:
                 fs.fs.makedirs(os.path.dirname(path), exist_ok=True)
-            self._placing = replacing(path)
+            # "xb" too: written under its name, a kill left an unfinished file there (no removal runs then).
+            self._placing = replacing(path, exclusive=self._exclusive)
             self._raw = self._placing.__enter__()
         else:
             # "xb" is committed on close (and removed on failure) except where the store's upload, committed at

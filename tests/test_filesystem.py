@@ -565,6 +565,25 @@ def test_xb_leaves_no_file_when_its_last_write_fails(tmp_path, key, monkeypatch)
     assert os.listdir(tmp_path) == ["key.txt"]
 
 
+def test_xb_on_a_local_disk_is_named_only_when_whole_and_never_over_a_file(tmp_path, key):
+    # "xb" was written under its name: a kill mid-write (which no removal survives) left an unfinished file
+    # there, which readers could also see being written (found by a probe of the writing side).
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient])
+    path = tmp_path / "new.age"
+    with fs.open(str(path), "xb") as f:
+        f.write(b"x" * (3 * CHUNK_SIZE))
+        assert not os.path.lexists(path)
+    assert agefast.decrypt(path.read_bytes(), [key.identity]) == b"x" * (3 * CHUNK_SIZE)
+    # a file made under the name meanwhile is left as it is
+    raced = tmp_path / "raced.age"
+    f = fs.open(str(raced), "xb")
+    f.write(b"mine")
+    raced.write_bytes(b"theirs")
+    with pytest.raises(FileExistsError):
+        f.close()
+    assert raced.read_bytes() == b"theirs" and sorted(os.listdir(tmp_path)) == ["key.txt", "new.age", "raced.age"]
+
+
 def test_no_file_is_copied_over_a_key_file(tmp_path, key):
     write_age(tmp_path / "x.age", b"data", key)
     fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(tmp_path / "key.txt"),

@@ -115,6 +115,35 @@ PLACING_FAILURES = {"a signal just after the temporary link": ("link", _link_the
                     "a failed rename": ("replace", _rename_refused, PermissionError)}
 
 
+@pytest.mark.parametrize("fallback", [None, *FALLBACKS.values()], ids=["", *FALLBACKS.keys()])
+def test_exclusive_makes_a_new_file_and_never_takes_a_name_that_is_there(fallback, tmp_path, monkeypatch):
+    # As open(path, "xb"), but named only when whole: for the age:: filesystem's "xb" on a local disk.
+    if fallback is None:
+        require_unnamed_files(tmp_path)
+    else:
+        fallback(monkeypatch, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    with replace.replacing(work / "new", exclusive=True) as f:
+        f.write(b"new")
+        f.flush()
+        assert not (work / "new").exists()
+    assert (work / "new").read_bytes() == b"new"
+    for there in ("new", "dangling"):
+        if there == "dangling":
+            (work / "dangling").symlink_to(work / "nowhere")
+        with pytest.raises(FileExistsError):
+            with replace.replacing(work / there, exclusive=True):
+                pass
+    # a name taken while the file was written is left to the file that took it
+    with pytest.raises(FileExistsError):
+        with replace.replacing(work / "raced", exclusive=True) as f:
+            f.write(b"mine")
+            (work / "raced").write_bytes(b"theirs")
+    assert (work / "raced").read_bytes() == b"theirs"
+    assert _names(work) == ["dangling", "new", "raced"]
+
+
 @pytest.mark.parametrize("failure", PLACING_FAILURES.values(), ids=PLACING_FAILURES.keys())
 def test_a_failure_replacing_a_file_leaves_it_and_no_temporary_name(failure, tmp_path, monkeypatch, unnamed_files):
     # An existing file is replaced through a temporary name (link(2) never

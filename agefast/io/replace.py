@@ -90,8 +90,14 @@ class _Partial:
         self._placed = False
         self._pid = os.getpid()     # a child forked meanwhile finalizes its copy: the name is the parent's
 
-    def place(self, target: str, mode: int) -> None:
+    def place(self, target: str, mode: int, exclusive: bool = False) -> None:
         os.chmod(self._tmp, mode, dir_fd=self._folder)
+        if exclusive:
+            # link(2) never replaces a name (FileExistsError); the temporary name then goes.
+            os.link(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder, follow_symlinks=False)
+            self._placed = True
+            os.unlink(self._tmp, dir_fd=self._folder)
+            return
         os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         self._placed = True
 
@@ -175,8 +181,11 @@ class _Unnamed:
                     os.setxattr(self._kept, attribute, os.getxattr(attributes, attribute))
         return kept
 
-    def place(self, target: str, mode: int) -> None:
+    def place(self, target: str, mode: int, exclusive: bool = False) -> None:
         os.fchmod(self._kept, mode)
+        if exclusive:
+            self.link(target)       # FileExistsError where the name was taken meanwhile
+            return
         # WHY two ways: link(2) never replaces a name. Where the target's
         # name is free, the file takes it at once, and no moment leaves a
         # second name. Where a file has it, a name can be replaced at once
@@ -275,7 +284,8 @@ def _refuse_read_only(entry: str, path: str, dir_fd: int | None = None) -> None:
 
 
 def _place(output: "_Unnamed | _Partial", f: IO[bytes] | DirectWriter, target: str, replaced: os.stat_result | None,
-           attributes: str | int | None, durable: bool, sync_folder: Callable[[], None]) -> None:
+           attributes: str | int | None, durable: bool, sync_folder: Callable[[], None],
+           exclusive: bool = False) -> None:
     """Close the written `f` and give `output` the name `target`. Replacing the regular file `replaced`, it keeps
     that file's mode, and where this account may give them, its owner, group and extended attributes (read from
     `attributes`); with `durable`, it is synced before the rename and the folder after (sync_folder): the file it
@@ -290,7 +300,7 @@ def _place(output: "_Unnamed | _Partial", f: IO[bytes] | DirectWriter, target: s
         if not output.keep_owner(replaced, attributes):
             # Ours now, not its owner's: no set-user or set-group bit of theirs on it (as a chown clears them).
             mode &= ~(stat.S_ISUID | stat.S_ISGID)
-    output.place(target, mode)
+    output.place(target, mode, exclusive)
     if durable and replaced is not None:
         sync_folder()
 
@@ -323,9 +333,13 @@ def _refuse_foreign_links(path: str) -> None:
 
 
 @contextlib.contextmanager
-def replacing(path: str | bytes, direct: bool = False, durable: bool = False) -> Iterator[Writer]:
+def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
+              exclusive: bool = False) -> Iterator[Writer]:
     """A binary file to write the result to; it becomes `path` only if the
     block ends without an exception. direct=True writes with O_DIRECT.
+    exclusive=True makes a new file, as open(path, "xb") does: FileExistsError
+    where a name `path` is there (a symbolic link too), when the block starts
+    or when the file takes its name.
 
     A file it replaces must be one open() could write (a read-only file is a
     PermissionError, as age's open gives), and the result keeps its mode,
@@ -335,6 +349,8 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
     must not leave the only copy unwritten).
     """
     path = os.fsdecode(path)
+    if exclusive and os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     _refuse_foreign_links(path)
@@ -384,7 +400,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False) ->
                     f.close()
                 raise
             with _naming(path):
-                _place(output, f, target, there, target, durable, lambda: _sync_folder(directory))
+                _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
         finally:
             output.close()
     finally:
