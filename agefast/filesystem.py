@@ -26,11 +26,14 @@ from typing import Any
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
-from fsspec.implementations.local import LocalFileSystem
+from fsspec.callbacks import DEFAULT_CALLBACK
+from fsspec.implementations.local import LocalFileSystem, make_path_posix
 from fsspec.spec import make_instance
+from fsspec.utils import isfilelike
 
-from . import keys
+from . import _arguments, keys
 from ._filesystem_files import CACHED_CHUNKS, AgeReadFile, AgeWriteFile, armored_error
+from .io.replace import replacing
 from .io.source import Source
 from .payload.rules import NONCE_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, RecipientError
@@ -180,10 +183,10 @@ class AgeFileSystem(ChainedFileSystem):
                 self._loaded_recipients = found
             return self._loaded_recipients
 
-    def _refuse_key_file(self, path: str) -> None:
-        """PermissionError where `path`, on this machine's disk, is one of the identity or recipients files: as
-        agefast -o refuses them, a file written there would lose the key."""
-        if not isinstance(self.fs, LocalFileSystem):
+    def _refuse_key_file(self, path: str, local: bool = False) -> None:
+        """PermissionError where `path`, on this machine's disk (the wrapped filesystem's, unless `local`), is one
+        of the identity or recipients files: as agefast -o refuses them, a file written there would lose the key."""
+        if not (local or isinstance(self.fs, LocalFileSystem)):
             return
         try:
             st = os.stat(path)
@@ -277,6 +280,37 @@ class AgeFileSystem(ChainedFileSystem):
     def rm(self, path: str, recursive: bool = False, maxdepth: int | None = None) -> Any:
         self.invalidate_cache(path)
         return self.fs.rm(self._strip_protocol(path), recursive=recursive, maxdepth=maxdepth)
+
+    def _refuse_the_same_local_file(self, path: str, local_path: str) -> None:
+        """SameFileError where the age file `path` and the plaintext `local_path` are one file of this machine's
+        disk: writing one while reading the other loses it."""
+        if isinstance(self.fs, LocalFileSystem):
+            _arguments.distinct_paths(self._strip_protocol(path), local_path)
+
+    def get_file(self, rpath: str, lpath: Any = None, callback: Any = DEFAULT_CALLBACK, outfile: Any = None,
+                 **kwargs: Any) -> None:
+        # The plaintext onto this machine's disk as agefast -d -o writes it: a new file that becomes lpath only
+        # once whole, never over this filesystem's key file nor over the age file it decrypts. fsspec's opened
+        # lpath first, truncating it: a key, or the input, was lost, and a failed decryption left it empty.
+        if outfile is not None or isfilelike(lpath) or self.isdir(rpath):
+            return super().get_file(rpath, lpath, callback, outfile, **kwargs)    # type: ignore[no-any-return]
+        lpath = make_path_posix(lpath)
+        self._refuse_key_file(lpath, local=True)
+        self._refuse_the_same_local_file(rpath, lpath)
+        os.makedirs(os.path.dirname(lpath) or ".", exist_ok=True)
+        with self.open(rpath, "rb", **kwargs) as f1, replacing(lpath) as f2:
+            callback.set_size(getattr(f1, "size", None))
+            while data := f1.read(self.blocksize):
+                f2.write(data)
+                callback.relative_update(len(data))
+        return None
+
+    def put_file(self, lpath: str, rpath: str, callback: Any = DEFAULT_CALLBACK, mode: str = "overwrite",
+                 **kwargs: Any) -> None:
+        # Not onto the plaintext it reads (encrypt_file and agefast -o refuse it too): the input was replaced.
+        if not os.path.isdir(lpath):
+            self._refuse_the_same_local_file(rpath, make_path_posix(lpath))
+        return super().put_file(lpath, rpath, callback, mode, **kwargs)    # type: ignore[no-any-return]
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> Any:
         # The copy is the same age file, readable with the same identities. (copy and mv come here too.)

@@ -595,6 +595,34 @@ def test_no_file_is_copied_over_a_key_file(tmp_path, key):
     assert (tmp_path / "key.txt").read_bytes() == before and (tmp_path / "x.age").exists()
 
 
+def test_get_and_put_write_over_no_key_file_nor_the_file_they_read(tmp_path, key):
+    # fsspec's get_file opened the local file first: the plaintext went over the identity file, a file decrypted
+    # onto itself was left empty, and so was a local file whose replacement failed to decrypt; put encrypted a
+    # file onto itself (found by a probe of the writing side).
+    write_age(tmp_path / "x.age", b"data", key)
+    fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(tmp_path / "key.txt"),
+                           recipients=[key.recipient])
+    sealed, before = (tmp_path / "x.age").read_bytes(), (tmp_path / "key.txt").read_bytes()
+    for call in (fs.get, fs.get_file):
+        with pytest.raises(PermissionError, match="a key file of this filesystem"):
+            call(str(tmp_path / "x.age"), str(tmp_path / "key.txt"))
+        with pytest.raises(agefast.errors.SameFileError):
+            call(str(tmp_path / "x.age"), str(tmp_path / "x.age"))
+    assert (tmp_path / "key.txt").read_bytes() == before and (tmp_path / "x.age").read_bytes() == sealed
+    damaged = bytearray(sealed)
+    damaged[-1] ^= 1
+    (tmp_path / "damaged.age").write_bytes(bytes(damaged))
+    (tmp_path / "plain").write_bytes(b"what was there")
+    with pytest.raises(PayloadError):
+        fs.get(str(tmp_path / "damaged.age"), str(tmp_path / "plain"))
+    assert (tmp_path / "plain").read_bytes() == b"what was there"
+    fs.get(str(tmp_path / "x.age"), str(tmp_path / "plain"))
+    assert (tmp_path / "plain").read_bytes() == b"data"
+    with pytest.raises(agefast.errors.SameFileError):
+        fs.put(str(tmp_path / "plain"), str(tmp_path / "plain"))
+    assert (tmp_path / "plain").read_bytes() == b"data"
+
+
 def test_a_failure_before_the_first_write_leaves_the_file_there_was(tmp_path, key, monkeypatch):
     from agefast import _filesystem_files
 
