@@ -317,6 +317,13 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         finally:
             self._target.rm(path)
 
+    def tell(self) -> int:
+        # As io's files, and the age file read: a ValueError once closed (fsspec's answers on).
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        written: int = self.loc
+        return written
+
     def write(self, data: Buffer) -> int:
         # Straight to the encryptor, which gathers a batch of chunks of its
         # own: AbstractBufferedFile's buffer in front of it would only copy.

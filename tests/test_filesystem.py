@@ -164,6 +164,13 @@ def test_a_closed_file_refuses_every_operation_as_io_does(tmp_path, key):
     for operation in (f.read, lambda: f.readinto(bytearray(4)), f.tell, lambda: f.seek(1), f.readline):
         with pytest.raises(ValueError, match="closed file"):
             operation()
+    written = reader(key, recipients=[key.recipient]).open(str(tmp_path / "y.age"), "wb")
+    written.write(b"data")
+    assert written.tell() == 4
+    written.close()
+    for operation in (written.tell, lambda: written.write(b"more")):
+        with pytest.raises(ValueError, match="closed"):
+            operation()
 
 
 @pytest.mark.parametrize("how", ["readinto", "read"])
