@@ -256,7 +256,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     """
 
     def __init__(self, fs: KeyedFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
-                 **kwargs: Any) -> None:
+                 autocommit: bool = True, **kwargs: Any) -> None:
         # The exception being handled as the file is opened: a close in its except clause is the user's.
         self._opened_during = sys.exc_info()[1]
         self._pid = os.getpid()
@@ -291,7 +291,9 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         except BaseException:
             self._discard(path)
             raise
-        super().__init__(fs, path, mode, block_size=block_size, **kwargs)
+        super().__init__(fs, path, mode, block_size=block_size, autocommit=autocommit, **kwargs)
+        # Sealed in a transaction (fsspec's: autocommit=False), its naming left to commit(), or discard().
+        self._sealed = False
         self._made = True
 
     def _commit(self) -> None:
@@ -341,8 +343,30 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             except BaseException:
                 self._discard(self.path)
                 raise
-            self._commit()
+            if self.autocommit:
+                self._commit()
+            else:
+                self._sealed = True
         return True
+
+    def commit(self) -> None:
+        """In a transaction, as it completes: the file sealed (closed first, if it was not) under its name. fsspec's
+        transactions had been ignored: the file was named at its close, and stayed where the transaction failed."""
+        if not self.closed:
+            self.close()
+        if self._sealed:
+            self._sealed = False
+            self._commit()
+            self.fs.invalidate_cache(self.path)
+
+    def discard(self) -> None:
+        """In a transaction that failed: the file not written (aborted, if it was still open)."""
+        if not self.closed:
+            self.abort()
+        elif self._sealed:
+            self._sealed = False
+            self._discard(self.path)
+            self.fs.invalidate_cache(self.path)
 
     def close(self) -> None:
         if self.closed:

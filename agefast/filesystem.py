@@ -327,5 +327,5 @@ class AgeFileSystem(ChainedFileSystem):
             return AgeReadFile(self, path, block_size=block_size, cache_options=cache_options, **kwargs)
         if mode in ("wb", "xb"):
             self._refuse_key_file(path)
-            return AgeWriteFile(self, path, mode, block_size=block_size, **kwargs)
+            return AgeWriteFile(self, path, mode, block_size=block_size, autocommit=autocommit, **kwargs)
         raise ValueError(f"mode {mode!r}: age files are read (rb) or written whole (wb, xb)")

@@ -4,6 +4,7 @@ streaming writes, failures, pickling, and pandas / pyarrow through it.
 Dask on worker processes is in test_filesystem_dask.py.
 """
 
+import contextlib
 import io
 import os
 import pickle
@@ -628,6 +629,35 @@ def test_get_and_put_write_over_no_key_file_nor_the_file_they_read(tmp_path, key
     with pytest.raises(agefast.errors.SameFileError):
         fs.put(str(tmp_path / "plain"), str(tmp_path / "plain"))
     assert (tmp_path / "plain").read_bytes() == b"data"
+
+
+@pytest.mark.parametrize("store", ["file", "s3"])
+def test_a_transaction_names_its_files_when_it_completes_and_none_when_it_fails(tmp_path, key, store):
+    # fsspec's transactions had been ignored: each file was named at its close, and stayed where the
+    # transaction failed (found by a probe of the writing side).
+    with contextlib.ExitStack() as stack:
+        if store == "file":
+            fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient], skip_instance_cache=True)
+            root = str(tmp_path)
+        else:
+            s3 = stack.enter_context(s3_server()).options
+            fs = fsspec.filesystem("age", target_protocol="s3", target_options=s3, recipients=[key.recipient],
+                                   skip_instance_cache=True)
+            root = "bucket"
+        _write_in_transactions(fs, root, key)
+
+
+def _write_in_transactions(fs, root, key):
+    with fs.transaction:
+        with fs.open(f"{root}/done.age", "wb") as f:
+            f.write(b"done")
+        assert not fs.fs.exists(f"{root}/done.age")
+    assert agefast.decrypt(fs.fs.cat_file(f"{root}/done.age"), [key.identity]) == b"done"
+    with pytest.raises(RuntimeError), fs.transaction:
+        with fs.open(f"{root}/failed.age", "wb") as f:
+            f.write(b"failed")
+        raise RuntimeError("the transaction fails")
+    assert not fs.fs.exists(f"{root}/failed.age")
 
 
 def test_a_failure_before_the_first_write_leaves_the_file_there_was(tmp_path, key, monkeypatch):
