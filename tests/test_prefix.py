@@ -190,14 +190,21 @@ def test_outputs_replaced_on_success_only_are_left_as_they_were(tmp_path, files,
 
 def test_the_fsspec_layer_releases_nothing_past_the_damage(tmp_path, files, damaged):
     # The filesystem reads through the seekable decryptor, not the file
-    # kernel: a copy out of it (fsspec's get_file, block after block of
-    # fs.blocksize) stops at the block of the first damaged chunk, 70.
+    # kernel: a copy out of it, block after block of fs.blocksize, stops at
+    # the block of the first damaged chunk, 70. Its get_file writes as
+    # agefast -d -o does: the output is replaced on success only.
     _, key, plain, _ = files
     fs = fsspec.filesystem("age", target_protocol="file", identity_file=str(key))
-    with pytest.raises(PayloadError, match="chunk 70$"):
-        fs.get_file(str(damaged(300, 70)), str(tmp_path / "out"))
+    copy = io.BytesIO()
+    with pytest.raises(PayloadError, match="chunk 70$"), fs.open(str(damaged(300, 70))) as f:
+        while data := f.read(fs.blocksize):
+            copy.write(data)
     assert fs.blocksize < 70 * CHUNK_SIZE      # so that some blocks come before the damage
-    assert (tmp_path / "out").read_bytes() == plain[:70 * CHUNK_SIZE // fs.blocksize * fs.blocksize]
+    assert copy.getvalue() == plain[:70 * CHUNK_SIZE // fs.blocksize * fs.blocksize]
+    (tmp_path / "kept").write_bytes(b"before")
+    with pytest.raises(PayloadError, match="chunk 70$"):
+        fs.get_file(str(damaged(300, 70)), str(tmp_path / "kept"))
+    assert (tmp_path / "kept").read_bytes() == b"before"
 
 
 def command(files, decrypting):
