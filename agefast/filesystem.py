@@ -97,6 +97,24 @@ class _HeadReader:
         return len(data)
 
 
+def _on_this_disk(fs: Any, path: str) -> str | None:
+    """Where `path` of the filesystem `fs` lies on this machine's disk, through dir:: and the caches
+    (simplecache::, filecache::, blockcache::, whose writes reach the filesystem they wrap), or None: the rules
+    for key files and for a file read and written at once held only where the filesystem was file:// itself."""
+    from fsspec.implementations.cached import CachingFileSystem
+    from fsspec.implementations.dirfs import DirFileSystem
+
+    while not isinstance(fs, LocalFileSystem):
+        if isinstance(fs, DirFileSystem):
+            path, fs = fs._join(path), fs.fs
+        elif isinstance(fs, CachingFileSystem):
+            fs = fs.fs
+        else:
+            return None
+    on_disk: str = fs._strip_protocol(path)
+    return on_disk
+
+
 class AgeFileSystem(ChainedFileSystem):
     """age files on the filesystem `fs` (or one made from `target_protocol`
     and `target_options`).
@@ -184,12 +202,14 @@ class AgeFileSystem(ChainedFileSystem):
             return self._loaded_recipients
 
     def _refuse_key_file(self, path: str, local: bool = False) -> None:
-        """PermissionError where `path`, on this machine's disk (the wrapped filesystem's, unless `local`), is one
-        of the identity or recipients files: as agefast -o refuses them, a file written there would lose the key."""
-        if not (local or isinstance(self.fs, LocalFileSystem)):
+        """PermissionError where `path` (the wrapped filesystem's, unless `local`: this machine's) is on this
+        machine's disk one of the identity or recipients files: as agefast -o refuses them, a file written there
+        would lose the key."""
+        on_disk = path if local else _on_this_disk(self.fs, path)
+        if on_disk is None:
             return
         try:
-            st = os.stat(path)
+            st = os.stat(on_disk)
         except OSError:
             return
         for key in [*self._identity_files, *self._recipients_files]:
@@ -284,8 +304,9 @@ class AgeFileSystem(ChainedFileSystem):
     def _refuse_the_same_local_file(self, path: str, local_path: str) -> None:
         """SameFileError where the age file `path` and the plaintext `local_path` are one file of this machine's
         disk: writing one while reading the other loses it."""
-        if isinstance(self.fs, LocalFileSystem):
-            _arguments.distinct_paths(self._strip_protocol(path), local_path)
+        on_disk = _on_this_disk(self.fs, self._strip_protocol(path))
+        if on_disk is not None:
+            _arguments.distinct_paths(on_disk, local_path)
 
     def get_file(self, rpath: str, lpath: Any = None, callback: Any = DEFAULT_CALLBACK, outfile: Any = None,
                  **kwargs: Any) -> None:

@@ -660,6 +660,28 @@ def _write_in_transactions(fs, root, key):
     assert not fs.fs.exists(f"{root}/failed.age")
 
 
+@pytest.mark.parametrize("wrapper", ["dir", "simplecache"])
+def test_the_rules_of_this_disk_hold_through_dir_and_the_caches(tmp_path, key, wrapper):
+    # They held only where the filesystem was file:// itself: through dir:: or simplecache:: over this disk a
+    # key file was written over, and get or put wrote onto the file it read (found by a review).
+    write_age(tmp_path / "x.age", b"data", key)
+    (tmp_path / "plain").write_bytes(b"my only copy")
+    options = ({"path": str(tmp_path), "target_protocol": "file"} if wrapper == "dir" else
+               {"target_protocol": "file", "cache_storage": str(tmp_path / "cache")})
+    fs = fsspec.filesystem("age", target_protocol=wrapper, target_options=options,
+                           identity_file=str(key.path), recipients=[key.recipient])
+    base = "" if wrapper == "dir" else f"{tmp_path}/"
+    sealed, before = (tmp_path / "x.age").read_bytes(), key.path.read_bytes()
+    with pytest.raises(agefast.errors.SameFileError):
+        fs.get_file(f"{base}x.age", str(tmp_path / "x.age"))
+    with pytest.raises(agefast.errors.SameFileError):
+        fs.put_file(str(tmp_path / "plain"), f"{base}plain")
+    with pytest.raises(PermissionError, match="a key file of this filesystem"):
+        fs.open(f"{base}key.txt", "wb")
+    assert (tmp_path / "x.age").read_bytes() == sealed and (tmp_path / "plain").read_bytes() == b"my only copy"
+    assert key.path.read_bytes() == before
+
+
 def test_a_failure_before_the_first_write_leaves_the_file_there_was(tmp_path, key, monkeypatch):
     from agefast import _filesystem_files
 
