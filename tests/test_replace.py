@@ -144,6 +144,24 @@ def test_exclusive_makes_a_new_file_and_never_takes_a_name_that_is_there(fallbac
     assert _names(work) == ["dangling", "new", "raced"]
 
 
+def test_exclusive_on_a_file_system_without_hard_links(tmp_path, monkeypatch):
+    # FAT, exFAT, many FUSE and SMB mounts: neither O_TMPFILE nor link(2) (EPERM). exclusive=True had written the
+    # whole file and failed at its end (found by a review); open(path, "xb") works there.
+    _no_o_tmpfile(monkeypatch, tmp_path)
+
+    def no_links(*args, **kwargs):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+    monkeypatch.setattr(replace.os, "link", no_links)
+    with replace.replacing(tmp_path / "new", exclusive=True) as f:
+        f.write(b"new")
+    assert (tmp_path / "new").read_bytes() == b"new" and _names(tmp_path) == ["new"]
+    with pytest.raises(FileExistsError):
+        with replace.replacing(tmp_path / "raced", exclusive=True) as f:
+            f.write(b"mine")
+            (tmp_path / "raced").write_bytes(b"theirs")
+    assert (tmp_path / "raced").read_bytes() == b"theirs" and _names(tmp_path) == ["new", "raced"]
+
+
 @pytest.mark.parametrize("failure", PLACING_FAILURES.values(), ids=PLACING_FAILURES.keys())
 def test_a_failure_replacing_a_file_leaves_it_and_no_temporary_name(failure, tmp_path, monkeypatch, unnamed_files):
     # An existing file is replaced through a temporary name (link(2) never

@@ -47,6 +47,8 @@ _NAME_MAX = 255
 # says EISDIR). Any other failure (no permission, no space, a read-only file
 # system) would fail a named file too, and is the caller's.
 _NO_UNNAMED = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL})
+# How link(2) says the file system has no hard links (FAT's EPERM; FUSE's and SMB's ENOSYS or EOPNOTSUPP).
+_NO_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
 def _new_name(directory: str, name: str, create: Callable[[str], T], dir_fd: int | None = None) -> tuple[T, str]:
@@ -93,8 +95,18 @@ class _Partial:
     def place(self, target: str, mode: int, exclusive: bool = False) -> None:
         os.chmod(self._tmp, mode, dir_fd=self._folder)
         if exclusive:
-            # link(2) never replaces a name (FileExistsError); the temporary name then goes.
-            os.link(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder, follow_symlinks=False)
+            try:
+                # link(2) never replaces a name (FileExistsError); the temporary name then goes.
+                os.link(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder, follow_symlinks=False)
+            except OSError as e:
+                if e.errno not in _NO_LINKS:
+                    raise
+                # A file system without hard links (FAT, exFAT, many FUSE and SMB mounts): the name is taken
+                # empty, as open(path, "xb") takes it, then the whole file is renamed over it.
+                os.close(os.open(target, _EXCLUSIVE, 0o600, dir_fd=self._folder))
+                os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
+                self._placed = True
+                return
             self._placed = True
             os.unlink(self._tmp, dir_fd=self._folder)
             return
