@@ -247,12 +247,12 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     except clause, and the file is sealed; call abort() there.
     finish() seals whatever is in flight. In a child forked while the
     file was open, it is the parent's: closed there, nothing is sealed,
-    named or removed. On a local disk
-    the file is written without a name (agefast.io.replace), and "xb" takes
-    its name only where none is there then; elsewhere "wb" writes what the
-    store commits only at the end (S3's multipart upload, else the
-    filesystem's temporary file), and "xb" a new file, removed on failure. A store that commits nothing (memory://) shows the unfinished
-    file, which fails to decrypt.
+    named or removed. On a local disk the file is written without a name
+    (agefast.io.replace), and "xb" takes its name only where none is there
+    then; elsewhere "wb" writes what the store commits only at the end (S3's
+    multipart upload, else the filesystem's temporary file), and "xb" a new
+    file, removed on failure. A store that commits nothing (memory://) shows
+    the unfinished file, which fails to decrypt.
     """
 
     def __init__(self, fs: KeyedFileSystem, path: str, mode: str = "wb", block_size: int | None = None,
