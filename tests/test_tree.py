@@ -799,7 +799,10 @@ def test_a_passphrase_protected_ssh_key_is_asked_for_once(tmp_path, make_plainte
 
 def test_a_key_that_does_not_pickle_is_refused_before_the_cluster_is_asked(tmp_path, make_plaintext):
     # distributed's serialisation had told it in every task, hundreds of lines of tracebacks (found by a review).
+    # Told before anything is written: no manifest is made. A lambda, which distributed cloudpickles, goes.
     import threading
+
+    need_module("distributed")
 
     class Here:
         """An identity that talks to something of this process, as a plugin's does."""
@@ -817,8 +820,14 @@ def test_a_key_that_does_not_pickle_is_refused_before_the_cluster_is_asked(tmp_p
     identity = x25519.Identity.generate()
     _make_tree(tmp_path / "src", make_plaintext)
     tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
-    with pytest.raises(agefast.errors.IdentityError, match="type Here cannot be sent to the cluster's workers"):
-        tree.verify(tmp_path / "enc", [identity, Here()], client=Client())
+    with pytest.raises(agefast.errors.IdentityError, match="an identity of type Here cannot be sent to the cluster"):
+        tree.decrypt(tmp_path / "enc", tmp_path / "dec", [identity, Here()], client=Client())
+    assert not (tmp_path / "dec").exists()
+    with_a_lambda = Here()
+    del with_a_lambda._lock
+    with_a_lambda.callback = lambda: None
+    with pytest.raises(AssertionError, match="the cluster was asked"):     # past the check
+        tree.verify(tmp_path / "enc", [identity, with_a_lambda], client=Client())
 
 
 def test_a_manifest_gives_each_file_its_last_done_line():

@@ -11,7 +11,6 @@ store's URL and storage options travel with the job, and each worker opens
 the store itself.
 """
 
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,16 +46,19 @@ def result(future: Any) -> list[dict[str, Any]]:
     return records
 
 
-def _refuse_keys_that_stay_here(job: Job) -> None:
-    """IdentityError or RecipientError for a key that does not pickle (a plugin's talks to a process of this
-    machine): told once, before any file is done, not by distributed's serialisation in every task."""
-    for keys, kind, error in ((job.identities, "identity", IdentityError),
-                              (job.recipients, "recipient", RecipientError)):
+def refuse_keys_that_stay_here(job: Job) -> None:
+    """IdentityError or RecipientError for a key that distributed cannot send to the workers (pickled, or where
+    pickle cannot, cloudpickled: a plugin's callbacks may be a lambda): told once, before anything is written,
+    not by distributed's serialisation in every task."""
+    from distributed.protocol.pickle import dumps
+
+    for keys, kind, error in ((job.identities, "an identity", IdentityError),
+                              (job.recipients, "a recipient", RecipientError)):
         for key in keys:
             try:
-                pickle.dumps(key)
+                dumps(key)  # type: ignore[no-untyped-call]  # distributed's is unannotated
             except Exception as e:     # the key's own, never shown: it may hold the secret
-                raise error(f"a {kind} of type {type(key).__name__} cannot be sent to the cluster's workers: "
+                raise error(f"{kind} of type {type(key).__name__} cannot be sent to the cluster's workers: "
                             f"{type(e).__name__}") from None
 
 
@@ -65,7 +67,6 @@ def on_cluster(client: Any, job: Job, appends: bool, groups: list[list[Found]],
     """The records of each group, and of each large file (a task of its own, on all of its worker's cores)."""
     from distributed import as_completed
 
-    _refuse_keys_that_stay_here(job)
     [shared] = client.scatter([job], broadcast=True)
     futures = [client.submit(_task, shared, group, appends, 1, pure=False) for group in groups]
     futures += [client.submit(_task, shared, [found], appends, None, pure=False) for found in large]

@@ -194,6 +194,10 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     here_only = [store for store in (job.source, job.destination) if store is not None and store.in_this_process]
     if here_only and client is not None:
         raise ValueError(f"a cluster's workers cannot reach {here_only[0]}, which is in this process' memory")
+    if client is not None:
+        from .cluster import refuse_keys_that_stay_here
+
+        refuse_keys_that_stay_here(job)
     writes = job.operation != files.VERIFY
     root = files.output_root(job)
     previous = manifest.load(root.load_manifest()) if writes and not force else {}
