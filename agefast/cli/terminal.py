@@ -123,7 +123,7 @@ def _prompt(prompt: str, what: str, echo: bool, whole_line: bool) -> bytes:
         termios.tcsetattr(fd, termios.TCSANOW, mode)
         try:
             tty.write(f"{prompt} ".encode())
-            answer = _read_line(tty) if whole_line else tty.read(1)
+            answer = _read_line(tty, what) if whole_line else tty.read(1)
             if not answer and not whole_line:
                 raise TerminalError(f"could not read {what}: end of input on the terminal")
         except OSError as e:
@@ -189,14 +189,14 @@ class PluginPrompts:
             print(f"agefast: warning: invalid selection {choice.decode()!r}", file=sys.stderr)
 
 
-def _read_line(tty: FileIO) -> bytes:
-    """Read up to a newline, without it; an end of input ends the line too."""
+def _read_line(tty: FileIO, what: str) -> bytes:
+    """Read up to a newline, without it; an end of input ends the line too (`what` is read, for its error)."""
     data = bytearray()
     while True:
         byte = tty.read(1)
         if not byte:
             if not data:
-                raise TerminalError("could not read passphrase: end of input on the terminal")
+                raise TerminalError(f"could not read {what}: end of input on the terminal")
             return bytes(data)
         if byte == b"\n":
             return bytes(data)
