@@ -297,14 +297,20 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
         self._made = True
 
     def _commit(self) -> None:
-        """The written file under its name."""
+        """The written file under its name; where the store refuses it (an "xb" whose name was taken meanwhile),
+        its upload thrown away, not left pending."""
         if self._placing is not None:
             self._placing.__exit__(None, None, None)
             return
         if self._committed_on_close:
             self._raw.close()
-        else:
+            return
+        try:
             uploads.commit(self._raw)
+        except BaseException:
+            with contextlib.suppress(Exception):    # the commit's error is the one to tell
+                uploads.discard(self._raw)
+            raise
 
     def _discard(self, path: str) -> None:
         """The written file gone: never named, or (xb) removed."""
@@ -352,6 +358,9 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     def commit(self) -> None:
         """In a transaction, as it completes: the file sealed (closed first, if it was not) under its name. fsspec's
         transactions had been ignored: the file was named at its close, and stayed where the transaction failed."""
+        if os.getpid() != self._pid:     # a forked child's transaction: the file is the parent's
+            self._forsake()
+            return
         if not self.closed:
             self.close()
         if self._sealed:
@@ -361,6 +370,9 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
 
     def discard(self) -> None:
         """In a transaction that failed: the file not written (aborted, if it was still open)."""
+        if os.getpid() != self._pid:
+            self._forsake()
+            return
         if not self.closed:
             self.abort()
         elif self._sealed:

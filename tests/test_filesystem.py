@@ -682,6 +682,24 @@ def test_the_rules_of_this_disk_hold_through_dir_and_the_caches(tmp_path, key, w
     assert key.path.read_bytes() == before
 
 
+def test_a_transaction_left_in_a_forked_child_names_nothing(tmp_path, key):
+    # commit() and discard() did not ask which process they ran in: a child forked in the transaction, leaving
+    # it, named the parent's file (found by a review).
+    fs = fsspec.filesystem("age", target_protocol="file", recipients=[key.recipient], skip_instance_cache=True)
+    with fs.transaction:
+        with fs.open(str(tmp_path / "sealed.age"), "wb") as f:
+            f.write(b"the parent's")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fs.transaction.complete(commit=True)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert sorted(os.listdir(tmp_path)) == ["key.txt"]
+    assert agefast.decrypt((tmp_path / "sealed.age").read_bytes(), [key.identity]) == b"the parent's"
+
+
 def test_a_failure_before_the_first_write_leaves_the_file_there_was(tmp_path, key, monkeypatch):
     from agefast import _filesystem_files
 
