@@ -160,6 +160,14 @@ def test_exclusive_on_a_file_system_without_hard_links(tmp_path, monkeypatch):
             f.write(b"mine")
             (tmp_path / "raced").write_bytes(b"theirs")
     assert (tmp_path / "raced").read_bytes() == b"theirs" and _names(tmp_path) == ["new", "raced"]
+    # a rename that fails gives the name back: no empty file is left under it
+    def no_rename(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    monkeypatch.setattr(replace.os, "replace", no_rename)
+    with pytest.raises(PermissionError):
+        with replace.replacing(tmp_path / "refused", exclusive=True) as f:
+            f.write(b"mine")
+    assert _names(tmp_path) == ["new", "raced"]
 
 
 @pytest.mark.parametrize("failure", PLACING_FAILURES.values(), ids=PLACING_FAILURES.keys())

@@ -103,8 +103,18 @@ class _Partial:
                     raise
                 # A file system without hard links (FAT, exFAT, many FUSE and SMB mounts): the name is taken
                 # empty, as open(path, "xb") takes it, then the whole file is renamed over it.
-                os.close(os.open(target, _EXCLUSIVE, 0o600, dir_fd=self._folder))
-                os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
+                claim = os.open(target, _EXCLUSIVE, 0o600, dir_fd=self._folder)
+                try:
+                    os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
+                except BaseException:
+                    # Not renamed (an error, a signal): the name is given back where it is still the empty claim.
+                    with contextlib.suppress(OSError):
+                        if os.path.samestat(os.fstat(claim), os.stat(target, dir_fd=self._folder,
+                                                                      follow_symlinks=False)):
+                            os.unlink(target, dir_fd=self._folder)
+                    raise
+                finally:
+                    os.close(claim)
                 self._placed = True
                 return
             self._placed = True
