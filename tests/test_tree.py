@@ -797,7 +797,7 @@ def test_a_passphrase_protected_ssh_key_is_asked_for_once(tmp_path, make_plainte
     assert all(_read(tmp_path / "dec", name) == plain for name, plain in contents.items())
 
 
-def test_a_key_that_does_not_pickle_is_refused_before_the_cluster_is_asked(tmp_path, make_plaintext):
+def test_a_key_that_does_not_pickle_is_refused_before_the_cluster_is_asked(tmp_path, make_plaintext, caplog):
     # distributed's serialisation had told it in every task, hundreds of lines of tracebacks (found by a review).
     # Told before anything is written: no manifest is made. A lambda, which distributed cloudpickles, goes.
     import threading
@@ -823,6 +823,7 @@ def test_a_key_that_does_not_pickle_is_refused_before_the_cluster_is_asked(tmp_p
     with pytest.raises(agefast.errors.IdentityError, match="an identity of type Here cannot be sent to the cluster"):
         tree.decrypt(tmp_path / "enc", tmp_path / "dec", [identity, Here()], client=Client())
     assert not (tmp_path / "dec").exists()
+    assert caplog.records == []     # distributed's own pickling logs what it could not pickle: a key
     with_a_lambda = Here()
     del with_a_lambda._lock
     with_a_lambda.callback = lambda: None
