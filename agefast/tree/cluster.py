@@ -11,7 +11,6 @@ store's URL and storage options travel with the job, and each worker opens
 the store itself.
 """
 
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,22 +47,28 @@ def result(future: Any) -> list[dict[str, Any]]:
 
 
 def refuse_keys_that_stay_here(job: Job) -> None:
-    """IdentityError or RecipientError for a key that distributed cannot send to the workers (pickled, or where
-    pickle cannot, cloudpickled: a plugin's callbacks may be a lambda): told once, before anything is written,
-    not by distributed's serialisation in every task."""
-    import cloudpickle     # distributed's; not its own dumps, which logs what it could not pickle: the key
+    """IdentityError or RecipientError for a key that distributed cannot send to the workers (as it pickles:
+    where pickle cannot, or the class is a script's, cloudpickle, so a plugin's callbacks may be a lambda): told
+    once, before anything is written, not by distributed's serialisation in every task."""
+    import logging
 
-    for keys, kind, error in ((job.identities, "an identity", IdentityError),
-                              (job.recipients, "a recipient", RecipientError)):
-        for key in keys:
-            try:
-                pickle.dumps(key)
-            except Exception:
+    from distributed.protocol.pickle import dumps
+
+    # Its logger tells what it could not pickle, and a key's text is its secret.
+    quiet = logging.getLogger("distributed.protocol.pickle")
+    was = quiet.disabled
+    quiet.disabled = True
+    try:
+        for keys, kind, error in ((job.identities, "an identity", IdentityError),
+                                  (job.recipients, "a recipient", RecipientError)):
+            for key in keys:
                 try:
-                    cloudpickle.dumps(key)
+                    dumps(key)  # type: ignore[no-untyped-call]  # distributed's is unannotated
                 except Exception as e:     # the key's own, never shown: it may hold the secret
                     raise error(f"{kind} of type {type(key).__name__} cannot be sent to the cluster's workers: "
                                 f"{type(e).__name__}") from None
+    finally:
+        quiet.disabled = was
 
 
 def on_cluster(client: Any, job: Job, appends: bool, groups: list[list[Found]],
