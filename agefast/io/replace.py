@@ -107,7 +107,9 @@ class _Partial:
                 try:
                     os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
                 except BaseException:
-                    # Not renamed (an error, a signal): the name is given back where it is still the empty claim.
+                    # Not renamed (an error, a signal): the name is given back where it is still the empty claim
+                    # (a file another writer renamed over it between the check and the unlink would go: Linux
+                    # has no unlink of a name only while it is one file; the window is two system calls wide).
                     with contextlib.suppress(OSError):
                         if os.path.samestat(os.fstat(claim), os.stat(target, dir_fd=self._folder,
                                                                       follow_symlinks=False)):
