@@ -682,5 +682,5 @@ def test_a_tree_in_this_process_memory_is_worked_here_and_its_outputs_appear_who
     assert (summary.done, summary.failed) == (6, 1)
     assert sorted(p.rsplit("/", 1)[1] for p in fs.find(f"{root}/dec")) == sorted(
         [".agefast-tree.jsonl", *(f"f{i}" for i in range(6))])
-    with pytest.raises(ValueError, match="a cluster's workers cannot reach memory://"):
+    with pytest.raises(tree.RootsRefused, match="a cluster's workers cannot reach memory://"):
         tree.verify(f"memory://{root}/enc", [identity], client=object())

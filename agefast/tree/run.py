@@ -130,7 +130,8 @@ def _can_fork() -> bool:
 
 class RootsRefused(ValueError):
     """Where the job writes lies where its files are: the output root inside the source (its outputs would be
-    inputs), or the report inside either tree or on a key file of the job."""
+    inputs), or the report inside either tree or on a key file of the job; or a root a cluster's workers cannot
+    reach (a store in this process' memory)."""
 
 
 def check_roots(job: Job) -> None:
@@ -193,7 +194,8 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     # A store in this process' memory is reached from this process alone.
     here_only = [store for store in (job.source, job.destination) if store is not None and store.in_this_process]
     if here_only and client is not None:
-        raise ValueError(f"a cluster's workers cannot reach {here_only[0]}, which is in this process' memory")
+        # A usage error (agefast-tree printed it as a traceback).
+        raise RootsRefused(f"a cluster's workers cannot reach {here_only[0]}, which is in this process' memory")
     if client is not None:
         from .cluster import refuse_keys_that_stay_here
 
