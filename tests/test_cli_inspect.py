@@ -114,6 +114,18 @@ def test_unknown_stanza_types_leave_it_unknown():
     assert (data["postquantum"], data["stanza_types"], data["sizes"]["min_payload"]) == ("unknown", ["some-plugin"], 3)
 
 
+def test_a_header_without_stanzas_is_described_as_age_inspect_describes_it():
+    # age-inspect's parser reads on to the MAC line: no stanza types (null in JSON), nothing said of quantum
+    # safety. agefast-inspect had failed ("header has no recipient stanzas"), as decryption rightly does.
+    header = b"age-encryption.org/v1\n--- " + b"A" * 43 + b"\n"
+    done = run_inspect("--json", input=header + bytes(16 + 16 + 3))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert (data["postquantum"], data["stanza_types"], data["sizes"]["min_payload"]) == ("unknown", None, 3)
+    text = run_inspect(input=header + bytes(16 + 16 + 3))
+    assert text.returncode == 0 and b"recipient types:\n\n" in text.stdout, text.stdout
+
+
 def test_json_escapes_html_characters_as_go_does():
     # Go's json.Encoder escapes "<", ">" and "&" (SetEscapeHTML); a stanza type may hold them.
     header = b"age-encryption.org/v1\n-> a<b&c>d\nAAAA\n--- " + b"A" * 43 + b"\n"

@@ -89,7 +89,7 @@ def inspect(reader: Any, file_size: int | None = None) -> dict[str, Any]:
     if armored:
         source = Source(ArmorReader(source))
     try:
-        header = parse_header(source)
+        header = parse_header(source, require_stanzas=False)
     except HeaderError as e:
         raise InspectError(f"failed to read header: {e}") from None
     header_size = len(header.mac_input) + len(encode_mac_line(header.mac))
@@ -115,7 +115,7 @@ def inspect(reader: Any, file_size: int | None = None) -> dict[str, Any]:
         "version": VERSION,
         "postquantum": postquantum,
         "armor": armored,
-        "stanza_types": types,
+        "stanza_types": types or None,      # Go's nil slice: null where there are none
         "sizes": {"header": header_size, "armor": armor_size, "overhead": overhead,
                   "min_payload": payload, "max_payload": payload, "min_padding": 0, "max_padding": 0},
     }
@@ -128,7 +128,7 @@ def describe(name: str, data: dict[str, Any]) -> str:
     if data["armor"]:
         lines += ["This file is ASCII-armored.", ""]
     lines.append("This file is encrypted to the following recipient types:")
-    lines += [f"  - {go_quote(t)}" for t in data["stanza_types"]]
+    lines += [f"  - {go_quote(t)}" for t in data["stanza_types"] or ()]
     lines.append("")
     if data["postquantum"] == "yes":
         lines += ["This file uses post-quantum encryption.", ""]

@@ -162,8 +162,9 @@ def encode_mac_line(mac: bytes) -> bytes:
     return b" " + b64encode_bytes(mac) + b"\n"
 
 
-def parse_header(src: "HeaderSource") -> Header:
-    """Read a header from a Source or MemorySource, leaving it positioned at the payload."""
+def parse_header(src: "HeaderSource", require_stanzas: bool = True) -> Header:
+    """Read a header from a Source or MemorySource, leaving it positioned at the payload; one without stanzas is
+    a HeaderError unless not `require_stanzas` (age-inspect describes it: Go's parser reads on to the MAC line)."""
     # No longer than the version line: anything else is not an age file, and
     # a first line of a gigabyte of spaces need not be read to say so.
     line = src.readline(len(VERSION_LINE))
@@ -188,7 +189,7 @@ def parse_header(src: "HeaderSource") -> Header:
     it = iter(lines)
     for line in it:
         if line.startswith(MAC_PREFIX):
-            if not stanzas:
+            if not stanzas and require_stanzas:
                 # The spec's grammar is "v1-line 1*stanza end"; Go age reads on and finds no identity matched.
                 raise HeaderError("header has no recipient stanzas")
             if not line.startswith(b"--- "):
