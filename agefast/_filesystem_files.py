@@ -58,6 +58,12 @@ CACHED_CHUNKS = 8
 # seekable decryptor's largest batch.
 _STEP = DIRECT_CHUNKS * CHUNK_SIZE
 
+def _refuse_if_closed(f: AbstractBufferedFile) -> None:
+    # As io's files: every operation on a closed one is a ValueError (fsspec's seek and tell take none).
+    if f.closed:
+        raise ValueError("I/O operation on closed file.")
+
+
 class AgeReadFile(AbstractBufferedFile):
     """The plaintext of an age file, read with random access.
 
@@ -99,20 +105,15 @@ class AgeReadFile(AbstractBufferedFile):
         super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
                          size=self._payload.seek(0, io.SEEK_END), **kwargs)
 
-    def _refuse_if_closed(self) -> None:
-        # As io's files: every operation on a closed one is a ValueError (fsspec's seek and tell take none).
-        if self.closed:
-            raise ValueError("I/O operation on closed file.")
-
     def read(self, length: int = -1) -> bytes:
-        self._refuse_if_closed()
+        _refuse_if_closed(self)
         with self._next_bytes(-1 if length is None else length) as (start, end):
             return self._fetch_range(start, end) if start < end else b""
 
     def readinto(self, b: Buffer) -> int:
         # Straight into the caller's buffer; fsspec's readinto reads into a
         # new bytes object and copies that.
-        self._refuse_if_closed()
+        _refuse_if_closed(self)
         view = memoryview(b).cast("B")
         with self._next_bytes(len(view)) as (start, end):
             if start < end:
@@ -122,13 +123,13 @@ class AgeReadFile(AbstractBufferedFile):
 
     def tell(self) -> int:
         # Where this thread's next read starts (_next_bytes): fsspec's readline and readuntil seek back from it.
-        self._refuse_if_closed()
+        _refuse_if_closed(self)
         pos: int = self._sought.__dict__.get("pos", self.loc)
         return pos
 
     def seek(self, loc: int, whence: int = io.SEEK_SET) -> int:
         # fsspec's seek, but the position it sets kept for this thread's next read (_next_bytes).
-        self._refuse_if_closed()
+        _refuse_if_closed(self)
         bases = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self.size}
         if whence not in bases:
             raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
@@ -326,9 +327,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._target.rm(path)
 
     def tell(self) -> int:
-        # As io's files, and the age file read: a ValueError once closed (fsspec's answers on).
-        if self.closed:
-            raise ValueError("I/O operation on closed file.")
+        _refuse_if_closed(self)
         written: int = self.loc
         return written
 
@@ -358,8 +357,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
     def commit(self) -> None:
         """In a transaction, as it completes: the file sealed (closed first, if it was not) under its name. fsspec's
         transactions had been ignored: the file was named at its close, and stayed where the transaction failed."""
-        if os.getpid() != self._pid:     # a forked child's transaction: the file is the parent's
-            self._forsake()
+        if self._forsaken_in_a_child():
             return
         if not self.closed:
             self.close()
@@ -370,8 +368,7 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
 
     def discard(self) -> None:
         """In a transaction that failed: the file not written (aborted, if it was still open)."""
-        if os.getpid() != self._pid:
-            self._forsake()
+        if self._forsaken_in_a_child():
             return
         if not self.closed:
             self.abort()
@@ -391,17 +388,13 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
 
     def finish(self) -> None:
         """Seal the final chunk and give the file its name, whatever is in flight."""
-        if os.getpid() != self._pid:
-            self._forsake()
+        if self._forsaken_in_a_child():
             raise EncryptError("an age file opened before this process forked is the parent's to finish")
         AbstractBufferedFile.close(self)     # through flush(force=True) and _upload_chunk(final=True)
 
     def abort(self) -> None:
         """Stop without sealing the final chunk: the file is not written."""
-        if self.closed:
-            return
-        if os.getpid() != self._pid:
-            self._forsake()
+        if self.closed or self._forsaken_in_a_child():
             return
         self._encryptor.abort()
         self.closed: bool = True
@@ -409,6 +402,13 @@ class AgeWriteFile(streaming.AbortOnError, AbstractBufferedFile):
             self._discard(self.path)
         finally:
             self.fs.invalidate_cache(self.path)
+
+    def _forsaken_in_a_child(self) -> bool:
+        """Whether this is a child forked while the file was open, where the file is the parent's: then forsaken."""
+        if os.getpid() == self._pid:
+            return False
+        self._forsake()
+        return True
 
     def _forsake(self) -> None:
         """Closed in a forked child, where the file is the parent's: nothing sealed, named, discarded or removed.
