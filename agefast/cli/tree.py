@@ -152,8 +152,8 @@ def _tree(operation: str, args: Arguments, positional: list[str]) -> int:
     for record in summary.records:
         if record["status"] == "failed":
             # The first chunk that fails, where the error does not name it already ("... payload chunk 2").
-            named = record.get("chunk") is not None and re.search(rf"\bchunk {record['chunk']}\b", record["error"])
-            chunk = f" (chunk {record['chunk']})" if record.get("chunk") is not None and not named else ""
+            bad = record.get("chunk")
+            chunk = "" if bad is None or re.search(rf"\bchunk {bad}\b", record["error"]) else f" (chunk {bad})"
             # A name is anyone's to choose: one with a newline or an escape sequence could write report lines
             # of its own, or hide this one on a terminal.
             source, error = (text if text.isprintable() else go_quote(text)
