@@ -145,13 +145,20 @@ def _align_loop(latch, alignment):
     ends, rounded to LLVM's default of 16 bytes on x86, so a change anywhere
     in the kernels moves it. The AVX2 stitched loop, byte for byte the same,
     ran ~10% slower on Zen 2 where it started 16 bytes past a 64-byte
-    boundary than 0, 32 or 48 past (issue 46, benchmarks/HISTORY.md). LLVM
-    reads `llvm.loop.align` from the loop's metadata node, a node whose first
+    boundary than 0, 32 or 48 past (issue 46, benchmarks/HISTORY.md).
+    """
+    _loop_option(latch, "llvm.loop.align", alignment)
+
+
+def _loop_option(latch, name, *values):
+    """Give the loop whose back edge is the branch `latch` LLVM's loop option `name` (with i32 `values`).
+
+    LLVM reads a loop's options from its metadata node, a node whose first
     operand is itself; llvmlite makes no such node, so its operands are set
     once it exists.
     """
     module = latch.parent.parent.module
-    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.align"), ir.Constant(_I32, alignment)])
+    option = module.add_metadata([ir.MetaDataString(module, name), *(ir.Constant(_I32, v) for v in values)])
     loop = module.add_metadata([option])
     loop.operands = (loop, option)
     latch.set_metadata("llvm.loop", loop)

@@ -47,8 +47,8 @@ from ._chunk import (_key as _chunk_key, _lane_groups, _mac_end, _mac_end_beside
                      _seal_chunk, _tag_matches, _take_key)
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
-from ._common import (_align_loop, _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, BLOCK16, CHUNK, FEATURES,
-                      GROUP, IFMA, LANES, SPLIT, TAG)
+from ._common import (_align_loop, _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, _loop_option, BLOCK16, CHUNK,
+                      FEATURES, GROUP, IFMA, LANES, SPLIT, TAG)
 from ._next_key import BESIDE
 from ._poly1305 import _emit_poly_mul, _emit_poly_step, _poly_power, _py_poly_mul, _py_poly_step
 
@@ -79,15 +79,32 @@ NEXT_KEY = (SPLIT and IFMA and _CHAINS == 2 and (CHUNK - 16 * _HASHED * (CHUNK /
             and LANES < _HASHED // 2 <= 2 * LANES)
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
-_ROUNDS = 10 * len(_QUARTER_ROUNDS)
-# Quarter rounds of an iteration before its first Poly1305 step. The steps'
-# loads come first in an iteration, right behind the last one's stores, and
-# a load whose address matches a pending store's modulo 4096 waits for it.
-# Four quarter rounds later the stores have drained: one chunk 2% faster in
-# the split form and on AVX2, over destinations at 38 offsets from their
-# source (benchmarks/HISTORY.md); in the zmm stitched form, which hashes a
-# STEP behind, 0.5% slower, so it starts at once.
-_POLY_DELAY = 4 if SPLIT or _W == 8 else 0
+# The zmm loop's 80 quarter rounds run as loops of one double round (ROLLED),
+# each with its share of the iteration's Poly1305 steps. Unrolled, an
+# iteration was ~3,100 instructions, 15 KB of code, and on Zen 5 ran at two
+# speeds in spells of seconds: ~4.7 instructions a cycle, or ~3.8, about what
+# the decoders give once a loop no longer sits whole in the op cache (a loop
+# of 4,096 plain instructions there ran at 7 or 3 a cycle, by turns). As
+# loops of one double round (1.2-1.5 KB of code each) the AVX-512F class went
+# from 0.75-0.85x of the cipher alone to 0.95-0.98x, and the IFMA class's
+# seal and open from two speeds (0.84-1.07x) to 0.99-1.06x (issue 46,
+# benchmarks/HISTORY.md). The ymm loop stays unrolled: rolled, the AVX2 class
+# measured the same on Zen 5, and its 0.97x on Zen 2 was measured unrolled.
+ROLLED = _W == 16
+# Where a double round's k Poly1305 steps of each chain go: before which of
+# its eight quarter rounds (rolled). Measured on Zen 5: the split form's open
+# 5% faster with the first step before the first quarter round, the stitched
+# form (which hashes what was written a STEP before) 4-15% faster with them
+# spread evenly between its quarter rounds.
+_PLACES = ((lambda k: [8 * j // k for j in range(k)]) if SPLIT
+           else (lambda k: [8 * (j + 1) // (k + 1) for j in range(k)]))
+# Quarter rounds of the ymm loop's iteration before its first Poly1305 step
+# (unrolled). The steps' loads come first in an iteration, right behind the
+# last one's stores, and a load whose address matches a pending store's
+# modulo 4096 waits for it. Four quarter rounds later the stores have
+# drained: one chunk 2% faster, over destinations at 38 offsets from their
+# source (benchmarks/HISTORY.md).
+_POLY_DELAY = 4
 # The zmm loop asks for the source a page ahead of what it reads, a line at a
 # time (prefetcht0), before the iteration's own loads: streaming 128 MiB from
 # memory on Zen 5, the IFMA class's seal went from 0.84x to 0.95x of the
@@ -185,24 +202,13 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         x = list(init)
         chains = [[b.load(slot) for slot in h_slots]] + [[zero] * 3] * (_CHAINS - 1)
         at = b.mul(i, ir.Constant(_I64, 2 * _HASHED))      # this iteration's first i64 of poly
-        done = 0
-        for q in range(_ROUNDS):
-            # Poly1305 step p of each chain goes before quarter round q where, with D = _POLY_DELAY,
-            # p <= (q - D) * per / (80 - D): every step of the chain, since per < 80 - D
-            while done < per and q >= _POLY_DELAY and done * (_ROUNDS - _POLY_DELAY) <= (q - _POLY_DELAY) * per:
-                for c in range(_CHAINS):
-                    first = 2 * (per * c + done)
-                    m = [b.load(b.gep(pp, [b.add(at, ir.Constant(_I64, first + k))]), align=1) for k in (0, 1)]
-                    chains[c] = list(_emit_poly_step(b, *chains[c], *m, one, r0, r1))
-                done += 1
-            quarter = _QUARTER_ROUNDS[q % len(_QUARTER_ROUNDS)]
-            _emit_quarter_round(b, x, *quarter, rotl=rotl)
-            if _CHAINS > 1:
-                # LLVM's scheduler put two chains' 2,000 scalar instructions in one block before the
-                # vector code (0.49x of the cipher alone), out of the out-of-order window's reach
-                tied = _tie(b, [w for h in chains for w in h] + [x[quarter[3]]])
-                chains = [tied[3 * c:3 * c + 3] for c in range(_CHAINS)]
-                x[quarter[3]] = tied[-1]
+        poly = (pp, at, per, r0, r1, one)
+        if ROLLED:
+            x, chains = _rolled_rounds(b, x, chains, poly, rotl)
+        else:
+            # step p of each chain before quarter round D + ceil(p (80 - D) / per), D = _POLY_DELAY
+            places = [_POLY_DELAY - (-p * (80 - _POLY_DELAY) // per) for p in range(per)]
+            chains = _rounds(b, x, chains, _QUARTER_ROUNDS * 10, places, poly, 0, rotl)
         h = chains[0] if _CHAINS == 1 else _emit_poly_mul(b, *chains[0], *power, *chains[1])
         for slot, v in zip(h_slots, h):
             b.store(v, slot)
@@ -223,11 +229,63 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         body = b.block
     if _W == 8:
         # where the ymm loop starts was measured on Zen 2 (_align_loop); the zmm loops stay where
-        # LLVM puts them (32 bytes past a boundary in today's builds) until a CPU with AVX-512
-        # measures the move
+        # LLVM puts them (aligned, the IFMA class's measured the same on Zen 5)
         _align_loop(body.terminator, 64)
     for i, slot in zip((4, 5, 6), h_slots):
         b.store(b.load(slot), b.gep(ctx64, [ir.Constant(_I64, i)]))
+
+
+def _rounds(b, x, chains, quarters, places, poly, base, rotl):
+    """The quarter rounds `quarters` on x (in place), step j of each chain before quarter round places[j]:
+    chain c hashes block per c + base + j of the blocks from i64 `at` of pp; returns the chains."""
+    pp, at, per, r0, r1, one = poly
+    for q, quarter in enumerate(quarters):
+        for j in (j for j, place in enumerate(places) if place == q):
+            for c in range(_CHAINS):
+                first = 2 * (per * c + base + j)
+                m = [b.load(b.gep(pp, [b.add(at, ir.Constant(_I64, first + k))]), align=1) for k in (0, 1)]
+                chains[c] = list(_emit_poly_step(b, *chains[c], *m, one, r0, r1))
+        _emit_quarter_round(b, x, *quarter, rotl=rotl)
+        if _CHAINS > 1:
+            # LLVM's scheduler put two chains' 2,000 scalar instructions in one block before the
+            # vector code (0.49x of the cipher alone), out of the out-of-order window's reach
+            tied = _tie(b, [w for h in chains for w in h] + [x[quarter[3]]])
+            chains = [tied[3 * c:3 * c + 3] for c in range(_CHAINS)]
+            x[quarter[3]] = tied[-1]
+    return chains
+
+
+def _rolled_rounds(b, x, chains, poly, rotl):
+    """The 10 double rounds as loops of one (ROLLED): a loop for each number of steps a double round
+    takes, the per steps of each chain spread over them as evenly as they go, the larger shares first;
+    returns (x, chains) after them."""
+    pp, at, per, r0, r1, one = poly
+    x_slots = [cgutils.alloca_once(b, _VW) for _ in range(16)]
+    h_slots = [cgutils.alloca_once(b, _I64) for _ in range(3 * _CHAINS)]
+
+    def store(x, chains):
+        for slot, v in zip(x_slots + h_slots, x + [w for h in chains for w in h]):
+            b.store(v, slot)
+
+    def load():
+        words = [b.load(slot) for slot in h_slots]
+        return [b.load(slot) for slot in x_slots], [words[3 * c:3 * c + 3] for c in range(_CHAINS)]
+
+    store(x, chains)
+    many, extra = divmod(per, 10)
+    base = 0
+    for k, n in ((many + 1, extra), (many, 10 - extra)):
+        if n == 0:
+            continue
+        with cgutils.for_range(b, ir.Constant(_I64, n)) as loop:
+            x, chains = load()
+            step_at = b.add(at, b.mul(loop.index, ir.Constant(_I64, 2 * k)))
+            chains = _rounds(b, x, chains, _QUARTER_ROUNDS, _PLACES(k), (pp, step_at, per, r0, r1, one), base, rotl)
+            store(x, chains)
+            latch = b.block
+        _loop_option(latch.terminator, "llvm.loop.unroll.disable")
+        base += n * k
+    return load()
 
 
 def _prefetch(b, address):

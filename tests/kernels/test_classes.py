@@ -82,16 +82,20 @@ def test_a_class_build_executes_only_the_extensions_the_class_requires(builds, c
     assert used[cpu_class.name], used      # its own extension (zmm, IFMA, ymm): the vector code was seen
 
 
-def _longest_loop(path: str, function: str) -> list[tuple[int, str]]:
-    """(address, Intel syntax) of each instruction of the longest loop in `function` of the library at `path`, from
-    its longest backward branch's target to that branch."""
+def _loops(path: str, function: str) -> list[list[tuple[int, str]]]:
+    """Each loop in `function` of the library at `path`, longest first: (address, Intel syntax) of each of its
+    instructions, from a backward branch's target to that branch."""
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-M", "intel", path], capture_output=True,
                          text=True, check=True).stdout
     branches = re.findall(rf"^ *([0-9a-f]+):\s+j\w+\s+([0-9a-f]+) <{function}\+0x[0-9a-f]+>", out, re.MULTILINE)
-    backward = [(int(source, 16) - int(target, 16), int(target, 16)) for source, target in branches]
-    length, start = max(b for b in backward if b[0] > 0)
-    code = ((int(a, 16), text.strip()) for a, text in re.findall(r"^ *([0-9a-f]+):\t(.*)$", out, re.MULTILINE))
-    return [(a, text) for a, text in code if start <= a <= start + length]
+    backward = sorted(((int(source, 16) - int(target, 16), int(target, 16)) for source, target in branches),
+                      reverse=True)
+    code = [(int(a, 16), text.strip()) for a, text in re.findall(r"^ *([0-9a-f]+):\t(.*)$", out, re.MULTILINE)]
+    return [[(a, text) for a, text in code if start <= a <= start + length] for length, start in backward if length > 0]
+
+
+def _longest_loop(path: str, function: str) -> list[tuple[int, str]]:
+    return _loops(path, function)[0]
 
 
 def _loop_start(path: str, function: str) -> int:
@@ -121,6 +125,19 @@ def test_the_zmm_loop_prefetches_the_source_before_it_reads_it(builds, cpu_class
     source = re.search(r"\[(\w+\+\w+\*1)", loop[prefetches[0]]).group(1)     # base + index, as the loads address it
     reads = [k for k, text in enumerate(loop) if f"ZMMWORD PTR [{source}" in text and not text.startswith("vmovdqu64 ZMMWORD")]
     assert len(reads) == 16 and prefetches[-1] < reads[0], (prefetches, reads)
+
+
+@pytest.mark.requires_tool("objdump", "cc")
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86 classes compile on an x86-64 machine")
+@pytest.mark.parametrize("cpu_class", [c for c in X86 if c.name.startswith("avx512")], ids=lambda c: c.name)
+def test_the_zmm_loop_runs_its_rounds_as_loops_of_one_double_round(builds, cpu_class):
+    # _stitched.ROLLED: an iteration's 80 quarter rounds unrolled (320 rotates, 15 KB of code) ran on Zen 5
+    # at the decoders' speed in spells, 15-20% under the same loop running from the op cache.
+    loops = _loops(str(builds(cpu_class)), "agefast_stitched_steps")
+    rotates = [sum(text.startswith("vprold") for _, text in loop) for loop in loops]
+    inner = [(loop, n) for loop, n in zip(loops[1:], rotates[1:]) if n]
+    assert rotates[0] <= 64 and inner and all(n == 32 for _, n in inner), rotates       # 8 quarter rounds' 4 each
+    assert all(loop[-1][0] - loop[0][0] < 2048 for loop, _ in inner), [loop[-1][0] - loop[0][0] for loop, _ in inner]
 
 
 @pytest.mark.parametrize(("raw", "text", "needs"), [
