@@ -79,25 +79,18 @@ NEXT_KEY = (SPLIT and IFMA and _CHAINS == 2 and (CHUNK - 16 * _HASHED * (CHUNK /
             and LANES < _HASHED // 2 <= 2 * LANES)
 _V8 = ir.VectorType(_I32, 8)
 _VW = ir.VectorType(_I32, _W)
-# The zmm loop's 80 quarter rounds run as loops of one double round (ROLLED),
-# each with its share of the iteration's Poly1305 steps. Unrolled, an
-# iteration was ~3,100 instructions, 15 KB of code, and on Zen 5 ran at two
-# speeds in spells of seconds: ~4.7 instructions a cycle, or ~3.8, about what
-# the decoders give once a loop no longer sits whole in the op cache (a loop
-# of 4,096 plain instructions there ran at 7 or 3 a cycle, by turns). As
-# loops of one double round (1.2-1.5 KB of code each) the AVX-512F class went
-# from 0.75-0.85x of the cipher alone to 0.95-0.98x, and the IFMA class's
-# seal and open from two speeds (0.84-1.07x) to 0.99-1.06x (issue 46,
-# benchmarks/HISTORY.md). The ymm loop stays unrolled: rolled, the AVX2 class
-# measured the same on Zen 5, and its 0.97x on Zen 2 was measured unrolled.
-ROLLED = _W == 16
-# Where a double round's k Poly1305 steps of each chain go: before which of
-# its eight quarter rounds (rolled). Measured on Zen 5: the split form's open
-# 5% faster with the first step before the first quarter round, the stitched
-# form (which hashes what was written a STEP before) 4-15% faster with them
-# spread evenly between its quarter rounds.
-_PLACES = ((lambda k: [8 * j // k for j in range(k)]) if SPLIT
-           else (lambda k: [8 * (j + 1) // (k + 1) for j in range(k)]))
+# The zmm loop's 80 quarter rounds run as loops of one double round
+# (_ROLLED), each with its share of the iteration's Poly1305 steps. Unrolled,
+# an iteration was ~3,100 instructions, 15 KB of code, and on Zen 5 it ran at
+# two speeds in spells of seconds, ~4.7 instructions a cycle or ~3.8: probably
+# the front end, the slow speed being about what the decoders give where a
+# loop is not held whole in the op cache (inferred from the rates and from
+# probe loops; the guest has no performance counters). Rolled, both AVX-512
+# classes hold one speed, at or near the cipher alone (issue 46,
+# benchmarks/HISTORY.md, 2026-12-07). The ymm loop stays unrolled: rolled, the
+# AVX2 class measured the same on Zen 5, and its 0.97x on Zen 2 was measured
+# unrolled.
+_ROLLED = _W == 16
 # Quarter rounds of the ymm loop's iteration before its first Poly1305 step
 # (unrolled). The steps' loads come first in an iteration, right behind the
 # last one's stores, and a load whose address matches a pending store's
@@ -202,13 +195,14 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         x = list(init)
         chains = [[b.load(slot) for slot in h_slots]] + [[zero] * 3] * (_CHAINS - 1)
         at = b.mul(i, ir.Constant(_I64, 2 * _HASHED))      # this iteration's first i64 of poly
-        poly = (pp, at, per, r0, r1, one)
-        if ROLLED:
-            x, chains = _rolled_rounds(b, x, chains, poly, rotl)
+        hashing = (pp, at, per, r0, r1, one)
+        if _ROLLED:
+            x, chains = _rolled_rounds(b, x, chains, hashing, rotl)
         else:
-            # step p of each chain before quarter round D + ceil(p (80 - D) / per), D = _POLY_DELAY
+            # step p of each chain before quarter round D + ceil(p (80 - D) / per), D = _POLY_DELAY: every
+            # step has a place among the 80, since per < 80 - D
             places = [_POLY_DELAY - (-p * (80 - _POLY_DELAY) // per) for p in range(per)]
-            chains = _rounds(b, x, chains, _QUARTER_ROUNDS * 10, places, poly, 0, rotl)
+            chains = _rounds(b, x, chains, _QUARTER_ROUNDS * 10, places, hashing, 0, rotl)
         h = chains[0] if _CHAINS == 1 else _emit_poly_mul(b, *chains[0], *power, *chains[1])
         for slot, v in zip(h_slots, h):
             b.store(v, slot)
@@ -229,16 +223,17 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         body = b.block
     if _W == 8:
         # where the ymm loop starts was measured on Zen 2 (_align_loop); the zmm loops stay where
-        # LLVM puts them (aligned, the IFMA class's measured the same on Zen 5)
+        # LLVM puts them (the unrolled IFMA loop aligned to 64 bytes measured the same on Zen 5)
         _align_loop(body.terminator, 64)
     for i, slot in zip((4, 5, 6), h_slots):
         b.store(b.load(slot), b.gep(ctx64, [ir.Constant(_I64, i)]))
 
 
-def _rounds(b, x, chains, quarters, places, poly, base, rotl):
-    """The quarter rounds `quarters` on x (in place), step j of each chain before quarter round places[j]:
-    chain c hashes block per c + base + j of the blocks from i64 `at` of pp; returns the chains."""
-    pp, at, per, r0, r1, one = poly
+def _rounds(b, x, chains, quarters, places, hashing, base, rotl):
+    """The quarter rounds `quarters` on x (in place), step j of each chain before quarter round places[j]
+    (each a place in `quarters`): chain c hashes block per c + base + j of the blocks from i64 `at` of pp
+    (`hashing`); returns the chains."""
+    pp, at, per, r0, r1, one = hashing
     for q, quarter in enumerate(quarters):
         for j in (j for j, place in enumerate(places) if place == q):
             for c in range(_CHAINS):
@@ -255,20 +250,32 @@ def _rounds(b, x, chains, quarters, places, poly, base, rotl):
     return chains
 
 
-def _rolled_rounds(b, x, chains, poly, rotl):
-    """The 10 double rounds as loops of one (ROLLED): a loop for each number of steps a double round
+def _places(k):
+    """Before which of a double round's eight quarter rounds its k Poly1305 steps of each chain go (rolled).
+
+    As measured on Zen 5: in the split form from the first quarter round on
+    (its open 5% faster than with the steps spread), in the stitched form
+    spread between them (4-15% faster than from the first).
+    """
+    if SPLIT:
+        return [8 * j // k for j in range(k)]
+    return [8 * (j + 1) // (k + 1) for j in range(k)]
+
+
+def _rolled_rounds(b, x, chains, hashing, rotl):
+    """The 10 double rounds as loops of one (_ROLLED): a loop for each number of steps a double round
     takes, the per steps of each chain spread over them as evenly as they go, the larger shares first;
     returns (x, chains) after them."""
-    pp, at, per, r0, r1, one = poly
+    pp, at, per, r0, r1, one = hashing
     x_slots = [cgutils.alloca_once(b, _VW) for _ in range(16)]
-    h_slots = [cgutils.alloca_once(b, _I64) for _ in range(3 * _CHAINS)]
+    word_slots = [cgutils.alloca_once(b, _I64) for _ in range(3 * _CHAINS)]
 
     def store(x, chains):
-        for slot, v in zip(x_slots + h_slots, x + [w for h in chains for w in h]):
+        for slot, v in zip(x_slots + word_slots, x + [w for h in chains for w in h]):
             b.store(v, slot)
 
     def load():
-        words = [b.load(slot) for slot in h_slots]
+        words = [b.load(slot) for slot in word_slots]
         return [b.load(slot) for slot in x_slots], [words[3 * c:3 * c + 3] for c in range(_CHAINS)]
 
     store(x, chains)
@@ -280,9 +287,10 @@ def _rolled_rounds(b, x, chains, poly, rotl):
         with cgutils.for_range(b, ir.Constant(_I64, n)) as loop:
             x, chains = load()
             step_at = b.add(at, b.mul(loop.index, ir.Constant(_I64, 2 * k)))
-            chains = _rounds(b, x, chains, _QUARTER_ROUNDS, _PLACES(k), (pp, step_at, per, r0, r1, one), base, rotl)
+            chains = _rounds(b, x, chains, _QUARTER_ROUNDS, _places(k), (pp, step_at, per, r0, r1, one), base, rotl)
             store(x, chains)
             latch = b.block
+        # LLVM would unroll a loop of so few iterations whole again
         _loop_option(latch.terminator, "llvm.loop.unroll.disable")
         base += n * k
     return load()

@@ -95,6 +95,7 @@ def _loops(path: str, function: str) -> list[list[tuple[int, str]]]:
 
 
 def _longest_loop(path: str, function: str) -> list[tuple[int, str]]:
+    """(address, Intel syntax) of each instruction of the longest loop in `function` of the library at `path`."""
     return _loops(path, function)[0]
 
 
@@ -131,13 +132,15 @@ def test_the_zmm_loop_prefetches_the_source_before_it_reads_it(builds, cpu_class
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86 classes compile on an x86-64 machine")
 @pytest.mark.parametrize("cpu_class", [c for c in X86 if c.name.startswith("avx512")], ids=lambda c: c.name)
 def test_the_zmm_loop_runs_its_rounds_as_loops_of_one_double_round(builds, cpu_class):
-    # _stitched.ROLLED: an iteration's 80 quarter rounds unrolled (320 rotates, 15 KB of code) ran on Zen 5
-    # at the decoders' speed in spells, 15-20% under the same loop running from the op cache.
+    # _stitched._ROLLED: an iteration's 80 quarter rounds unrolled (320 rotates, 15 KB of code) ran on Zen 5 in
+    # spells 15-20% slower, probably out of the op cache; rolled, at one speed.
     loops = _loops(str(builds(cpu_class)), "agefast_stitched_steps")
     rotates = [sum(text.startswith("vprold") for _, text in loop) for loop in loops]
-    inner = [(loop, n) for loop, n in zip(loops[1:], rotates[1:]) if n]
-    assert rotates[0] <= 64 and inner and all(n == 32 for _, n in inner), rotates       # 8 quarter rounds' 4 each
-    assert all(loop[-1][0] - loop[0][0] < 2048 for loop, _ in inner), [loop[-1][0] - loop[0][0] for loop, _ in inner]
+    inner = [loop for loop, n in zip(loops[1:], rotates[1:]) if n]
+    # every rotate in an inner loop of one double round (8 quarter rounds, 4 each), with Poly1305 steps beside it
+    assert inner and rotates[0] == 32 * len(inner) and all(n == 32 for n in rotates[1:] if n), rotates
+    assert all(any(text.startswith("mulx") for _, text in loop) for loop in inner), "no Poly1305 step in a loop"
+    assert all(loop[-1][0] - loop[0][0] < 2048 for loop in inner), [loop[-1][0] - loop[0][0] for loop in inner]
 
 
 @pytest.mark.parametrize(("raw", "text", "needs"), [
