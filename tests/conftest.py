@@ -200,3 +200,22 @@ def _run_with_tty(argv, replies=(), *, stdin=None, stdout=None, timeout=120) -> 
 def tty_run():
     """_run_with_tty: run a program on a pseudo-terminal, answering its prompts."""
     return _run_with_tty
+
+
+@pytest.fixture
+def refusing_folder(tmp_path):
+    """A folder that takes no new file but whose files stay writable (as a user's 0555 folder): mode 0555, or,
+    for root, whom modes do not stop, the immutable attribute (a folder's, not its files')."""
+    folder = tmp_path / "refusing"
+    folder.mkdir()
+    (folder / "out").write_bytes(b"old contents, longer than the new ones")
+    if os.geteuid() == 0:
+        chattr = subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
+        if chattr.returncode:
+            pytest.skip(f"root, and chattr +i failed here: {chattr.stderr.decode().strip()}")
+        yield folder
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)

@@ -106,6 +106,17 @@ def test_output_may_be_input(tmp_path, keys):
     assert_nothing_changed(src, src.read_bytes())
 
 
+
+def test_in_place_where_the_folder_takes_no_new_file_is_refused(refusing_folder, keys):
+    # agefast -o writes such an OUTPUT in place, as age does; agefast-rekey's OUTPUT may be its INPUT, whose
+    # payload emptying it first would lose.
+    src = refusing_folder / "out"
+    src.write_bytes(agefast.encrypt(PLAINTEXT, [keys["old"].to_public()]))
+    before = src.read_bytes()
+    done = run_rekey("-i", keys["old_file"], "-r", keys["new"].to_public(), "-o", src, src)
+    assert done.returncode == 1 and b"failed to open output file" in done.stderr, done.stderr
+    assert_nothing_changed(src, before)
+
 @pytest.mark.parametrize("output", ["same", "other", "stdout"])
 def test_without_a_matching_identity_nothing_is_written(tmp_path, keys, output):
     src = encrypted_file(tmp_path, [keys["old"].to_public()])

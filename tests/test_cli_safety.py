@@ -376,3 +376,38 @@ def test_a_process_forked_while_a_command_runs_dies_of_sigterm_as_a_process_does
             os._exit(0 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else 1)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+
+def test_output_in_a_folder_that_takes_no_new_file_is_written_in_place(refusing_folder, key, run_agefast):
+    # As age writes -o: its folder's permission is not needed where the file is there to open.
+    key_path, _, recipient = key
+    out = refusing_folder / "out"
+    with pytest.raises(PermissionError):
+        (refusing_folder / "probe").write_bytes(b"")
+    done = run_agefast("-r", recipient, "-o", out, input=b"plaintext")
+    assert done.returncode == 0, done.stderr
+    assert agefast.decrypt(out.read_bytes(), [agefast.x25519.Identity.from_str(key_path.read_text().strip())]) \
+        == b"plaintext"
+    assert sorted(p.name for p in refusing_folder.iterdir()) == ["out"]
+
+
+def test_a_failed_decryption_in_place_leaves_the_verified_prefix_as_age_does(refusing_folder, key, run_agefast,
+                                                                            tmp_path):
+    key_path, _, recipient = key
+    plaintext = os.urandom(3 * 65536 + 100)
+    sealed = bytearray(agefast.encrypt(plaintext, [agefast.x25519.Recipient.from_str(recipient)]))
+    sealed[-50] ^= 1        # the last chunk's tag fails
+    src = tmp_path / "damaged.age"
+    src.write_bytes(sealed)
+    done = run_agefast("-d", "-i", key_path, "-o", refusing_folder / "out", src)
+    assert done.returncode == 1 and b"agefast: error:" in done.stderr, done.stderr
+    assert (refusing_folder / "out").read_bytes() == plaintext[:3 * 65536]
+
+
+def test_a_new_output_in_a_folder_that_takes_no_new_file_is_refused(refusing_folder, key, run_agefast):
+    _, _, recipient = key
+    done = run_agefast("-r", recipient, "-o", refusing_folder / "new", input=b"plaintext")
+    assert done.returncode == 1, done.stderr
+    assert b'failed to open output file' in done.stderr and b"new" in done.stderr, done.stderr
+    assert sorted(p.name for p in refusing_folder.iterdir()) == ["out"]

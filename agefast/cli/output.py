@@ -125,12 +125,14 @@ def check_terminal_output(output: str | None, decrypting: bool, armored: bool) -
 
 
 @contextlib.contextmanager
-def _output_file(path: str, durable: bool) -> Iterator[Writer]:
-    """The OUTPUT file, written whole or not at all (agefast.io.replace); if it
-    can't be created or written, the failure names it as the output file."""
+def _output_file(path: str, durable: bool, in_place_if_refused: bool) -> Iterator[Writer]:
+    """The OUTPUT file, written whole or not at all (agefast.io.replace), or
+    with `in_place_if_refused` in place where its folder takes no new file, as
+    age writes it; if it can't be created or written, the failure names it as
+    the output file."""
     opened = False
     try:
-        with replacing(path, durable=durable) as dst:
+        with replacing(path, durable=durable, in_place_if_refused=in_place_if_refused) as dst:
             opened = True
             yield dst
     except OSError as e:
@@ -142,15 +144,17 @@ def _output_file(path: str, durable: bool) -> Iterator[Writer]:
 
 
 def open_output(output: str | None, decrypting: bool, input_is_terminal: bool, *,
-                durable: bool = False) -> ContextManager[Writer]:
+                durable: bool = False, in_place_if_refused: bool = True) -> ContextManager[Writer]:
     """A context manager giving the binary stream the result is written to.
 
     OUTPUT "-" names stdout on purpose, which is how age lets a user force
     binary output onto a terminal. `durable`: an OUTPUT file that replaces
-    one is synced first (agefast.io.replace.replacing).
+    one is synced first (agefast.io.replace.replacing). `in_place_if_refused`:
+    an OUTPUT file whose folder takes no new file is written in place, as age
+    writes it (never where OUTPUT may be the input).
     """
     if output is not None and output != "-":
-        return _output_file(output, durable)
+        return _output_file(output, durable, in_place_if_refused)
     if is_terminal(sys.stdout):
         check = output is None and decrypting
         if check or input_is_terminal:

@@ -98,8 +98,9 @@ def _rekey(args: Arguments) -> None:
         header = rekeying.new_header(opened, recipients)
         if args.output is None and not opened.armored and is_terminal(sys.stdout):
             raise OutputRefused("refusing to output binary to the terminal", 'force anyway with "-o -"')
-        # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload.
-        with output.open_output(args.output, False, False, durable=True) as dst:
+        # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload,
+        # and never written into (emptied first), which would lose it where OUTPUT's folder takes no new file.
+        with output.open_output(args.output, False, False, durable=True, in_place_if_refused=False) as dst:
             rekeying.write_file(opened, header, dst, durable=True)
 
 

@@ -357,8 +357,36 @@ def _refuse_foreign_links(path: str) -> None:
 
 
 @contextlib.contextmanager
+def _closed_on_failure(f: IO[bytes] | DirectWriter) -> Iterator[None]:
+    """Where the block fails, `f` is closed without a word: closing flushes what is buffered, which fails
+    again as the write did (a full disk), and the write's error, which names the file, is the one to tell."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            f.close()
+        raise
+
+
+@contextlib.contextmanager
+def _written_into(path: str, durable: bool = False) -> Iterator[Writer]:
+    """`path` opened and written into as a plain open(path, "wb") writes it (emptied first), as age writes its
+    output; closed at the end of the block, synced first with `durable`."""
+    f = open(path, "wb")
+    with _closed_on_failure(f):
+        yield f
+    try:
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+        f.close()
+    except OSError as e:
+        raise write_failed(f, e) from None
+
+
+@contextlib.contextmanager
 def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
-              exclusive: bool = False) -> Iterator[Writer]:
+              exclusive: bool = False, in_place_if_refused: bool = False) -> Iterator[Writer]:
     """A binary file to write the result to; it becomes `path` only if the
     block ends without an exception. direct=True writes with O_DIRECT.
     exclusive=True makes a new file, as open(path, "xb") does: FileExistsError
@@ -371,6 +399,11 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     attributes. durable=True syncs the result before it replaces a file,
     and the folder after (agefast-rekey in place: a crash after the rename
     must not leave the only copy unwritten).
+
+    in_place_if_refused=True: where the folder refuses a new file (no
+    permission to write in it) but `path` is a regular file open() could
+    write, it is written in place, as age writes its output: emptied, then
+    written, and a failure leaves what was written before it.
     """
     path = os.fsdecode(path)
     if exclusive and os.path.lexists(path):
@@ -385,19 +418,8 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     except FileNotFoundError:
         there = None
     if there is not None and not stat.S_ISREG(there.st_mode):
-        device = open(path, "wb")     # a pipe, a FIFO, a terminal, /dev/null: written into, as age does
-        try:
+        with _written_into(path) as device:     # a pipe, a FIFO, a terminal, /dev/null: as age writes it
             yield device
-        except BaseException:
-            # Closing flushes what is buffered, which fails as the write did (a full device): the write's
-            # error, which names the file, is the one to tell.
-            with contextlib.suppress(OSError):
-                device.close()
-            raise
-        try:
-            device.close()
-        except OSError as e:
-            raise write_failed(device, e) from None
         return
     if there is not None:
         _refuse_read_only(path, path)
@@ -407,22 +429,25 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     directory, name = os.path.split(target)
     proc = _proc_folder()
     try:
-        with _naming(path):
-            output = _Unnamed.create(directory, proc) or _Partial(directory, name)
+        try:
+            with _naming(path):
+                output = _Unnamed.create(directory, proc) or _Partial(directory, name)
+        except PermissionError:
+            if not (in_place_if_refused and there is not None):
+                raise
+            output = None
+        if output is None:
+            with _written_into(path, durable) as written:
+                yield written
+            return
         try:
             f: IO[bytes] | DirectWriter
             # The writer owns output.fd. Named by the caller's path, which a
             # failed write's OSError then names (agefast.io.writes.write_failed).
             f = DirectWriter(output.fd, name=path) if direct else open(path, "wb",
                                                                         opener=lambda _path, _flags: output.fd)
-            try:
+            with _closed_on_failure(f):
                 yield f
-            except BaseException:
-                # A close after a failed write flushes what is left and fails
-                # again (a full disk), unnamed: the first error is the one to tell.
-                with contextlib.suppress(OSError):
-                    f.close()
-                raise
             with _naming(path):
                 _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
         finally:
