@@ -411,3 +411,24 @@ def test_a_new_output_in_a_folder_that_takes_no_new_file_is_refused(refusing_fol
     assert done.returncode == 1, done.stderr
     assert b'failed to open output file' in done.stderr and b"new" in done.stderr, done.stderr
     assert sorted(p.name for p in refusing_folder.iterdir()) == ["out"]
+
+
+def test_a_wrong_key_leaves_an_output_in_place_as_it_was(refusing_folder, key, run_agefast, tmp_path):
+    # age opens its output at the first write, once the header opened: nothing written, nothing emptied.
+    key_path, _, _ = key
+    src = tmp_path / "other.age"
+    src.write_bytes(agefast.encrypt(b"secret", [agefast.x25519.Identity.generate().to_public()]))
+    out = refusing_folder / "out"
+    before = out.read_bytes()
+    done = run_agefast("-d", "-i", key_path, "-o", out, src)
+    assert done.returncode == 1 and b"no identity matched any of the recipients" in done.stderr, done.stderr
+    assert out.read_bytes() == before
+
+
+def test_an_empty_plaintext_in_place_empties_the_output(refusing_folder, key, run_agefast, tmp_path):
+    key_path, _, recipient = key
+    src = tmp_path / "empty.age"
+    src.write_bytes(agefast.encrypt(b"", [agefast.x25519.Recipient.from_str(recipient)]))
+    done = run_agefast("-d", "-i", key_path, "-o", refusing_folder / "out", src)
+    assert done.returncode == 0, done.stderr
+    assert (refusing_folder / "out").read_bytes() == b""

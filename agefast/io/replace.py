@@ -369,12 +369,50 @@ def _closed_on_failure(f: IO[bytes] | DirectWriter) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _written_into(path: str, durable: bool = False) -> Iterator[Writer]:
-    """`path` opened and written into as a plain open(path, "wb") writes it (emptied first), as age writes its
-    output; closed at the end of the block, synced first with `durable`."""
+def _written_into(path: str) -> Iterator[Writer]:
+    """`path` opened and written into as a plain open(path, "wb") writes it; closed at the end of the block."""
     f = open(path, "wb")
     with _closed_on_failure(f):
         yield f
+    try:
+        f.close()
+    except OSError as e:
+        raise write_failed(f, e) from None
+
+
+class _OpenedAtFirstWrite:
+    """The file `path` opened with open(path, "wb"), which empties it, only when first written to, as age opens
+    its output: a run that fails before it writes anything (a wrong key, a bad recipient file) leaves the file as
+    it was."""
+
+    def __init__(self, path: str) -> None:
+        self.name = path
+        self.file: IO[bytes] | None = None
+
+    def write(self, data: memoryview, /) -> int | None:
+        if self.file is None:
+            self.file = open(self.name, "wb")
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+
+@contextlib.contextmanager
+def _written_in_place(path: str, durable: bool) -> Iterator[Writer]:
+    """The regular file `path` written in place, as age writes its output: emptied at the first write (or at the
+    end of a block that wrote nothing), then written; a failure leaves what was written before it. Synced at the
+    end with `durable`."""
+    lazy = _OpenedAtFirstWrite(path)
+    try:
+        yield lazy
+    except BaseException:
+        if lazy.file is not None:
+            with contextlib.suppress(OSError):      # the write's error is the one to tell (_closed_on_failure)
+                lazy.file.close()
+        raise
+    f = lazy.file or open(path, "wb")       # an empty result empties it, as age's does
     try:
         if durable:
             f.flush()
@@ -402,8 +440,9 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
 
     in_place_if_refused=True: where the folder refuses a new file (no
     permission to write in it) but `path` is a regular file open() could
-    write, it is written in place, as age writes its output: emptied, then
-    written, and a failure leaves what was written before it.
+    write, it is written in place, as age writes its output: emptied at the
+    first write, then written, and a failure leaves what was written before
+    it (nothing written, the file as it was).
     """
     path = os.fsdecode(path)
     if exclusive and os.path.lexists(path):
@@ -437,7 +476,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
                 raise
             output = None
         if output is None:
-            with _written_into(path, durable) as written:
+            with _written_in_place(path, durable) as written:
                 yield written
             return
         try:
