@@ -432,3 +432,20 @@ def test_an_empty_plaintext_in_place_empties_the_output(refusing_folder, key, ru
     done = run_agefast("-d", "-i", key_path, "-o", refusing_folder / "out", src)
     assert done.returncode == 0, done.stderr
     assert (refusing_folder / "out").read_bytes() == b""
+
+
+@pytest.mark.parametrize("command", [
+    [*AGEFAST, "-d"],
+    [sys.executable, "-m", "agefast.cli.rekey", "-r", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"],
+], ids=["agefast", "agefast-rekey"])
+def test_output_onto_the_batchpass_passphrase_file(tmp_path, command):
+    """-o onto the file -j batchpass reads from $AGE_PASSPHRASE_FD: the passphrase's only copy."""
+    passphrase = tmp_path / "pass.txt"
+    passphrase.write_bytes(b"correct horse\n")
+    src = tmp_path / "in.age"
+    src.write_bytes(agefast.passphrase.encrypt(b"secret", "correct horse"))
+    with open(passphrase, "rb") as f:
+        done = subprocess.run([*command, "-j", "batchpass", "-o", passphrase, src], capture_output=True,
+                              env={**os.environ, "AGE_PASSPHRASE_FD": str(f.fileno())}, pass_fds=(f.fileno(),),
+                              stdin=subprocess.DEVNULL, timeout=60)
+    _refused(done, (passphrase, b"correct horse\n"))

@@ -479,3 +479,18 @@ def test_a_folder_open_would_not_find_is_an_error_as_open_gives(tmp_path, monkey
     assert refused.value.filename == name
     assert (tmp_path / "notes.txt").read_bytes() == b"the input"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_file_in_a_folder_that_takes_no_new_file_is_written_in_place_only_when_asked(refusing_folder):
+    target = str(refusing_folder / "out")
+    with pytest.raises(PermissionError):
+        with replace.replacing(target) as f:
+            f.write(b"new")
+    with pytest.raises(RuntimeError):
+        with replace.replacing(target, in_place_if_refused=True) as f:
+            raise RuntimeError("failed before writing")
+    assert (refusing_folder / "out").read_bytes() == b"old contents, longer than the new ones"
+    with replace.replacing(target, in_place_if_refused=True) as f:
+        f.write(b"new")
+    assert (refusing_folder / "out").read_bytes() == b"new"
+    assert sorted(p.name for p in refusing_folder.iterdir()) == ["out"]

@@ -192,7 +192,7 @@ def _encrypt(args: Arguments) -> None:
     tty_in = _stdin_is_input(args)
     with open_input(args.input) as src:
         source = _terminal_input(src, False) if tty_in else src
-        with output.open_output(args.output, False, tty_in) as dst:
+        with output.open_output(args.output, False, tty_in, in_place_if_refused=True) as dst:
             if early:
                 if early_payload.sealed_early(source, dst, len(args.recipients), args.threads,
                                               functools.partial(key_flags.load_recipients, args)):
@@ -211,7 +211,8 @@ def _decrypt(args: Arguments) -> None:
         identities = key_flags.opening_identities(args, key_flags.load_identities(args))
         if hasattr(source, "peek") and not source.peek(1):
             raise errors.HeaderError("failed to read header: file is empty")
-        with output.open_output(args.output, True, tty_in) as dst, _progress(source) as reader:
+        with output.open_output(args.output, True, tty_in, in_place_if_refused=True) as dst, \
+                _progress(source) as reader:
             with key_flags.identities_required(args):
                 agefast.decrypt_io(reader, dst, identities, threads=args.threads)
 
@@ -266,10 +267,7 @@ def _act(argv: list[str], positional: list[str], args: Arguments) -> None:
     _warn_duplicates(args.recipients, "recipient")
     _warn_duplicates(args.recipients_files, "recipients file")
     _warn_duplicates(args.identities, "identity file")
-    # An SSH identity's PATH.pub is read too (for keys that don't hold their public key).
-    public_keys = [f"{path}.pub" for path in args.identities if path != "-"]
-    output.refuse_output_onto_an_input(args.output, [*args.identities, *public_keys, *args.recipients_files,
-                                                      args.input])
+    output.refuse_output_onto_an_input(args.output, [*key_flags.key_files(args), args.input])
     output.check_terminal_output(args.output, args.decrypt, args.armor)
     if args.decrypt:
         _decrypt(args)

@@ -136,6 +136,16 @@ def _plugin_identity(name: str) -> "batchpass.Identity | agefast.plugin.Identity
     return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
 
 
+def key_files(args: "Arguments") -> list[str]:
+    """The files the key flags read, which no output may replace: the -i files and an SSH identity's PATH.pub
+    (read for keys that don't hold their public key), the -R files, and with -j batchpass the file behind
+    $AGE_PASSPHRASE_FD."""
+    identities = [path for path in args.identities if path != "-"]
+    files = [*args.identities, *(f"{path}.pub" for path in identities), *args.recipients_files]
+    passphrase = batchpass.passphrase_file() if ("j", batchpass.NAME) in args.identity_flags else None
+    return files if passphrase is None else [*files, passphrase]
+
+
 def load_identities(args: "Arguments") -> "list[keys.LoadedIdentity | batchpass.Identity]":
     """The identities of the -i files and -j plugins, in the order given."""
     identities: "list[keys.LoadedIdentity | batchpass.Identity]" = []

@@ -144,14 +144,14 @@ def _output_file(path: str, durable: bool, in_place_if_refused: bool) -> Iterato
 
 
 def open_output(output: str | None, decrypting: bool, input_is_terminal: bool, *,
-                durable: bool = False, in_place_if_refused: bool = True) -> ContextManager[Writer]:
+                durable: bool = False, in_place_if_refused: bool = False) -> ContextManager[Writer]:
     """A context manager giving the binary stream the result is written to.
 
     OUTPUT "-" names stdout on purpose, which is how age lets a user force
     binary output onto a terminal. `durable`: an OUTPUT file that replaces
     one is synced first (agefast.io.replace.replacing). `in_place_if_refused`:
     an OUTPUT file whose folder takes no new file is written in place, as age
-    writes it (never where OUTPUT may be the input).
+    writes it (never where OUTPUT may be the input: agefast-rekey's).
     """
     if output is not None and output != "-":
         return _output_file(output, durable, in_place_if_refused)

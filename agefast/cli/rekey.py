@@ -79,8 +79,7 @@ def _check_flags(args: Arguments) -> None:
     if [*args.recipients_files, *args.identities, args.input or "-"].count("-") > 1:
         raise UsageError("standard input is used for multiple purposes")
     # OUTPUT may be INPUT (it is replaced only on success), but not a key file.
-    public_keys = [f"{path}.pub" for path in args.identities if path != "-"]
-    output.refuse_output_onto_an_input(args.output, [*args.identities, *public_keys, *args.recipients_files])
+    output.refuse_output_onto_an_input(args.output, key_flags.key_files(args))
 
 
 def _rekey(args: Arguments) -> None:
@@ -98,9 +97,9 @@ def _rekey(args: Arguments) -> None:
         header = rekeying.new_header(opened, recipients)
         if args.output is None and not opened.armored and is_terminal(sys.stdout):
             raise OutputRefused("refusing to output binary to the terminal", 'force anyway with "-o -"')
-        # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload,
-        # and never written into (emptied first), which would lose it where OUTPUT's folder takes no new file.
-        with output.open_output(args.output, False, False, durable=True, in_place_if_refused=False) as dst:
+        # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload
+        # (and so never written into, as agefast -o writes an OUTPUT whose folder takes no new file).
+        with output.open_output(args.output, False, False, durable=True) as dst:
             rekeying.write_file(opened, header, dst, durable=True)
 
 

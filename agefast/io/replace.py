@@ -426,7 +426,8 @@ def _written_in_place(path: str, durable: bool) -> Iterator[Writer]:
 def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
               exclusive: bool = False, in_place_if_refused: bool = False) -> Iterator[Writer]:
     """A binary file to write the result to; it becomes `path` only if the
-    block ends without an exception. direct=True writes with O_DIRECT.
+    block ends without an exception (but see in_place_if_refused). direct=True
+    writes with O_DIRECT.
     exclusive=True makes a new file, as open(path, "xb") does: FileExistsError
     where a name `path` is there (a symbolic link too), when the block starts
     or when the file takes its name.

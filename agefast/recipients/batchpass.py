@@ -39,6 +39,15 @@ def _number(variable: str, text: str) -> int:
     return int(digits or "0") if len(digits) <= 19 else 10 ** 19
 
 
+def passphrase_file() -> str | None:
+    """The file the passphrase is read from, as /dev/fd/N where $AGE_PASSPHRASE_FD is N and $AGE_PASSPHRASE
+    is not set (what _passphrase reads); None otherwise."""
+    fd_text = os.environ.get("AGE_PASSPHRASE_FD", "")
+    if os.environ.get("AGE_PASSPHRASE") or not (fd_text.isascii() and fd_text.isdigit()):
+        return None
+    return f"/dev/fd/{int(fd_text)}"
+
+
 def _passphrase() -> str:
     value = os.environ.get("AGE_PASSPHRASE", "")
     fd_text = os.environ.get("AGE_PASSPHRASE_FD", "")
