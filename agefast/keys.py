@@ -60,14 +60,30 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(f".recipients.{name}", __package__)
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
+# The longest line Go age's bufio.Scanner takes in a key file (its MaxScanTokenSize, 64 KiB, with the "\n"), and
+# the longest recipient line age's recipients files take (8 KiB, as sshd's authorized_keys), in UTF-8 bytes: a
+# key file of one 16 MiB line took ~7 s and ~370 MB to be refused as a bad Bech32 checksum.
+_LONGEST_LINE = (64 << 10) - 1
+_LONGEST_RECIPIENT = 8 << 10
+
+
+def _size(line: str) -> int:
+    return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+
+
+def _lines(text: str, error: type[Exception], longest: int = _LONGEST_LINE) -> Iterator[tuple[int, str]]:
     """The numbered key lines of a key file, as Go age scans one (bufio.ScanLines): a line ends at "\n" alone,
     less one "\r" before it, and is taken as it is. str.splitlines() also ends lines at "\r", "\f", U+2028 and
     more: a key after one of them inside a comment was a recipient that age, and a reader of the file, did not
-    see. So a comment is a line whose first character is "#", and a key with spaces around it is malformed."""
+    see. So a comment is a line whose first character is "#", and a key with spaces around it is malformed.
+    `error` for a line longer than age's scanner takes, or a key line longer than `longest`."""
     for number, line in enumerate(text.split("\n"), 1):
+        if _size(line) > _LONGEST_LINE:
+            raise error(f"line {number} is too long")
         line = line.removesuffix("\r")
         if line and not line.startswith("#"):
+            if longest < _LONGEST_LINE and _size(line) > longest:
+                raise error(f"line {number} is too long")
             yield number, line
 
 
@@ -118,7 +134,7 @@ def parse_recipient(s: str, callbacks: object = None) -> ParsedRecipient:
 def parse_identities(text: str, callbacks: object = None, *, plugins: bool = True) -> list[ParsedIdentity]:
     """Parse identity-file text: one identity per line, `#` comments; plugin identities only where `plugins`."""
     out = []
-    for number, line in _lines(text):
+    for number, line in _lines(text, IdentityError):
         try:
             out.append(parse_identity(line, callbacks, plugins=plugins))
         except IdentityError as e:
@@ -142,7 +158,7 @@ def parse_recipients(text: str, callbacks: object = None, *,
     key), so authorized_keys files with other keys stay usable.
     """
     out = []
-    for number, line in _lines(text):
+    for number, line in _lines(text, RecipientError, _LONGEST_RECIPIENT):
         try:
             out.append(parse_recipient(line, callbacks))
         except RecipientError as e:

@@ -293,3 +293,17 @@ def test_a_plugin_asks_for_a_value_and_a_choice_on_the_terminal(on_path, tmp_pat
     refused = tty_run([*AGEFAST, "-r", recipient, "-o", tmp_path / "g.age", "/dev/null"],
                       [(b"your name?", "me"), (b"carry on?", "2")])
     assert refused.returncode == 1 and not (tmp_path / "g.age").exists()
+
+
+@pytest.mark.parametrize("flag, text", [
+    ("-R", "age1" + "q" * 9000 + "\n"),                                  # age's 8 KiB recipient line
+    ("-R", "# " + "x" * (64 << 10) + "\nage1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"),
+    ("-i", "AGE-SECRET-KEY-1" + "Q" * (64 << 10) + "\n"),               # age's scanner: 64 KiB a line
+], ids=["recipient-9000", "comment-64k", "identity-64k"])
+def test_a_key_file_line_longer_than_age_takes_is_refused(flag, text, tmp_path, run_agefast):
+    # A 16 MiB line had taken ~7 s and ~370 MB to be refused as a bad checksum.
+    path = tmp_path / "keys.txt"
+    path.write_text(text)
+    args = ["-R", path] if flag == "-R" else ["-d", "-i", path]
+    done = run_agefast(*args, input=b"")
+    assert done.returncode == 1 and f"{path}: line 1 is too long".encode() in done.stderr, done.stderr

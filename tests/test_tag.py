@@ -126,6 +126,7 @@ def test_labels_are_compared_as_each_recipient_is_wrapped_in_age_s_words():
     (tagpq, bech32.encode("age1tagpq", bytes(1249)), "invalid P-256 public key"),
     # 1184 bytes of 0xff: coefficients out of range. It had been said to be of the wrong size.
     (agefast.pq, bech32.encode("age1pq", b"\xff" * 1216), "not an ML-KEM-768 and X25519 public key pair"),
+    (tagpq, bech32.encode("age1tagpq", b"\xff" * 1184 + bytes(65)), "not an ML-KEM-768 public key"),
 ])
 def test_bad_recipients(module, text, fragment):
     with pytest.raises(agefast.RecipientError, match=fragment) as e:

@@ -72,8 +72,10 @@ class Recipient(Bech32Key):
             raise RecipientError(f"an mlkem768p256tag recipient is {PUBLIC_KEY_SIZE} bytes")
         try:
             self._mlkem = mlkem.MLKEM768PublicKey.from_public_bytes(public_key[:MLKEM_PUBLIC_SIZE])
-        except ValueError as e:
-            raise RecipientError(f"invalid ML-KEM-768 public key: {e}") from None
+        except ValueError:
+            # the length is right (checked above): cryptography's "is 1184 bytes long" would say otherwise of a key
+            # whose coefficients are out of range (FIPS 203's modulus check), as pq.Recipient says
+            raise RecipientError("invalid mlkem768p256tag recipient: not an ML-KEM-768 public key") from None
         self._p256 = load_p256(public_key[MLKEM_PUBLIC_SIZE:], RecipientError)
         self._raw = bytes(public_key)
 
