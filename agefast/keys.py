@@ -68,7 +68,11 @@ _LONGEST_RECIPIENT = 8 << 10
 
 
 def _size(line: str) -> int:
-    return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+    """The bytes of `line` in its file, near enough: a U+FFFD, which key_text puts for each byte (or cut-short
+    sequence) that is not UTF-8, counts as one."""
+    if line.isascii():
+        return len(line)
+    return len(line.encode("utf-8", "surrogatepass")) - 2 * line.count("\ufffd")
 
 
 def _lines(text: str, error: type[Exception], longest: int = _LONGEST_LINE) -> Iterator[tuple[int, str]]:

@@ -70,6 +70,8 @@ def test_an_empty_passphrase_from_a_file_descriptor_is_refused(written, mode, ba
     ({"AGE_PASSPHRASE_FD": "1_0"}, b"is not a number"),
     ({"AGE_PASSPHRASE_FD": "\u0663"}, b"is not a number"),
     ({"AGE_PASSPHRASE_FD": "4294967296"}, b"fd 4294967296: Bad file descriptor"),
+    # more digits than int() takes (the check that -o is not the passphrase's file had parsed it again)
+    ({"AGE_PASSPHRASE_FD": "9" * 5000}, b"Bad file descriptor"),
 ])
 def test_encryption_errors(variables, fragment, batch_env, run_agefast, tmp_path):
     out = tmp_path / "out.age"

@@ -307,3 +307,11 @@ def test_a_key_file_line_longer_than_age_takes_is_refused(flag, text, tmp_path, 
     args = ["-R", path] if flag == "-R" else ["-d", "-i", path]
     done = run_agefast(*args, input=b"")
     assert done.returncode == 1 and f"{path}: line 1 is too long".encode() in done.stderr, done.stderr
+
+
+def test_a_long_comment_not_in_utf8_is_counted_in_its_bytes(tmp_path, run_agefast):
+    # 25,001 bytes of Latin-1: well under age's 64 KiB a line, but three times that counted as U+FFFD
+    path = tmp_path / "recipients.txt"
+    path.write_bytes(b"#" + b"\xe9" * 25000 + b"\nage1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n")
+    done = run_agefast("-R", path, input=b"x")
+    assert done.returncode == 0, done.stderr

@@ -43,9 +43,12 @@ def passphrase_file() -> str | None:
     """The file the passphrase is read from, as /dev/fd/N where $AGE_PASSPHRASE_FD is N and $AGE_PASSPHRASE
     is not set (what _passphrase reads); None otherwise."""
     fd_text = os.environ.get("AGE_PASSPHRASE_FD", "")
-    if os.environ.get("AGE_PASSPHRASE") or not (fd_text.isascii() and fd_text.isdigit()):
+    if os.environ.get("AGE_PASSPHRASE") or not fd_text:
         return None
-    return f"/dev/fd/{int(fd_text)}"
+    try:
+        return f"/dev/fd/{_number('AGE_PASSPHRASE_FD', fd_text)}"
+    except BatchpassError:
+        return None     # _passphrase says why
 
 
 def _passphrase() -> str:
