@@ -220,13 +220,15 @@ def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipie
     direct=True reads and writes with O_DIRECT, bypassing the page cache,
     where the file system allows it. Input and output naming one file (also
     through a symlink or a hard link) raise SameFileError before anything is
-    written.
+    written. An existing `outfile` in a folder that takes no new file, or
+    that a rename cannot replace (a file bind-mounted into a container), is
+    written in place, as pyrage and age write it (agefast.io.replace).
     """
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.recipients(recipients)
     _arguments.flag("armored", armored)
     with _open_input(source, direct) as src:
-        with replacing(target, direct) as dst:
+        with replacing(target, direct, in_place_if_refused=True) as dst:
             encrypt_io(src, dst, checked, armored, threads=threads)
 
 
@@ -234,11 +236,12 @@ def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identit
                  armored: bool | None = None, threads: int | None = None, direct: bool = False) -> None:
     """Decrypt the file `infile` to `outfile`, which appears only on success.
 
-    As in encrypt_file, one file as input and output raises SameFileError;
-    `armored` is as for Decryptor."""
+    As in encrypt_file, one file as input and output raises SameFileError,
+    and an `outfile` that cannot be replaced is written in place; `armored`
+    is as for Decryptor."""
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.identities(identities)
     _arguments.armored_or_not(armored)
     with _open_input(source, direct) as src:
-        with replacing(target, direct) as dst:
+        with replacing(target, direct, in_place_if_refused=True) as dst:
             decrypt_io(src, dst, checked, armored=armored, threads=threads)

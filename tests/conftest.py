@@ -219,3 +219,19 @@ def refusing_folder(tmp_path):
         folder.chmod(0o555)
         yield folder
         folder.chmod(0o755)
+
+
+@pytest.fixture
+def bind_mounted_file(tmp_path):
+    """(a file bind-mounted over another, which no rename can replace: EBUSY, as a docker -v FILE:FILE, the file
+    it shows)."""
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.write_bytes(b"old contents, longer than the new ones")
+    target.write_bytes(b"")
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    mount = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if mount.returncode:
+        pytest.skip(f"mount --bind failed here: {mount.stderr.decode().strip()}")
+    yield target, source
+    subprocess.run(["umount", str(target)], check=True)

@@ -449,3 +449,13 @@ def test_output_onto_the_batchpass_passphrase_file(tmp_path, command):
                               env={**os.environ, "AGE_PASSPHRASE_FD": str(f.fileno())}, pass_fds=(f.fileno(),),
                               stdin=subprocess.DEVNULL, timeout=60)
     _refused(done, (passphrase, b"correct horse\n"))
+
+
+def test_output_onto_a_bind_mounted_file_is_written_into_it(bind_mounted_file, key, run_agefast):
+    # docker run -v host.age:/out.age: age writes into it; a rename over a mount point is EBUSY.
+    target, source = bind_mounted_file
+    key_path, _, recipient = key
+    done = run_agefast("-r", recipient, "-o", target, input=b"plaintext")
+    assert done.returncode == 0, done.stderr
+    identity = agefast.x25519.Identity.from_str(key_path.read_text().strip())
+    assert agefast.decrypt(source.read_bytes(), [identity]) == b"plaintext"

@@ -494,3 +494,15 @@ def test_a_file_in_a_folder_that_takes_no_new_file_is_written_in_place_only_when
         f.write(b"new")
     assert (refusing_folder / "out").read_bytes() == b"new"
     assert sorted(p.name for p in refusing_folder.iterdir()) == ["out"]
+
+
+def test_a_file_a_rename_cannot_replace_is_written_whole_in_place_only_when_asked(bind_mounted_file):
+    target, source = bind_mounted_file
+    with pytest.raises(OSError) as e:
+        with replace.replacing(str(target)) as f:
+            f.write(b"new")
+    assert e.value.errno == errno.EBUSY
+    with replace.replacing(str(target), in_place_if_refused=True) as f:
+        f.write(b"new")
+    assert source.read_bytes() == b"new"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["source", "target"]

@@ -125,6 +125,10 @@ class _Partial:
         os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         self._placed = True
 
+    def reopened(self) -> int:
+        """A new descriptor reading the file from its start."""
+        return os.open(self._tmp, os.O_RDONLY, dir_fd=self._folder)
+
     def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> bool:
         """The owner and group of the file this one replaces, where this account may give them; whether it could."""
         try:
@@ -187,6 +191,10 @@ class _Unnamed:
         # without one it calls link(2), which would link the symlink itself
         # (EXDEV: it is on /proc).
         os.link(str(self._kept), path, src_dir_fd=self._proc, dst_dir_fd=self._folder)
+
+    def reopened(self) -> int:
+        """A new descriptor reading the file from its start (through /proc/self/fd: the file has no name)."""
+        return os.open(str(self._kept), os.O_RDONLY, dir_fd=self._proc)
 
     def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> bool:
         """The owner and group of the file that this one replaces, where this account may give them (root may, a
@@ -422,6 +430,16 @@ def _written_in_place(path: str, durable: bool) -> Iterator[Writer]:
         raise write_failed(f, e) from None
 
 
+def _copied_in_place(output: "_Unnamed | _Partial", path: str, durable: bool) -> None:
+    """The whole result in `output` written into the file `path` in place (emptied first), as age writes it."""
+    with open(output.reopened(), "rb") as src, open(path, "wb") as dst:
+        while piece := src.read(1 << 20):
+            dst.write(piece)
+        if durable:
+            dst.flush()
+            os.fsync(dst.fileno())
+
+
 @contextlib.contextmanager
 def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
               exclusive: bool = False, in_place_if_refused: bool = False) -> Iterator[Writer]:
@@ -443,7 +461,9 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     permission to write in it) but `path` is a regular file open() could
     write, it is written in place, as age writes its output: emptied at the
     first write, then written, and a failure leaves what was written before
-    it (nothing written, the file as it was).
+    it (nothing written, the file as it was). Where `path` cannot be
+    replaced by a rename (EBUSY: a mount point, as a file bind-mounted into
+    a container), the whole result is written into it once it is whole.
     """
     path = os.fsdecode(path)
     if exclusive and os.path.lexists(path):
@@ -489,7 +509,12 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
             with _closed_on_failure(f):
                 yield f
             with _naming(path):
-                _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
+                try:
+                    _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
+                except OSError as e:
+                    if not (in_place_if_refused and there is not None and e.errno == errno.EBUSY):
+                        raise
+                    _copied_in_place(output, path, durable)
         finally:
             output.close()
     finally:
