@@ -7,6 +7,7 @@ The callbacks and the pyrage API are described in agefast.plugin.
 import re
 import shutil
 from collections.abc import Iterable
+from typing import TypeVar
 
 from .. import _arguments
 from . import plugin_protocol
@@ -128,34 +129,36 @@ class Identity:
         return f"<plugin.Identity for age-plugin-{self._name}>"
 
 
-def _same_plugin(name: str, keys: "Iterable[Recipient | Identity]", error: type[Exception]) -> list[str]:
+_Key = TypeVar("_Key", "Recipient", "Identity")
+
+
+def _of_plugin(name: str, keys: Iterable[_Key]) -> list[_Key]:
+    """The keys of the plugin `name` among `keys`. The others are left out, as age's Rust RecipientPluginV1 and
+    IdentityPluginV1 (pyrage's) filter them, so that one list of every plugin key can go to each plugin; handed
+    over, another plugin's key would leak to this program."""
     keys = list(keys)
     for key in keys:
         if not isinstance(key, (Recipient, Identity)):
             raise TypeError(f"expected plugin.Recipient or plugin.Identity, not {type(key).__name__}")
-        if key.plugin() != name:
-            # Handing a key to a different plugin would leak it to that program.
-            raise error(f"{key.plugin()} key given to the {name} plugin")
-    return [str(key) for key in keys]
+    return [key for key in keys if key.plugin() == name]
 
 
 class RecipientPluginV1:
     """Wraps file keys with plugin `plugin_name` to its recipients and identities.
 
-    `recipients` (plugin.Recipient) and `identities` (plugin.Identity, for
-    age -e -i) must all be the plugin's; `callbacks` answers the plugin's
-    questions to the user (see the module's documentation). EncryptError if
-    the plugin is not on PATH.
+    Of `recipients` (plugin.Recipient) and `identities` (plugin.Identity,
+    for age -e -i), the plugin's own are used and others left out, as
+    pyrage's are; `callbacks` answers the plugin's questions to the user
+    (see the module's documentation). EncryptError if the plugin is not on
+    PATH, and when wrapping where none of the keys is the plugin's.
     """
 
     def __init__(self, plugin_name: str, recipients: Iterable[Recipient], identities: Iterable[Identity],
                  callbacks: object) -> None:
         self._name = check_name(plugin_name, EncryptError)
         self._binary = _binary(self._name, EncryptError)
-        self._recipients = _same_plugin(self._name, recipients, EncryptError)
-        self._identities = _same_plugin(self._name, identities, EncryptError)
-        if not self._recipients and not self._identities:
-            raise EncryptError(f"no recipients or identities for the {self._name} plugin")
+        self._recipients = [str(key) for key in _of_plugin(self._name, recipients)]
+        self._identities = [str(key) for key in _of_plugin(self._name, identities)]
         self._callbacks = callbacks
         # The labels the plugin asked for (say, "postquantum"), known once it
         # wrapped: make_header reads them after wrapping and refuses a mix.
@@ -166,6 +169,8 @@ class RecipientPluginV1:
 
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """The plugin's stanzas for `file_key` (running age-plugin-NAME --age-plugin=recipient-v1)."""
+        if not self._recipients and not self._identities:
+            raise EncryptError(f"no recipients or identities for the {self._name} plugin")
         try:
             stanzas, labels = plugin_protocol.wrap(
                 self._binary, self._recipients, self._identities, file_key, self._callbacks)
@@ -178,15 +183,16 @@ class RecipientPluginV1:
 class IdentityPluginV1:
     """Unwraps file keys with plugin `plugin_name`, using its identities.
 
-    `identities` (plugin.Identity) must all be the plugin's; `callbacks` as
-    for RecipientPluginV1. DecryptError if the plugin is not on PATH.
+    Of `identities` (plugin.Identity), the plugin's own are used, as in
+    RecipientPluginV1; `callbacks` as there. DecryptError if the plugin is
+    not on PATH.
     """
 
     def __init__(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
         self._name = check_name(plugin_name, DecryptError)
         self._binary = _binary(self._name, DecryptError)
-        self._keys = list(identities)
-        self._identities = _same_plugin(self._name, self._keys, DecryptError)
+        self._keys = _of_plugin(self._name, identities)
+        self._identities = [str(key) for key in self._keys]
         self._callbacks = callbacks
 
     def __repr__(self) -> str:
