@@ -293,3 +293,14 @@ def test_what_a_plugin_writes_to_stderr_is_shown_only_with_agedebug(tmp_path, mo
     monkeypatch.setenv("AGEDEBUG", "plugin")
     _encrypt(agefast, b"plain data", Callbacks())
     assert "plugin noise" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("make", [
+    lambda: plugin.RecipientPluginV1("agefasttest", [plugin.Identity.from_str(identity(b"k"))], [], Callbacks()),
+    lambda: plugin.RecipientPluginV1("agefasttest", [], [plugin.Recipient.from_str(recipient(b"k"))], Callbacks()),
+    lambda: plugin.IdentityPluginV1("agefasttest", [plugin.Recipient.from_str(recipient(b"k"))], Callbacks()),
+], ids=["identity-as-recipient", "recipient-as-identity", "recipient-as-identity-v1"])
+def test_a_key_of_the_other_kind_is_a_type_error_as_in_pyrage(make, on_path):
+    # A plugin identity among the recipients had been sent to the plugin as a recipient: its secret, to wrap to.
+    with pytest.raises(TypeError, match="object cannot be converted to"):
+        make()

@@ -229,14 +229,20 @@ def test_keyword_calls_written_for_pyrage():
     assert agefast.plugin.Identity.default_for_plugin(plugin="x").plugin() == "x"
 
 
-def test_files_that_cannot_be_replaced_are_written_into_as_pyrage_writes_them(refusing_folder, bind_mounted_file,
-                                                                              tmp_path):
-    # pyrage's encrypt_file / decrypt_file write into an existing outfile (File::create): it needs no
-    # permission on the folder, and a file bind-mounted into a container takes no rename.
+def _into(out, tmp_path):
     identity = agefast.x25519.Identity.generate()
     src = tmp_path / "plain"
     src.write_bytes(b"plaintext")
-    for out in (refusing_folder / "out", bind_mounted_file[0]):
-        agefast.encrypt_file(src, out, [identity.to_public()])
-        agefast.decrypt_file(out, tmp_path / "back", [identity])
-        assert (tmp_path / "back").read_bytes() == b"plaintext"
+    agefast.encrypt_file(src, out, [identity.to_public()])
+    agefast.decrypt_file(out, tmp_path / "back", [identity])
+    assert (tmp_path / "back").read_bytes() == b"plaintext"
+
+
+# pyrage's encrypt_file / decrypt_file write into an existing outfile (File::create): it needs no permission on
+# the folder, and a file bind-mounted into a container takes no rename.
+def test_an_outfile_in_a_folder_that_takes_no_new_file_is_written_into(refusing_folder, tmp_path):
+    _into(refusing_folder / "out", tmp_path)
+
+
+def test_a_bind_mounted_outfile_is_written_into(bind_mounted_file, tmp_path):
+    _into(bind_mounted_file[0], tmp_path)

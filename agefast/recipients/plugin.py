@@ -132,15 +132,17 @@ class Identity:
 _Key = TypeVar("_Key", "Recipient", "Identity")
 
 
-def _of_plugin(name: str, keys: Iterable[_Key]) -> list[_Key]:
-    """The keys of the plugin `name` among `keys`. The others are left out, as age's Rust RecipientPluginV1 and
-    IdentityPluginV1 (pyrage's) filter them, so that one list of every plugin key can go to each plugin; handed
-    over, another plugin's key would leak to this program."""
+def _of_plugin(name: str, argument: str, keys: Iterable[object], kind: type[_Key]) -> list[_Key]:
+    """The keys of the plugin `name` among `keys` (the `argument`), each a `kind` (TypeError otherwise, as
+    pyrage's: a plugin identity among recipients would go to the plugin as one). The others are left out, as age's Rust
+    RecipientPluginV1 and IdentityPluginV1 (pyrage's) filter them, so that one list of every plugin key can go
+    to each plugin; handed over, another plugin's key would leak to this program."""
     keys = list(keys)
     for key in keys:
-        if not isinstance(key, (Recipient, Identity)):
-            raise TypeError(f"expected plugin.Recipient or plugin.Identity, not {type(key).__name__}")
-    return [key for key in keys if key.plugin() == name]
+        if not isinstance(key, kind):
+            raise TypeError(f"argument '{argument}': '{type(key).__name__}' object cannot be converted to "
+                            f"'{kind.__name__}'")
+    return [key for key in keys if isinstance(key, kind) and key.plugin() == name]
 
 
 class RecipientPluginV1:
@@ -156,9 +158,9 @@ class RecipientPluginV1:
     def __init__(self, plugin_name: str, recipients: Iterable[Recipient], identities: Iterable[Identity],
                  callbacks: object) -> None:
         self._name = check_name(plugin_name, EncryptError)
+        self._recipients = [str(key) for key in _of_plugin(self._name, "recipients", recipients, Recipient)]
+        self._identities = [str(key) for key in _of_plugin(self._name, "identities", identities, Identity)]
         self._binary = _binary(self._name, EncryptError)
-        self._recipients = [str(key) for key in _of_plugin(self._name, recipients)]
-        self._identities = [str(key) for key in _of_plugin(self._name, identities)]
         self._callbacks = callbacks
         # The labels the plugin asked for (say, "postquantum"), known once it
         # wrapped: make_header reads them after wrapping and refuses a mix.
@@ -190,8 +192,8 @@ class IdentityPluginV1:
 
     def __init__(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
         self._name = check_name(plugin_name, DecryptError)
+        self._keys = _of_plugin(self._name, "identities", identities, Identity)
         self._binary = _binary(self._name, DecryptError)
-        self._keys = _of_plugin(self._name, identities)
         self._identities = [str(key) for key in self._keys]
         self._callbacks = callbacks
 
