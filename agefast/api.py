@@ -221,8 +221,8 @@ def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipie
     where the file system allows it. Input and output naming one file (also
     through a symlink or a hard link) raise SameFileError before anything is
     written. An existing `outfile` in a folder that takes no new file, or
-    that a rename cannot replace (a file bind-mounted into a container), is
-    written in place, as pyrage and age write it (agefast.io.replace).
+    that is a mount point (a file bind-mounted into a container), is written
+    in place, as pyrage and age write it (agefast.io.replace).
     """
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.recipients(recipients)
