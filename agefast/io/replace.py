@@ -125,6 +125,10 @@ class _Partial:
         os.replace(self._tmp, target, src_dir_fd=self._folder, dst_dir_fd=self._folder)
         self._placed = True
 
+    def reopened(self) -> int:
+        """A new descriptor reading the file from its start."""
+        return os.open(self._tmp, os.O_RDONLY, dir_fd=self._folder)
+
     def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> bool:
         """The owner and group of the file this one replaces, where this account may give them; whether it could."""
         try:
@@ -187,6 +191,10 @@ class _Unnamed:
         # without one it calls link(2), which would link the symlink itself
         # (EXDEV: it is on /proc).
         os.link(str(self._kept), path, src_dir_fd=self._proc, dst_dir_fd=self._folder)
+
+    def reopened(self) -> int:
+        """A new descriptor reading the file from its start (through /proc/self/fd: the file has no name)."""
+        return os.open(str(self._kept), os.O_RDONLY, dir_fd=self._proc)
 
     def keep_owner(self, replaced: os.stat_result, attributes: str | int | None) -> bool:
         """The owner and group of the file that this one replaces, where this account may give them (root may, a
@@ -422,23 +430,19 @@ def _written_in_place(path: str, durable: bool) -> Iterator[Writer]:
         raise write_failed(f, e) from None
 
 
-_MOUNT_INFO = "/proc/self/mountinfo"
+# How a folder refuses a new file where a file in it may still be written: no permission to write in it (EACCES;
+# EPERM for an immutable one), or a read-only mount (EROFS: a container's read-only root, a file bind-mounted in).
+_NO_NEW_FILE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
-def _is_mount_point(path: str) -> bool:
-    """Whether the absolute `path` is where something is mounted (a file bind-mounted there, as a container's
-    `-v FILE:PATH`), by the kernel's table of this process's mounts; False where there is none to read (os.path.
-    ismount says False of a file bind-mounted from the same file system)."""
-    try:
-        with open(_MOUNT_INFO, "rb") as f:
-            table = f.read()
-    except OSError:
-        return False
-    # The mount point is a line's fifth field, with space, tab, newline and backslash as octal escapes.
-    escaped = os.fsencode(path)
-    for octal, char in ((b"\\134", b"\\"), (b"\\040", b" "), (b"\\011", b"\t"), (b"\\012", b"\n")):
-        escaped = escaped.replace(char, octal)
-    return any(fields[4:5] == [escaped] for fields in (line.split(b" ") for line in table.splitlines()))
+def _copied_in_place(output: "_Unnamed | _Partial", path: str, durable: bool) -> None:
+    """The whole result in `output` written into the file `path` in place (emptied first), as age writes it."""
+    with open(output.reopened(), "rb") as src, open(path, "wb") as dst:
+        while piece := src.read(1 << 20):
+            dst.write(piece)
+        if durable:
+            dst.flush()
+            os.fsync(dst.fileno())
 
 
 @contextlib.contextmanager
@@ -462,9 +466,10 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     permission to write in it) but `path` is a regular file open() could
     write, it is written in place, as age writes its output: emptied at the
     first write, then written, and a failure leaves what was written before
-    it (nothing written, the file as it was); and so is a `path` that is a
-    mount point (a file bind-mounted into a container), which no rename can
-    replace (EBUSY), and whose folder may be read-only or small.
+    it (nothing written, the file as it was). A read-only folder (EROFS)
+    is one such. Where the rename cannot replace `path` (EBUSY: a mount
+    point, as a file bind-mounted into a container), the whole result is
+    then written into it.
     """
     path = os.fsdecode(path)
     if exclusive and os.path.lexists(path):
@@ -491,13 +496,12 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     proc = _proc_folder()
     try:
         output: _Unnamed | _Partial | None = None
-        if not (in_place_if_refused and there is not None and _is_mount_point(target)):
-            try:
-                with _naming(path):
-                    output = _Unnamed.create(directory, proc) or _Partial(directory, name)
-            except PermissionError:
-                if not (in_place_if_refused and there is not None):
-                    raise
+        try:
+            with _naming(path):
+                output = _Unnamed.create(directory, proc) or _Partial(directory, name)
+        except OSError as e:
+            if not (in_place_if_refused and there is not None and e.errno in _NO_NEW_FILE):
+                raise
         if output is None:
             with _written_in_place(path, durable) as written:
                 yield written
@@ -511,7 +515,12 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
             with _closed_on_failure(f):
                 yield f
             with _naming(path):
-                _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
+                try:
+                    _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
+                except OSError as e:
+                    if not (in_place_if_refused and there is not None and e.errno == errno.EBUSY):
+                        raise
+                    _copied_in_place(output, path, durable)
         finally:
             output.close()
     finally:

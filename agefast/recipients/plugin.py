@@ -157,9 +157,10 @@ class RecipientPluginV1:
 
     def __init__(self, plugin_name: str, recipients: Iterable[Recipient], identities: Iterable[Identity],
                  callbacks: object) -> None:
+        # the keys' types first, as pyrage's arguments are converted before the call
+        self._recipients = [str(key) for key in _of_plugin(plugin_name, "recipients", recipients, Recipient)]
+        self._identities = [str(key) for key in _of_plugin(plugin_name, "identities", identities, Identity)]
         self._name = check_name(plugin_name, EncryptError)
-        self._recipients = [str(key) for key in _of_plugin(self._name, "recipients", recipients, Recipient)]
-        self._identities = [str(key) for key in _of_plugin(self._name, "identities", identities, Identity)]
         self._binary = _binary(self._name, EncryptError)
         self._callbacks = callbacks
         # The labels the plugin asked for (say, "postquantum"), known once it
@@ -191,8 +192,8 @@ class IdentityPluginV1:
     """
 
     def __init__(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
+        self._keys = _of_plugin(plugin_name, "identities", identities, Identity)
         self._name = check_name(plugin_name, DecryptError)
-        self._keys = _of_plugin(self._name, "identities", identities, Identity)
         self._binary = _binary(self._name, DecryptError)
         self._identities = [str(key) for key in self._keys]
         self._callbacks = callbacks
