@@ -459,7 +459,7 @@ def _mount(*args):
 
 def test_output_onto_a_bind_mounted_file_in_a_read_only_folder_is_written_into_it(tmp_path, key, run_agefast):
     # docker run --read-only -v host.age:/out.age: age writes into it. No rename replaces a mount point (EBUSY),
-    # and its folder takes no file to rename from (EROFS here; no room for a second copy in a small one).
+    # and its folder takes no file to rename from (EROFS).
     if os.geteuid() != 0:
         pytest.skip("mounts need root")
     key_path, _, recipient = key

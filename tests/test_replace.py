@@ -506,3 +506,20 @@ def test_a_file_a_rename_cannot_replace_is_written_whole_in_place_only_when_aske
         f.write(b"new")
     assert source.read_bytes() == b"new"
     assert sorted(p.name for p in target.parent.iterdir()) == ["source", "target"]
+
+
+@pytest.mark.parametrize("where", ["refusing", "bind-mounted"])
+def test_a_file_written_in_place_is_the_one_named_when_writing_began(where, request, tmp_path, monkeypatch):
+    # The working folder changed by a callback or another thread had sent the bytes to another file of that name.
+    target = request.getfixturevalue("refusing_folder") / "out" if where == "refusing" else \
+        request.getfixturevalue("bind_mounted_file")[0]
+    monkeypatch.chdir(target.parent)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / target.name).write_bytes(b"someone else's")
+    with replace.replacing(target.name, in_place_if_refused=True) as f:
+        os.chdir(other)
+        f.write(b"new")
+    written = target if where == "refusing" else request.getfixturevalue("bind_mounted_file")[1]
+    assert written.read_bytes() == b"new"
+    assert (other / target.name).read_bytes() == b"someone else's"

@@ -1,5 +1,6 @@
 """Writing a file whole or not at all: the output of `*_file` and of the
-command's `-o`.
+command's `-o` (but for an output that cannot be replaced so, which those
+write in place as age and pyrage do: replacing's in_place_if_refused).
 
 The result is written to a new file of its own, which takes the target's
 name only when whole, so a failure half way (a corrupt chunk, a full disk)
@@ -389,42 +390,51 @@ def _written_into(path: str) -> Iterator[Writer]:
 
 
 class _OpenedAtFirstWrite:
-    """The file `path` opened with open(path, "wb"), which empties it, only when first written to, as age opens
-    its output: a run that fails before it writes anything (a wrong key, a bad recipient file) leaves the file as
-    it was."""
+    """The file `path`, opened for writing at once (which changes nothing: the name is looked up once, whatever
+    the working folder later is) and emptied only at the first write, as age opens its output there: a run that
+    fails before it writes anything (a wrong key, a bad recipient file) leaves the file as it was."""
 
     def __init__(self, path: str) -> None:
         self.name = path
-        self.file: IO[bytes] | None = None
+        self._fd = os.open(path, os.O_WRONLY)
+        self.file: IO[bytes] | None = None      # once opened(): it owns the descriptor
+
+    def opened(self) -> IO[bytes]:
+        """The file, emptied, to write the result to."""
+        if self.file is None:
+            os.ftruncate(self._fd, 0)
+            self.file = open(self._fd, "wb")
+        return self.file
 
     def write(self, data: memoryview, /) -> int | None:
-        if self.file is None:
-            self.file = open(self.name, "wb")
-        return self.file.write(data)
+        return self.opened().write(data)
 
     def flush(self) -> None:
         if self.file is not None:
             self.file.flush()
 
+    def close_unwritten(self) -> None:
+        """Close it as it is after a failure: what was written stays, and if nothing was, nothing was emptied."""
+        if self.file is None:
+            os.close(self._fd)
+        else:
+            with contextlib.suppress(OSError):      # the write's error is the one to tell (_closed_on_failure)
+                self.file.close()
+
 
 @contextlib.contextmanager
-def _written_in_place(path: str, durable: bool) -> Iterator[Writer]:
+def _written_in_place(path: str) -> Iterator[Writer]:
     """The regular file `path` written in place, as age writes its output: emptied at the first write (or at the
-    end of a block that wrote nothing), then written; a failure leaves what was written before it. Synced at the
-    end with `durable`."""
+    end of a block that wrote nothing, as age 1.3's decryption, whose out.Write(nil) opens it), then written; a
+    failure leaves what was written before it."""
     lazy = _OpenedAtFirstWrite(path)
     try:
         yield lazy
     except BaseException:
-        if lazy.file is not None:
-            with contextlib.suppress(OSError):      # the write's error is the one to tell (_closed_on_failure)
-                lazy.file.close()
+        lazy.close_unwritten()
         raise
-    f = lazy.file or open(path, "wb")       # an empty result empties it, as age's does
+    f = lazy.opened()
     try:
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
         f.close()
     except OSError as e:
         raise write_failed(f, e) from None
@@ -435,14 +445,11 @@ def _written_in_place(path: str, durable: bool) -> Iterator[Writer]:
 _NO_NEW_FILE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
-def _copied_in_place(output: "_Unnamed | _Partial", path: str, durable: bool) -> None:
-    """The whole result in `output` written into the file `path` in place (emptied first), as age writes it."""
-    with open(output.reopened(), "rb") as src, open(path, "wb") as dst:
+def _copied_in_place(output: "_Unnamed | _Partial", target: str) -> None:
+    """The whole result in `output` written into the file `target` in place (emptied first), as age writes it."""
+    with open(output.reopened(), "rb") as src, open(target, "wb") as dst:
         while piece := src.read(1 << 20):
             dst.write(piece)
-        if durable:
-            dst.flush()
-            os.fsync(dst.fileno())
 
 
 @contextlib.contextmanager
@@ -469,7 +476,8 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     it (nothing written, the file as it was). A read-only folder (EROFS)
     is one such. Where the rename cannot replace `path` (EBUSY: a mount
     point, as a file bind-mounted into a container), the whole result is
-    then written into it.
+    then written into it. Neither is synced: `durable` outputs (agefast-rekey's,
+    whose OUTPUT may be its INPUT) are never written in place.
     """
     path = os.fsdecode(path)
     if exclusive and os.path.lexists(path):
@@ -503,7 +511,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
             if not (in_place_if_refused and there is not None and e.errno in _NO_NEW_FILE):
                 raise
         if output is None:
-            with _written_in_place(path, durable) as written:
+            with _written_in_place(path) as written:
                 yield written
             return
         try:
@@ -520,7 +528,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
                 except OSError as e:
                     if not (in_place_if_refused and there is not None and e.errno == errno.EBUSY):
                         raise
-                    _copied_in_place(output, path, durable)
+                    _copied_in_place(output, target)
         finally:
             output.close()
     finally:
