@@ -446,10 +446,13 @@ _NO_NEW_FILE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 def _copied_in_place(output: "_Unnamed | _Partial", target: str) -> None:
-    """The whole result in `output` written into the file `target` in place (emptied first), as age writes it."""
+    """The whole result in `output` written into the file `target` in place (emptied first), as age writes it:
+    in the kernel where it can (agefast.io.copy, imported here: only a mount-point output needs it)."""
+    from .copy import copy_rest
+    from .source import Source
+
     with open(output.reopened(), "rb") as src, open(target, "wb") as dst:
-        while piece := src.read(1 << 20):
-            dst.write(piece)
+        copy_rest(Source(src), dst, (src.fileno(), 0))
 
 
 @contextlib.contextmanager
@@ -503,12 +506,13 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     directory, name = os.path.split(target)
     proc = _proc_folder()
     try:
+        in_place = in_place_if_refused and there is not None     # an output that can be written in place
         output: _Unnamed | _Partial | None = None
         try:
             with _naming(path):
                 output = _Unnamed.create(directory, proc) or _Partial(directory, name)
         except OSError as e:
-            if not (in_place_if_refused and there is not None and e.errno in _NO_NEW_FILE):
+            if not (in_place and e.errno in _NO_NEW_FILE):
                 raise
         if output is None:
             with _written_in_place(path) as written:
@@ -526,7 +530,7 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
                 try:
                     _place(output, f, target, there, target, durable, lambda: _sync_folder(directory), exclusive)
                 except OSError as e:
-                    if not (in_place_if_refused and there is not None and e.errno == errno.EBUSY):
+                    if not (in_place and e.errno == errno.EBUSY):
                         raise
                     _copied_in_place(output, target)
         finally:
