@@ -82,11 +82,13 @@ def _lines(text: str, error: type[Exception], longest: int = _LONGEST_LINE) -> I
     see. So a comment is a line whose first character is "#", and a key with spaces around it is malformed.
     `error` for a line longer than age's scanner takes, or a key line longer than `longest`."""
     for number, line in enumerate(text.split("\n"), 1):
-        if _size(line) > _LONGEST_LINE:
+        size = _size(line)
+        if size > _LONGEST_LINE:
             raise error(f"line {number} is too long")
-        line = line.removesuffix("\r")
+        if line.endswith("\r"):
+            line, size = line[:-1], size - 1
         if line and not line.startswith("#"):
-            if longest < _LONGEST_LINE and _size(line) > longest:
+            if size > longest:
                 raise error(f"line {number} is too long")
             yield number, line
 
