@@ -13,12 +13,17 @@ from pathlib import Path
 
 import agefast
 from agefast import kernels
+from agefast.payload.rules import CHUNK_SIZE, PIPELINE_BATCH, SEALED_CHUNK_SIZE
 from streams import Sink
 
 IDENTITY = agefast.x25519.Identity.generate()
 RECIPIENT = IDENTITY.to_public()
 BLOCK = bytes(range(256)) * 1024  # 256 KiB
 MiB = 1 << 20
+# Decrypting runs this many pipeline workers, each with one input and one
+# output buffer of a batch (agefast.payload.pipeline), whatever the length.
+WORKERS = 2
+PIPELINE_BUFFERS = WORKERS * PIPELINE_BATCH * (SEALED_CHUNK_SIZE + CHUNK_SIZE)
 
 
 def _status(field: str) -> int:
@@ -49,7 +54,7 @@ def encrypting(blocks: int, path: Path):
 def decrypting(path: Path):
     def job():
         with open(path, "rb") as f:
-            agefast.decrypt_io(f, Sink(), [IDENTITY])
+            agefast.decrypt_io(f, Sink(), [IDENTITY], threads=WORKERS)
     return job
 
 
@@ -71,12 +76,14 @@ def test_streaming_memory_is_flat(tmp_path):
     done = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     enc_small, enc_large, dec_small, dec_large = map(int, done.stdout.split())
-    # The same fixed buffers serve any length: the pipeline ring of three 4 MiB
-    # batches at most, independent of size. Resident memory moves by whole
+    # The same fixed buffers serve any length. Resident memory moves by whole
     # pages as the allocator hands them back and takes them again: 1 MiB of slack.
     assert enc_large - enc_small < MiB, (enc_small, enc_large)
-    assert dec_large - dec_small < MiB, (dec_small, dec_large)
-    assert max(enc_large, dec_large) < 32 * MiB
+    # Decrypting is bounded by the workers' buffers, not compared with the
+    # smaller stream: which of them a short stream touches is the scheduler's
+    # choice (a busy CI machine left one worker's buffers untouched).
+    assert max(dec_small, dec_large) < PIPELINE_BUFFERS + MiB, (dec_small, dec_large, PIPELINE_BUFFERS)
+    assert enc_large < 32 * MiB
 
 
 if __name__ == "__main__":
