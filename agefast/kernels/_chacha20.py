@@ -54,15 +54,13 @@ _CHACHA_W = 16 if "avx512f" in FEATURES else 8
 
 
 def _emit_quarter_round(b, x, a, q, c, d, rotl=_rotl):
-    """One ChaCha20 quarter round on the state vectors x[a], x[q], x[c], x[d], in place."""
-    x[a] = b.add(x[a], x[q])
-    x[d] = rotl(b, b.xor(x[d], x[a]), 16)
-    x[c] = b.add(x[c], x[d])
-    x[q] = rotl(b, b.xor(x[q], x[c]), 12)
-    x[a] = b.add(x[a], x[q])
-    x[d] = rotl(b, b.xor(x[d], x[a]), 8)
-    x[c] = b.add(x[c], x[d])
-    x[q] = rotl(b, b.xor(x[q], x[c]), 7)
+    """One ChaCha20 quarter round on the state vectors x[a], x[q], x[c], x[d], in place; where x holds
+    several sets of 16 (blocks apart), on each set, an instruction of each set in turn."""
+    sets = range(0, len(x), 16)
+    for into, by, n in ((a, q, 0), (d, a, 16), (c, d, 0), (q, c, 12), (a, q, 0), (d, a, 8), (c, d, 0), (q, c, 7)):
+        for o in sets:
+            v = x[o + into]
+            x[o + into] = rotl(b, b.xor(v, x[o + by]), n) if n else b.add(v, x[o + by])
 
 
 def _emit_chacha_xor(b, st, src, dst, blocks, W):

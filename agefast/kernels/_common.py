@@ -41,15 +41,16 @@ def _ifma_lanes():
     return "avx512ifma" in FEATURES and "avx512f" in FEATURES
 
 
-FORMS = ("stitched", "two-pass", "split")
+FORMS = ("stitched", "two-pass", "split", "split-wide")
 
 
 def _form():
     """How the batch seals and opens its chunks: "stitched" (_stitched:
     ChaCha20 blocks in vector registers while the scalar multiplier hashes in
-    radix 2^64), "two-pass" (ChaCha20, then Poly1305 on vector lanes), or
+    radix 2^64), "two-pass" (ChaCha20, then Poly1305 on vector lanes),
     "split" (the stitched loop hashes part of each step, the lanes the rest of
-    the chunk after it).
+    the chunk after it), or "split-wide" (split, the zmm loop 2 KiB a step in
+    two sets of 16 blocks: _stitched._SETS; on AVX2, split).
 
     Each class gets the form that measured fastest on it (docs/engine.md,
     benchmarks/bench_isa.py --classes --forms): split where AVX-512 has
@@ -70,17 +71,18 @@ def _form():
 
 
 def _choices():
-    """(IFMA, STITCHED, SPLIT) for the target's features and AGEFAST_KERNEL_FORM:
+    """(IFMA, STITCHED, SPLIT, WIDE) for the target's features and AGEFAST_KERNEL_FORM:
     Poly1305 lanes in radix 2^44; the batch through _stitched (which writes
-    plaintext before the tag is known); part of each step left to the lanes."""
+    plaintext before the tag is known); part of each step left to the lanes;
+    two sets of ChaCha20 blocks a step."""
     form = _form()
-    return _ifma_lanes(), form != "two-pass", form == "split"
+    return _ifma_lanes(), form != "two-pass", form in ("split", "split-wide"), form == "split-wide"
 
 
 # Compile-time constants: Numba prunes the branch not taken, and its cache
 # index is keyed on the CPU name and features (and agefast's on
 # AGEFAST_KERNEL_FORM), so a build for others never loads this one's code.
-IFMA, STITCHED, SPLIT = _choices()
+IFMA, STITCHED, SPLIT, WIDE = _choices()
 
 CHUNK = _abi.CHUNK
 TAG = _abi.TAG

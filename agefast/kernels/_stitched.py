@@ -29,6 +29,10 @@ from the accumulator the loop left: an eighth of it where the lanes are
 IFMA's (radix 2^44), a quarter where they are 26-bit limbs on vpmuludq
 (_HASHED). Its seal encrypts a chunk's first
 STEP alone (nothing is written yet to hash) and does not bridge chunks.
+The split-wide form (_common.WIDE) is the split form over 2 KiB STEPs: the
+zmm loop computes two sets of 16 blocks an iteration, an instruction of
+each in turn, for CPUs whose vector instructions' latency leaves one set's
+rounds waiting on themselves (_SETS).
 
 _aead hands this module the batch (seal_batch) or each chunk (open_one)
 where the build is stitched (_common.STITCHED: every x86 class by default,
@@ -47,21 +51,35 @@ from ._chunk import (_key as _chunk_key, _lane_groups, _mac_end, _mac_end_beside
                      _seal_chunk, _tag_matches, _take_key)
 from ._chacha20 import (_chacha20_xor, _emit_quarter_round, _py_chacha_xor, _QUARTER_ROUNDS, _rotl, _SIGMA,
                         _transpose)
-from ._common import (_align_loop, _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, _loop_option, BLOCK16, CHUNK,
-                      FEATURES, GROUP, IFMA, LANES, SPLIT, TAG)
+from ._common import (_align_loop, _call_outlined, _data_ptr, _fill, _I32, _I64, _inner, _loop_option, CHUNK,
+                      FEATURES, GROUP, IFMA, LANES, SPLIT, TAG, WIDE)
 from ._next_key import BESIDE
 from ._poly1305 import _emit_poly_mul, _emit_poly_step, _poly_power, _py_poly_mul, _py_poly_step
 
-_W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per iteration, one per vector lane
-STEP = 64 * _W          # bytes per iteration
+_W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per vector, one per lane
+# Sets of _W blocks an iteration: two in the split-wide form's zmm loop. On
+# Zen 5 a vector add, xor or rotation takes two cycles before its result
+# can be used, and a quarter round is a chain of twelve: ten double rounds
+# of one set of 16 zmm blocks took 49.7 cycles each (the chains' 48), two
+# sets interleaved 65.1 for both, 1.53x the blocks a cycle (C probes,
+# benchmarks/HISTORY.md, 2026-12-07). The 32 zmm registers hold two sets'
+# state, with nothing to spare: the words the rounds start from are loaded
+# again for the sum after them. AVX2's 16 ymm registers hold one set (two
+# measured 0.73x of the cipher alone on Zen 2), so there the form is split's.
+_SETS = 2 if WIDE and _W == 16 else 1
+_BLOCKS = _W * _SETS    # ChaCha20 blocks per iteration
+STEP = 64 * _BLOCKS     # bytes per iteration
 # Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
 # part of one (the lanes hash the rest of the chunk after the loop, on the
 # vector units ChaCha20 is bound by): seven eighths with IFMA's lanes, three
 # quarters with 26-bit ones. On Zen 4 (issue 46, benchmarks/HISTORY.md) the
 # IFMA class's two chains measured fastest with 56 of 64 blocks a KiB (1-2%
 # over all 64, 2-5% over one chain with 40); with one chain, more than 40
-# made it longer than the vector side.
-_HASHED = (STEP * 7 // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
+# made it longer than the vector side. Beside two sets (split-wide), half:
+# on Zen 5 that loop was bound by how many instructions it issues, and with
+# five eighths of each step on the chains it ran 7-10% slower (seven
+# eighths: 20%).
+_HASHED = (STEP * (4 if _SETS == 2 else 7) // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
 # Independent Poly1305 chains per iteration. Each step waits for the one
 # before it (_emit_poly_step is latency bound, ~12-16 cycles a step), so on
 # AVX-512 one chain over the 64 blocks of a STEP is longer than the zmm
@@ -106,7 +124,16 @@ _POLY_DELAY = 4
 # loads (which LLVM folds into the XORs that follow them) the same
 # prefetches gained nothing (tests/kernels/test_classes.py keeps the order).
 # A prefetch never faults, so the last iterations may ask past the source.
-_PREFETCH = 4096 if _W == 16 else 0
+# Two sets (a 2 KiB STEP) spread theirs over the double rounds, four lines
+# a double round, and ask for the destination's lines too: streaming from
+# memory on Zen 5, 32 prefetches at the start of an iteration left open at
+# 0.88-0.96x of the cipher alone, and 16 KiB ahead for the source and 4 KiB
+# for the destination held the split-wide loop at its speed in L2 (7.0-7.5
+# GB/s) from 256 KiB to 128 MiB (benchmarks/HISTORY.md; prefetchw for the
+# destination, which the classes' features do not name, measured the same).
+_PREFETCH = (16384 if _SETS == 2 else 4096) if _W == 16 else 0
+_PREFETCH_DST = 4096 if _SETS == 2 else 0
+_SPREAD = STEP // 64 // 8   # lines of source and of destination a double round (two sets)
 
 # An 8 x 8 transpose of 32-bit words in three rounds that AVX2 does in one
 # instruction each: vpunpckl/hdq and vpunpckl/hqdq within 128-bit halves, then
@@ -158,7 +185,7 @@ def _byte_rotations(b):
 
 
 def _emit_stitched(b, st, ctx, src, dst, poly, count):
-    """`count` iterations: dst[STEP i:] = src[STEP i:] ^ _W blocks from counter st[12] + _W i;
+    """`count` iterations: dst[STEP i:] = src[STEP i:] ^ _BLOCKS blocks from counter st[12] + _BLOCKS i;
     hash _HASHED blocks of poly[16 _HASHED i:]."""
     def splat(w):
         v = b.insert_element(ir.Constant(_VW, ir.Undefined), w, ir.Constant(_I32, 0))
@@ -185,19 +212,32 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
     groups = 16 // _W       # vectors per block
     with cgutils.for_range(b, count) as loop:
         i = loop.index
-        counter = b.add(words[12 - 4], b.trunc(b.mul(i, ir.Constant(_I64, _W)), _I32))
+        counter = b.add(words[12 - 4], b.trunc(b.mul(i, ir.Constant(_I64, _BLOCKS)), _I32))
         if _PREFETCH:
             ahead = b.add(b.mul(i, ir.Constant(_I64, STEP)), ir.Constant(_I64, _PREFETCH))
+        if _PREFETCH and _SETS == 1:
             for line in range(0, STEP, 64):
                 _prefetch(b, b.gep(src, [b.add(ahead, ir.Constant(_I64, line))]))
-        init = list(base)
-        init[12] = b.add(splat(counter), ir.Constant(_VW, list(range(_W))))
+        spread = None
+        if _SETS > 1:
+            spread = (b.gep(src, [ahead]),
+                      b.gep(dst, [b.add(b.mul(i, ir.Constant(_I64, STEP)), ir.Constant(_I64, _PREFETCH_DST))]))
+
+        def start(base):
+            """The state the sets' rounds start from, each set's block counters _W past the one before."""
+            init = []
+            for s in range(_SETS):
+                init += base[:12] + [b.add(splat(counter), ir.Constant(_VW, list(range(_W * s, _W * (s + 1)))))]
+                init += base[13:]
+            return init
+
+        init = start(base)
         x = list(init)
         chains = [[b.load(slot) for slot in h_slots]] + [[zero] * 3] * (_CHAINS - 1)
         at = b.mul(i, ir.Constant(_I64, 2 * _HASHED))      # this iteration's first i64 of poly
         hashing = (pp, at, per, r0, r1, one)
         if _ROLLED:
-            x, chains = _rolled_rounds(b, x, chains, hashing, rotl)
+            x, chains = _rolled_rounds(b, x, chains, hashing, rotl, spread)
         else:
             # step p of each chain before quarter round D + ceil(p (80 - D) / per), D = _POLY_DELAY: every
             # step has a place among the 80, since per < 80 - D
@@ -206,20 +246,28 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
         h = chains[0] if _CHAINS == 1 else _emit_poly_mul(b, *chains[0], *power, *chains[1])
         for slot, v in zip(h_slots, h):
             b.store(v, slot)
-        out = [b.add(x[k], init[k]) for k in range(16)]
+        if _SETS > 1:
+            # the words loaded again: kept from before the rounds, they would take registers the sets need
+            words = [b.load(b.gep(st, [ir.Constant(_I64, k)])) for k in range(4, 16)]
+            init = start([ir.Constant(_VW, [c] * _W) for c in _SIGMA] + [splat(w) for w in words])
         transpose = _transpose8 if _W == 8 else _transpose
-        cols = [transpose(b, out[g * _W:(g + 1) * _W]) for g in range(groups)]   # cols[g][k]: part g of block k
-        first = b.mul(i, ir.Constant(_I64, 16))   # this iteration's first vector of src and dst (16 a STEP)
-        at = [[[b.add(first, ir.Constant(_I64, groups * k + g))] for g in range(groups)] for k in range(_W)]
-        # In zmm, every load of the STEP before any store: a load after a store to the same address
-        # modulo 4096 waits for it, and dst 64 bytes past src modulo 4096, as pread's two new bytes
-        # lie, made each block's store hold up the next block's load (+1 us of a 64 KiB chunk's 15).
-        # AVX2 has 16 ymm registers, too few to hold 16 loads beside the keystream (3% slower so).
-        early = [[b.load(b.gep(sp, at[k][g]), align=1) for g in range(groups)] for k in range(_W)] if _W == 16 else None
-        for k in range(_W):
-            for g in range(groups):
-                v = early[k][g] if early else b.load(b.gep(sp, at[k][g]), align=1)
-                b.store(b.xor(v, cols[g][k]), b.gep(dp, at[k][g]), align=1)
+        for s in range(_SETS):
+            out = [b.add(x[16 * s + k], init[16 * s + k]) for k in range(16)]
+            cols = [transpose(b, out[g * _W:(g + 1) * _W]) for g in range(groups)]   # cols[g][k]: part g of block k
+            first = b.mul(i, ir.Constant(_I64, 16 * _SETS))   # this set's first vector of src and dst (16 a set)
+            if s:
+                first = b.add(first, ir.Constant(_I64, 16 * s))
+            at = [[[b.add(first, ir.Constant(_I64, groups * k + g))] for g in range(groups)] for k in range(_W)]
+            # In zmm, every load of the set before any store: a load after a store to the same address
+            # modulo 4096 waits for it, and dst 64 bytes past src modulo 4096, as pread's two new bytes
+            # lie, made each block's store hold up the next block's load (+1 us of a 64 KiB chunk's 15).
+            # AVX2 has 16 ymm registers, too few to hold 16 loads beside the keystream (3% slower so).
+            early = ([[b.load(b.gep(sp, at[k][g]), align=1) for g in range(groups)] for k in range(_W)]
+                     if _W == 16 else None)
+            for k in range(_W):
+                for g in range(groups):
+                    v = early[k][g] if early else b.load(b.gep(sp, at[k][g]), align=1)
+                    b.store(b.xor(v, cols[g][k]), b.gep(dp, at[k][g]), align=1)
         body = b.block
     if _W == 8:
         # where the ymm loop starts was measured on Zen 2 (_align_loop); the zmm loops stay where
@@ -262,12 +310,13 @@ def _places(k):
     return [8 * (j + 1) // (k + 1) for j in range(k)]
 
 
-def _rolled_rounds(b, x, chains, hashing, rotl):
+def _rolled_rounds(b, x, chains, hashing, rotl, spread=None):
     """The 10 double rounds as loops of one (_ROLLED): a loop for each number of steps a double round
     takes, the per steps of each chain spread over them as evenly as they go, the larger shares first;
-    returns (x, chains) after them."""
+    returns (x, chains) after them. spread: (source, destination) i8 pointers whose next _SPREAD lines
+    each double round prefetches (two sets)."""
     pp, at, per, r0, r1, one = hashing
-    x_slots = [cgutils.alloca_once(b, _VW) for _ in range(16)]
+    x_slots = [cgutils.alloca_once(b, _VW) for _ in x]
     word_slots = [cgutils.alloca_once(b, _I64) for _ in range(3 * _CHAINS)]
 
     def store(x, chains):
@@ -281,11 +330,17 @@ def _rolled_rounds(b, x, chains, hashing, rotl):
     store(x, chains)
     many, extra = divmod(per, 10)
     base = 0
+    rounds_before = 0       # double rounds of the loops before this one
     for k, n in ((many + 1, extra), (many, 10 - extra)):
         if n == 0:
             continue
         with cgutils.for_range(b, ir.Constant(_I64, n)) as loop:
             x, chains = load()
+            if spread is not None:
+                first = b.mul(b.add(loop.index, ir.Constant(_I64, rounds_before)), ir.Constant(_I64, 64 * _SPREAD))
+                for line in range(_SPREAD):
+                    for pointer in spread:
+                        _prefetch(b, b.gep(pointer, [b.add(first, ir.Constant(_I64, 64 * line))]))
             step_at = b.add(at, b.mul(loop.index, ir.Constant(_I64, 2 * k)))
             chains = _rounds(b, x, chains, _QUARTER_ROUNDS, _places(k), (pp, step_at, per, r0, r1, one), base, rotl)
             store(x, chains)
@@ -293,6 +348,7 @@ def _rolled_rounds(b, x, chains, hashing, rotl):
         # LLVM would unroll a loop of so few iterations whole again
         _loop_option(latch.terminator, "llvm.loop.unroll.disable")
         base += n * k
+        rounds_before += n
     return load()
 
 
@@ -343,7 +399,7 @@ def _stitched_steps(typingctx, state, ctx, src, soff, dst, doff, pbuf, poff, cou
 def _py_stitched_steps(state, ctx, src, soff, dst, doff, pbuf, poff, count):
     """NUMBA_DISABLE_JIT=1: the same, through _chacha20's and _poly1305's big-integer stand-ins."""
     st = state.copy()
-    tmp = np.zeros(BLOCK16, np.uint8)
+    tmp = np.zeros(STEP, np.uint8)
     h0, h1, h2 = ctx[4], ctx[5], ctx[6]
     per = _HASHED // _CHAINS
     z = np.uint64(0)
@@ -356,8 +412,8 @@ def _py_stitched_steps(state, ctx, src, soff, dst, doff, pbuf, poff, count):
                 chains[c] = _py_poly_step(*chains[c], m0, m1, 1, ctx[0], ctx[1])
         h0, h1, h2 = chains[0] if _CHAINS == 1 else _py_poly_mul(*chains[0], ctx[7], ctx[8], ctx[9], *chains[1])
         tmp[:STEP] = src[soff + STEP * i:soff + STEP * (i + 1)]
-        st[12] = np.uint32(int(state[12]) + _W * i)
-        _py_chacha_xor(st, tmp, 0, tmp, 0)
+        st[12] = np.uint32(int(state[12]) + _BLOCKS * i)
+        _py_chacha_xor(st, tmp, 0, tmp, 0, _BLOCKS)
         dst[doff + STEP * i:doff + STEP * (i + 1)] = tmp[:STEP]
     ctx[4], ctx[5], ctx[6] = h0, h1, h2
 
@@ -405,7 +461,7 @@ def seal_batch(scr, mask, aad, counter, src, dst, final):
         st[12] = np.uint32(1 + head // 64)
         steps = (size - head) // STEP if head else 0
         _stitched_steps(st, ctx, src, pos + head, dst, out + head, dst, out, steps)
-        st[12] += np.uint32(_W * steps)
+        st[12] += np.uint32(_BLOCKS * steps)
         hashed = STEP * steps
         _chacha20_xor(st, src[pos + head + hashed:end], dst[out + head + hashed:out + size], buf[1024:2048])
         head = 0
@@ -445,7 +501,7 @@ def _seal_split(scr, mask, aad, counter, src, dst, final):
         if steps:
             _chacha20_xor(st, src[pos:pos + STEP], dst[out:out + STEP], buf[1024:2048])
             _stitched_steps(st, scr[1], src, pos + STEP, dst, out + STEP, dst, out, steps - 1)
-            st[12] += np.uint32(_W * (steps - 1))
+            st[12] += np.uint32(_BLOCKS * (steps - 1))
         done = STEP * steps
         _chacha20_xor(st, src[pos + done:end], dst[out + done:out + size], buf[1024:2048])
         mac = dst[out + hashed:out + size]
@@ -489,7 +545,7 @@ def open_one(scr, aad, src, dst, taken, beside, nonce):
         _key(scr, aad, groups > 0)
     _chacha20_xor(st, src[:STEP * lag], dst[:STEP * lag], buf[1024:2048])
     _stitched_steps(st, scr[1], src, STEP * lag, dst, STEP * lag, src, 0, steps - lag)
-    st[12] += np.uint32(_W * (steps - lag))
+    st[12] += np.uint32(_BLOCKS * (steps - lag))
     done = STEP * steps
     _chacha20_xor(st, src[done:n], dst[done:n], buf[1024:2048])
     if NEXT_KEY and beside:

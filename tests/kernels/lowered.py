@@ -59,7 +59,7 @@ def lower(features: str) -> dict:
         raise RuntimeError(f"already imported with the host's features: {', '.join(early)}")
     wanted = {f[1:] for f in features.split(",") if f.startswith("+")}
     _common.FEATURES = frozenset(wanted)
-    _common.IFMA, _common.STITCHED, _common.SPLIT = _common._choices()
+    _common.IFMA, _common.STITCHED, _common.SPLIT, _common.WIDE = _common._choices()
     from agefast.kernels import _chacha20, _poly1305, _stitched
 
     seen: dict = {"widths": set(), "madd52": 0}

@@ -78,10 +78,11 @@ def test_each_big_body_is_compiled_once():
 
 
 @pytest.mark.parametrize(("form", "features", "choices"), [
-    ("", "+avx2", (True, False)), ("", "+avx2,+avx512f", (True, False)), ("", "+sse2", (False, False)),
-    ("", "+avx2,+avx512f,+avx512ifma", (True, True)), ("", "+neon", (False, False)),
-    ("stitched", "+avx2,+avx512f", (True, False)), ("two-pass", "+avx2", (False, False)),
-    ("split", "+avx2,+avx512f,+avx512ifma", (True, True)), ("split", "+avx2", (True, True))])
+    ("", "+avx2", (True, False, False)), ("", "+avx2,+avx512f", (True, False, False)),
+    ("", "+sse2", (False, False, False)), ("", "+avx2,+avx512f,+avx512ifma", (True, True, False)), ("", "+neon", (False, False, False)),
+    ("stitched", "+avx2,+avx512f", (True, False, False)), ("two-pass", "+avx2", (False, False, False)),
+    ("split", "+avx2,+avx512f,+avx512ifma", (True, True, False)), ("split", "+avx2", (True, True, False)),
+    ("split-wide", "+avx2,+avx512f,+avx512ifma", (True, True, True))])
 def test_the_form_of_the_batch_kernel(monkeypatch, form, features, choices):
     # By default split with IFMA's lanes, stitched on the other x86 classes, two passes elsewhere;
     # AGEFAST_KERNEL_FORM asks for any form anywhere.

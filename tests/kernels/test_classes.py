@@ -8,12 +8,13 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import build_kernels
-from agefast.kernels import _shipped
+from agefast.kernels import _cache, _shipped
 
 from . import instructions
 from .machines import (CASCADE_LAKE, ICELAKE_SP, IVY_BRIDGE, NEOVERSE_N1, SAPPHIRE_RAPIDS, SKYLAKE_SP, WESTMERE,
@@ -141,6 +142,27 @@ def test_the_zmm_loop_runs_its_rounds_as_loops_of_one_double_round(builds, cpu_c
     assert inner and rotates[0] == 32 * len(inner) and all(n == 32 for n in rotates[1:] if n), rotates
     assert all(any(text.startswith("mulx") for _, text in loop) for loop in inner), "no Poly1305 step in a loop"
     assert all(loop[-1][0] - loop[0][0] < 2048 for loop in inner), [loop[-1][0] - loop[0][0] for loop in inner]
+
+
+@pytest.mark.requires_tool("objdump", "cc")
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86 classes compile on an x86-64 machine")
+def test_the_split_wide_loop_runs_two_sets_and_spreads_its_prefetches(tmp_path):
+    # _stitched._SETS: two sets of 16 blocks in each double round (64 rotates, not 32), and
+    # _stitched._PREFETCH: in each double round four lines of the source and four of the destination,
+    # none at the iteration's start (32 there left open slower from memory on Zen 5).
+    ifma = next(c for c in X86 if c.name == "avx512ifma")
+    env = {k: v for k, v in os.environ.items() if k not in _cache._BUILD_SETTINGS}
+    env.update(NUMBA_CPU_NAME=ifma.cpu, NUMBA_CPU_FEATURES=ifma.features, NUMBA_CACHE_DIR=str(tmp_path),
+               AGEFAST_KERNEL_FORM="split-wide", PYTHONPATH=str(ROOT))
+    library = tmp_path / "wide.so"
+    subprocess.run([sys.executable, "-m", "build_kernels.compile", str(library)], cwd=ROOT, env=env,
+                   capture_output=True, check=True, timeout=1800)
+    loops = _loops(str(library), "agefast_stitched_steps")
+    rotates = [sum(text.startswith("vprold") for _, text in loop) for loop in loops]
+    prefetches = [sum(text.startswith("prefetcht0") for _, text in loop) for loop in loops]
+    inner = [k for k, n in enumerate(rotates) if k and n]
+    assert inner and rotates[0] == 64 * len(inner) and all(rotates[k] == 64 for k in inner), rotates
+    assert all(prefetches[k] == 8 for k in inner) and prefetches[0] == 8 * len(inner), prefetches
 
 
 @pytest.mark.parametrize(("raw", "text", "needs"), [

@@ -32,9 +32,10 @@ def test_kernels_without_jit():
     assert "5 passed" in out
 
 
-def test_batches_without_jit(tmp_path):
+@pytest.mark.parametrize("form", ["", "split-wide"])
+def test_batches_without_jit(tmp_path, form):
     # NUMBA_DISABLE_JIT=1: agefast.kernels runs the kernels' own Python (the
-    # reference route), not the compiled library.
+    # reference route), not the compiled library; in the host's form and in split-wide's 2 KiB steps.
     script = textwrap.dedent("""
         import os, sys
         from agefast.payload import rules
@@ -42,8 +43,8 @@ def test_batches_without_jit(tmp_path):
         from agefast import kernels
         os.environ["AGEFAST_ENGINE"] = "cryptography"
         key = bytes(range(32))
-        for n in (0, 100, 1500, 2600):     # 2600: through the stitched loop too, where the build has it
-            src = (bytes(range(256)) * 11)[:n]
+        for n in (0, 100, 1500, 2600, 6000):     # through the stitched loop too, where the build has it
+            src = (bytes(range(256)) * 24)[:n]
             ref = bytearray(rules.sealed_size(n))
             w = choose(None, None).seal(key, 2, src, ref, True)
             got = bytearray(w)
@@ -68,7 +69,7 @@ def test_batches_without_jit(tmp_path):
         from agefast.kernels import _loader
         print("reference ok", _loader._functions.batch.__module__)
     """)
-    out = run(["-c", script], NUMBA_DISABLE_JIT="1", cwd=tmp_path)
+    out = run(["-c", script], NUMBA_DISABLE_JIT="1", AGEFAST_KERNEL_FORM=form, cwd=tmp_path)
     assert out == "reference ok agefast.kernels._loader\n"
 
 
@@ -196,7 +197,7 @@ def _native_build(cpu_class, form, cache) -> tuple[str, dict]:
         from agefast import kernels
         from agefast.kernels import _common
         assert kernels.isa() == {isa!r} and _common.STITCHED == {built != "two-pass"}, kernels.isa()
-        assert _common.SPLIT == {built == "split"}
+        assert _common.SPLIT == {built.startswith("split")} and _common.WIDE == {built == "split-wide"}
     """)
     return head, {"NUMBA_CACHE_DIR": str(cache), "AGEFAST_KERNEL_FORM": form, **builds.target_env(cpu_class)}
 
@@ -223,7 +224,8 @@ def test_each_class_build(tmp_path, build_cache, cpu_class, form):
             from agefast import kernels
             from agefast.kernels import _common
             kernels.warm_up()
-            assert _common.STITCHED == {stitched} and _common.SPLIT == {built == "split"}
+            assert _common.STITCHED == {stitched} and _common.SPLIT == {built.startswith("split")}
+            assert _common.WIDE == {built == "split-wide"}
             assert seen["widths"] == {{16, 4}}{madd52}, seen
         """)
         # a cache of its own: the lowered build is cached under the AVX2 target (lowered.py)
