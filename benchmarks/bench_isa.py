@@ -235,9 +235,9 @@ def each_class(rounds, mib, forms, cpus, processes=1):
             table.append((cpu_class, cpu_class.cpu, "", mask, None, f"this CPU lacks {', '.join(missing)}"))
             continue
         for cpu in dict.fromkeys((cpu_class.cpu, *cpus)):
-            for form in forms:
+            for form in forms if not cpu_class.form else ("",):     # a class of its own form: that one
                 env = {**os.environ, "NUMBA_CPU_NAME": cpu, "NUMBA_CPU_FEATURES": features_for(cpu_class, cpu),
-                       "OPENSSL_ia32cap": mask, "AGEFAST_KERNEL_FORM": form}
+                       "OPENSSL_ia32cap": mask, "AGEFAST_KERNEL_FORM": form or cpu_class.form}
                 if not mask:
                     del env["OPENSSL_ia32cap"]
                 print(f"{cpu_class.name} for {cpu} {form or '(its own form)'}: measuring "

@@ -52,9 +52,10 @@ def asked_by_name(setting: str) -> bool:
     return setting.strip() not in ("", "host", "none")
 
 
-def selected(setting: str, machine: str, flags: frozenset[str]) -> list[_shipped.CpuClass]:
-    """The classes an AGEFAST_BUILD_KERNELS `setting` asks for on a `machine` with `flags`; BuildFailed for a
-    name of no class."""
+def selected(setting: str, machine: str, flags: frozenset[str],
+             family: tuple[str, int] | None = None) -> list[_shipped.CpuClass]:
+    """The classes an AGEFAST_BUILD_KERNELS `setting` asks for on a `machine` with `flags` (of CPU `family`,
+    where known); BuildFailed for a name of no class."""
     setting = setting.strip() or "host"
     ours = [c for c in _shipped.CLASSES if c.machine == machine]
     if setting == "none":
@@ -62,7 +63,7 @@ def selected(setting: str, machine: str, flags: frozenset[str]) -> list[_shipped
     if setting == "all":
         return ours
     if setting == "host":
-        host = _shipped.choose(machine, flags, frozenset(c.name for c in ours))
+        host = _shipped.choose(machine, flags, frozenset(c.name for c in ours), family)
         return [host] if host is not None else []
     names = [name.strip() for name in setting.split(",") if name.strip()]
     unknown = [name for name in names if name not in {c.name for c in ours}]
@@ -82,6 +83,8 @@ def _compile(cpu_class: _shipped.CpuClass, out: str, root: str = ROOT) -> tuple[
         env = {k: v for k, v in os.environ.items() if k not in _cache._BUILD_SETTINGS}
         env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features, NUMBA_CACHE_DIR=scratch,
                    PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        if cpu_class.form:      # a class's own form (Zen 5's split-wide)
+            env["AGEFAST_KERNEL_FORM"] = cpu_class.form
         try:
             done = subprocess.run([sys.executable, "-m", "build_kernels.compile", out], cwd=root, env=env,
                                   capture_output=True, text=True, timeout=1800)
@@ -98,7 +101,7 @@ def ship(directory: str) -> None:
     """Fill `directory` (the package's prebuilt/ in the build tree) with the selected classes and the manifest."""
     shutil.rmtree(directory, ignore_errors=True)
     setting = os.environ.get("AGEFAST_BUILD_KERNELS", "")
-    classes = selected(setting, os.uname().machine, _shipped.host_flags())
+    classes = selected(setting, os.uname().machine, _shipped.host_flags(), _shipped.host_family())
     if not classes:
         _say(f"no class to build (AGEFAST_BUILD_KERNELS={setting!r}, {os.uname().machine}): {_WITHOUT}")
         return

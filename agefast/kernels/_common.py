@@ -15,7 +15,7 @@ from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 
-from . import _abi
+from . import _abi, _shipped
 
 
 # Helpers are compiled into their callers only (no machine code, no CPython
@@ -55,12 +55,15 @@ def _form():
     Each class gets the form that measured fastest on it (docs/engine.md,
     benchmarks/bench_isa.py --classes --forms): split where AVX-512 has
     IFMA's lanes, stitched on the other x86 classes (AVX-512F and AVX2), two
-    passes elsewhere (Arm's NEON, where nothing was measured). AGEFAST_KERNEL_FORM
+    passes elsewhere (Arm's NEON, where nothing was measured), and a class for
+    some CPU families its own (_shipped.CLASSES: Zen 5's split-wide), which
+    the package build asks for by AGEFAST_KERNEL_FORM and a compile for this
+    CPU's own features takes where it is of that class. AGEFAST_KERNEL_FORM
     asks for a form on any target, to measure the others on a class
     (benchmarks/bench_isa.py --forms): it is part of the cache's key, and no
     shipped build is used under it.
     """
-    form = os.environ.get("AGEFAST_KERNEL_FORM", "")
+    form = os.environ.get("AGEFAST_KERNEL_FORM", "") or _host_class_form()
     if not form:
         if _ifma_lanes():
             return "split"
@@ -68,6 +71,15 @@ def _form():
     if form not in FORMS:
         raise ValueError(f"AGEFAST_KERNEL_FORM must be one of {', '.join(map(repr, FORMS))}, not {form!r}")
     return form
+
+
+def _host_class_form():
+    """The form of the class this CPU takes (_shipped.host_class) where it has one of its own and Numba
+    compiles for this CPU's features (no NUMBA_CPU_NAME or NUMBA_CPU_FEATURES); else ""."""
+    if config.CPU_NAME is not None or config.CPU_FEATURES is not None:
+        return ""
+    cpu_class = _shipped.host_class()
+    return cpu_class.form if cpu_class is not None else ""
 
 
 def _choices():

@@ -12,7 +12,8 @@ reproducible: the same sources, releases and linker give the same bytes in
 any directory at any time (tests/kernels/test_classes.py).
 
 A process takes the widest shipped class whose features its CPU has (from
-/proc/cpuinfo, without importing numba or llvmlite), only if the manifest's
+/proc/cpuinfo, without importing numba or llvmlite; a class for some CPU
+families only on one of them: Zen 5's), only if the manifest's
 source digest is that of the installed kernel sources (an edited or
 upgraded source never runs an old build), and loads exactly the bytes it
 hashed: the file is read once, its SHA-256 checked against the manifest,
@@ -53,12 +54,16 @@ class Build(NamedTuple):
 
 
 class CpuClass(NamedTuple):
-    """A target the kernels are built for: its machine (os.uname's), Numba's CPU name and LLVM features."""
+    """A target the kernels are built for: its machine (os.uname's), Numba's CPU name and LLVM features;
+    the form of the batch kernel where it is not the features' own (_common._form), and the CPU families
+    ((vendor_id, cpu family) of /proc/cpuinfo) a class is for where it is not for every CPU with its features."""
 
     name: str
     machine: str
     cpu: str
     features: str
+    form: str = ""
+    families: tuple[tuple[str, int], ...] = ()
 
 
 # The x86 classes are the x86-64 psABI levels distributions build for, and
@@ -85,8 +90,16 @@ _X86_64_V4 = _X86_64_V3 + ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"
 # "Kernels built with the package": Zen 4 and Zen 5 avx512ifma > avx512f >
 # avx2; an Intel Xeon with IFMA, 2026-12-02, avx512f ~1.8x avx2, IFMA and
 # avx512f within the noise), so no CPU family needs an order of its own.
+# Zen 5 (AMD family 26) has a build of the IFMA class of its own, in the
+# split-wide form: two sets of zmm blocks a step, for its vector
+# instructions' latency of two cycles (1.08-1.11x / 1.12-1.14x of the cipher
+# alone against split's 0.98-1.01x / 0.98-1.03x; docs/engine.md). Zen 4 and
+# Intel keep split: their rounds are bound by the vector pipes, not by the
+# chains of their results.
+_IFMA = _X86_64_V4 + ",+avx512ifma,+avx512vbmi"
 CLASSES = (
-    CpuClass("avx512ifma", "x86_64", "x86-64-v4", _X86_64_V4 + ",+avx512ifma,+avx512vbmi"),
+    CpuClass("avx512ifma-zen5", "x86_64", "x86-64-v4", _IFMA, "split-wide", (("AuthenticAMD", 26),)),
+    CpuClass("avx512ifma", "x86_64", "x86-64-v4", _IFMA),
     CpuClass("avx512f", "x86_64", "x86-64-v4", _X86_64_V4),
     CpuClass("avx2", "x86_64", "x86-64-v3", _X86_64_V3),
     # ARMv8-A with Advanced SIMD, which every 64-bit Arm Linux machine has.
@@ -116,10 +129,23 @@ def cpuinfo_flags(cpuinfo: bytes) -> frozenset[str]:
     return frozenset()
 
 
-def choose(machine: str, flags: frozenset[str], shipped: frozenset[str]) -> CpuClass | None:
-    """The widest class among `shipped` that a `machine` CPU with `flags` runs, or None."""
+def cpuinfo_family(cpuinfo: bytes) -> tuple[str, int] | None:
+    """(vendor_id, cpu family) of the first processor in /proc/cpuinfo's text, or None where it does not say."""
+    fields = {}
+    for line in cpuinfo.split(b"\n\n")[0].splitlines():
+        name, _, value = line.partition(b":")
+        fields[name.strip()] = value.strip().decode("ascii", "replace")
+    vendor, family = fields.get(b"vendor_id"), fields.get(b"cpu family", "")
+    return (vendor, int(family)) if vendor and family.isdigit() else None
+
+
+def choose(machine: str, flags: frozenset[str], shipped: frozenset[str],
+           family: tuple[str, int] | None = None) -> CpuClass | None:
+    """The widest class among `shipped` that a `machine` CPU with `flags` (of `family`, if known) runs, or None;
+    a class for some CPU families only where `family` is one of them."""
     for cpu_class in CLASSES:
-        if cpu_class.name in shipped and cpu_class.machine == machine and required_flags(cpu_class) <= flags:
+        if (cpu_class.name in shipped and cpu_class.machine == machine and required_flags(cpu_class) <= flags
+                and (not cpu_class.families or family in cpu_class.families)):
             return cpu_class
     return None
 
@@ -133,12 +159,26 @@ def runs_here(features: str) -> bool:
     return not have or llvm_flags(features) & named <= have
 
 
-def host_flags() -> frozenset[str]:
+def _cpuinfo() -> bytes:
     try:
         with open("/proc/cpuinfo", "rb") as f:
-            return cpuinfo_flags(f.read(1 << 16))
+            return f.read(1 << 16)
     except OSError:
-        return frozenset()
+        return b""
+
+
+def host_flags() -> frozenset[str]:
+    return cpuinfo_flags(_cpuinfo())
+
+
+def host_family() -> tuple[str, int] | None:
+    """This CPU's (vendor_id, cpu family), where /proc/cpuinfo says."""
+    return cpuinfo_family(_cpuinfo())
+
+
+def host_class(shipped: frozenset[str] = frozenset(c.name for c in CLASSES)) -> CpuClass | None:
+    """The class among `shipped` this CPU takes (choose's, with this CPU's flags and family), or None."""
+    return choose(portable.machine(), host_flags(), shipped, host_family())
 
 
 def source_digest(directory: str) -> str:
@@ -210,7 +250,7 @@ def verified() -> tuple[CpuClass, bytes] | str:
         return "none was built with this install"
     except (OSError, ValueError) as e:
         return f"the manifest of the builds cannot be read ({e})"
-    cpu_class = choose(portable.machine(), host_flags(), frozenset(builds))
+    cpu_class = host_class(frozenset(builds))
     if cpu_class is None:
         return f"this CPU runs none of the shipped builds ({', '.join(sorted(builds))})"
     build = builds[cpu_class.name]

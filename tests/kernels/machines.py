@@ -47,6 +47,7 @@ WESTMERE = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat p
 NEOVERSE_N1 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
 
 
-def cpuinfo(flags: str, name: str = "flags") -> bytes:
-    block = f"processor\t: 0\nvendor_id\t: SomeVendor\n{name}\t\t: {flags}\nbogomips\t: 4000.00\n"
+def cpuinfo(flags: str, name: str = "flags", family: tuple[str, int] = ("SomeVendor", 1)) -> bytes:
+    block = (f"processor\t: 0\nvendor_id\t: {family[0]}\ncpu family\t: {family[1]}\n{name}\t\t: {flags}\n"
+             "bogomips\t: 4000.00\n")
     return (block + "\n" + block.replace("processor\t: 0", "processor\t: 1").replace(flags, "fpu")).encode()

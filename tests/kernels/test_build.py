@@ -85,10 +85,28 @@ def test_each_big_body_is_compiled_once():
     ("split-wide", "+avx2,+avx512f,+avx512ifma", (True, True, True))])
 def test_the_form_of_the_batch_kernel(monkeypatch, form, features, choices):
     # By default split with IFMA's lanes, stitched on the other x86 classes, two passes elsewhere;
-    # AGEFAST_KERNEL_FORM asks for any form anywhere.
+    # AGEFAST_KERNEL_FORM asks for any form anywhere. (A CPU whose class has a form of its own: below.)
+    monkeypatch.setattr(_shipped, "host_class", lambda: None)
     monkeypatch.setattr(_common, "FEATURES", {f[1:] for f in features.split(",")})
     monkeypatch.setenv("AGEFAST_KERNEL_FORM", form)
     assert _common._choices()[1:] == choices
+
+
+@pytest.mark.parametrize(("target", "wide"), [({}, True), ({"CPU_NAME": "x86-64-v4"}, False),
+                                               ({"CPU_FEATURES": "+avx512f,+avx512ifma"}, False)])
+def test_a_build_for_a_cpu_whose_class_has_a_form_of_its_own_takes_it(monkeypatch, target, wide):
+    # Zen 5's class is split-wide: a compile for the host's own features (the cache's) takes it, so an
+    # editable install runs what the wheel would ship it; one for a target of Numba's (a class's build,
+    # which build_kernels gives its form by AGEFAST_KERNEL_FORM) takes the features' default.
+    zen5 = next(c for c in _shipped.CLASSES if c.form == "split-wide")
+    monkeypatch.setattr(_shipped, "host_class", lambda: zen5)
+    monkeypatch.setattr(_common, "FEATURES", {"avx2", "avx512f", "avx512ifma"})
+    monkeypatch.delenv("AGEFAST_KERNEL_FORM", raising=False)
+    monkeypatch.setattr(_common.config, "CPU_NAME", None)
+    monkeypatch.setattr(_common.config, "CPU_FEATURES", None)
+    for name, value in target.items():
+        monkeypatch.setattr(_common.config, name, value)
+    assert _common._choices()[1:] == (True, True, wide)
 
 
 def test_an_unknown_form_is_refused(monkeypatch):

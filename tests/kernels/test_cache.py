@@ -17,6 +17,7 @@ from agefast.kernels import _cache, _loader, _shipped
 from unnamed_files import require_unnamed_files
 
 ROOT = Path(__file__).resolve().parents[2]
+AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
 PROBE = """
 import json, os, random, sys
 from agefast import kernels
@@ -543,7 +544,7 @@ def test_an_entry_for_instructions_this_cpu_lacks_is_a_miss(warm, monkeypatch):
 @pytest.mark.parametrize("features, runs", [("+avx2,+bmi2,+sse4a,+clzero", True), ("+avx2,+avx512f", False),
                                             ("+avx2,-avx512f", True)])
 def test_a_build_runs_here_where_the_cpu_has_every_class_instruction_set_it_may_use(monkeypatch, features, runs):
-    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))   # avx2
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(AVX2))
     assert _shipped.runs_here(features) is runs
     monkeypatch.setattr(_shipped, "host_flags", frozenset)      # no /proc/cpuinfo: nothing to tell by
     assert _shipped.runs_here(features)
@@ -554,7 +555,7 @@ def test_a_compile_for_instructions_this_cpu_lacks_is_neither_run_nor_cached(mon
 
     stored = []
     monkeypatch.setattr(_build, "compile_object", lambda: (b"object", "x86-64-v4", "+avx2,+avx512f"))
-    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(AVX2))
     monkeypatch.setattr(_cache, "store", lambda *args: stored.append(args))
     with pytest.raises(RuntimeError, match=r"compiled for x86-64-v4 \(\+avx2,\+avx512f\), whose instructions "
                                            "this CPU lacks"):
@@ -576,7 +577,7 @@ def test_a_compile_whose_code_dies_here_is_neither_run_nor_cached(monkeypatch):
     monkeypatch.setattr(_loader, "_loaded", lambda kind, data: object())
     # (SIGKILL for the SIGILL it stands for: a faulthandler, as pytest's, would print a dump of the child.)
     monkeypatch.setattr(_known_answer, "check", lambda functions, isa: os.kill(os.getpid(), signal.SIGKILL))
-    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(_shipped.CLASSES[2]))
+    monkeypatch.setattr(_shipped, "host_flags", lambda: _shipped.required_flags(AVX2))
     monkeypatch.setattr(_cache, "store", lambda *args: stored.append(args))
     with pytest.raises(RuntimeError, match="compiled for icelake-server die or answer wrongly on this CPU"):
         _loader._compile("key")

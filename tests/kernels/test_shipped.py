@@ -12,7 +12,7 @@ import pytest
 from agefast.kernels import _shipped
 from required import unavailable
 
-from .machines import ICELAKE_SP, IVY_BRIDGE, ZEN2, cpuinfo
+from .machines import ICELAKE_SP, IVY_BRIDGE, ZEN2, ZEN5_GUEST, cpuinfo
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERY = frozenset(c.name for c in _shipped.CLASSES)
@@ -50,7 +50,7 @@ def host_build():
     from agefast import kernels
     from agefast.kernels import _cache
 
-    cpu_class = _shipped.choose(os.uname().machine, _shipped.host_flags(), EVERY)
+    cpu_class = _shipped.host_class()
     if cpu_class is None:
         pytest.skip("no shipped class fits this CPU")
     kernels.warm_up()      # fills the cache if it is cold
@@ -218,7 +218,11 @@ def test_the_build_compiles_the_classes_asked_for(capsys):
     assert names(build_kernels.selected("host", "x86_64", _shipped.cpuinfo_flags(cpuinfo(ICELAKE_SP)))) == [
         "avx512ifma"]
     assert names(build_kernels.selected("host", "x86_64", _shipped.cpuinfo_flags(cpuinfo(IVY_BRIDGE)))) == []
-    assert names(build_kernels.selected("all", "x86_64", zen2)) == ["avx512ifma", "avx512f", "avx2"]
+    zen5 = _shipped.cpuinfo_flags(cpuinfo(ZEN5_GUEST))
+    assert names(build_kernels.selected("host", "x86_64", zen5, ("AuthenticAMD", 26))) == ["avx512ifma-zen5"]
+    assert names(build_kernels.selected("host", "x86_64", zen5, ("AuthenticAMD", 25))) == ["avx512ifma"]
+    assert names(build_kernels.selected("all", "x86_64", zen2)) == ["avx512ifma-zen5", "avx512ifma", "avx512f",
+                                                                    "avx2"]
     assert names(build_kernels.selected("all", "aarch64", frozenset())) == ["aarch64"]
     assert names(build_kernels.selected("none", "x86_64", zen2)) == []
     assert names(build_kernels.selected("avx2, avx512f", "x86_64", zen2)) == ["avx512f", "avx2"]
@@ -241,7 +245,7 @@ def test_a_class_that_fails_to_compile_is_left_out_where_the_host_chose_it(tmp_p
     # whether a failure fails the build)
     avx512f, avx2 = [c for c in _shipped.CLASSES if c.name in ("avx2", "avx512f")]
     chosen = {"": [avx512f, avx2], "avx2,avx512f": [avx512f, avx2], "avx2": [avx2]}
-    monkeypatch.setattr(build_kernels, "selected", lambda setting, machine, flags: chosen[setting])
+    monkeypatch.setattr(build_kernels, "selected", lambda setting, machine, flags, family: chosen[setting])
     prebuilt = tmp_path / "prebuilt"
     monkeypatch.setenv("AGEFAST_BUILD_KERNELS", "")
     build_kernels.ship(str(prebuilt))

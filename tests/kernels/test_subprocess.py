@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agefast.kernels import _shipped
+from agefast.kernels import _loader, _shipped
 from agefast.kernels._common import FORMS
 from tests.kernels import builds
 
@@ -192,14 +192,15 @@ def _native_build(cpu_class, form, cache) -> tuple[str, dict]:
     """The head of a script that checks it runs the build of `cpu_class` in `form` ("": the form it ships
     in), and the environment that gives it that build, from `cache`."""
     built = form or builds.SHIPPED_FORMS[cpu_class.name]
-    isa = cpu_class.name if cpu_class.machine == "x86_64" else "baseline"
+    isa = _loader._isa_of(cpu_class.features)
     head = textwrap.dedent(f"""
         from agefast import kernels
         from agefast.kernels import _common
         assert kernels.isa() == {isa!r} and _common.STITCHED == {built != "two-pass"}, kernels.isa()
         assert _common.SPLIT == {built.startswith("split")} and _common.WIDE == {built == "split-wide"}
     """)
-    return head, {"NUMBA_CACHE_DIR": str(cache), "AGEFAST_KERNEL_FORM": form, **builds.target_env(cpu_class)}
+    return head, {"NUMBA_CACHE_DIR": str(cache), "AGEFAST_KERNEL_FORM": form or cpu_class.form,
+                  **builds.target_env(cpu_class)}
 
 
 @pytest.mark.parametrize(("cpu_class", "form"), builds.BUILDS, ids=builds.IDS)
@@ -219,7 +220,8 @@ def test_each_class_build(tmp_path, build_cache, cpu_class, form):
     elif builds.runs_lowered(cpu_class):
         # The IFMA build's lanes go through the vpmadd52 stand-ins, the others' not; ChaCha20 is
         # transposed from 16 blocks a vector, and for each Poly1305 key from four (_chunk._key).
-        madd52 = f" and (seen['madd52'] > 0) == {cpu_class.name == 'avx512ifma'}" if lanes else ""
+        ifma = "+avx512ifma" in cpu_class.features.split(",")
+        madd52 = f" and (seen['madd52'] > 0) == {ifma}" if lanes else ""
         head = builds.lowered_head(cpu_class) + textwrap.dedent(f"""
             from agefast import kernels
             from agefast.kernels import _common
@@ -229,7 +231,8 @@ def test_each_class_build(tmp_path, build_cache, cpu_class, form):
             assert seen["widths"] == {{16, 4}}{madd52}, seen
         """)
         # a cache of its own: the lowered build is cached under the AVX2 target (lowered.py)
-        env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form, **builds.target_env(builds.AVX2)}
+        env = {"NUMBA_CACHE_DIR": str(tmp_path), "AGEFAST_KERNEL_FORM": form or cpu_class.form,
+               **builds.target_env(builds.AVX2)}
     else:
         pytest.skip(f"this CPU cannot run the {cpu_class.name} build")
     out = run(["-c", head + _build_checks(stitched)], **env)
@@ -238,7 +241,7 @@ def test_each_class_build(tmp_path, build_cache, cpu_class, form):
 
 # Every form of each x86 class (the one it ships in as ""), and the Arm class as it ships.
 _FORMS = [(c, f) for c in _shipped.CLASSES if c.machine == "x86_64"
-          for f in ("",) + tuple(f for f in FORMS if f != builds.SHIPPED_FORMS[c.name])]
+          for f in ("",) + tuple(f for f in FORMS if f != builds.SHIPPED_FORMS[c.name] and not c.form)]
 _FORMS += [(c, "") for c in _shipped.CLASSES if c.machine != "x86_64"]
 
 

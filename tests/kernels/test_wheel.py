@@ -36,7 +36,7 @@ pytestmark = pytest.mark.requires_tool(os.environ.get("CC", "cc"))     # links t
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """A wheel of this tree with the host's class, built as `pip install .` builds one."""
-    if _shipped.choose(os.uname().machine, _shipped.host_flags(), frozenset(c.name for c in _shipped.CLASSES)) is None:
+    if _shipped.host_class() is None:
         pytest.skip("no shipped class fits this CPU")
     src = tmp_path_factory.mktemp("src")
     for name in _TREE:      # a copy: the build leaves build/ and *.egg-info where it runs
@@ -130,7 +130,7 @@ def round_trip(python: Path, size: int, home: Path) -> dict[str, object]:
 
 def test_a_wheel_runs_its_shipped_build_without_numba_llvmlite_or_numpy(wheel, tmp_path):
     python = install(wheel, tmp_path / "venv")
-    host = _shipped.choose(os.uname().machine, _shipped.host_flags(), frozenset(c.name for c in _shipped.CLASSES))
+    host = _shipped.host_class()
     result = round_trip(python, 16 << 20, tmp_path / "home")
     assert result == {"round_trip": True, "agefast": result["agefast"], "warm": True, "shipped": True,
                       "isa": _loader._isa_of(host.features), "findable": [], "imported": []}
