@@ -176,9 +176,11 @@ def host_family() -> tuple[str, int] | None:
     return cpuinfo_family(_cpuinfo())
 
 
-def host_class(shipped: frozenset[str] = frozenset(c.name for c in CLASSES)) -> CpuClass | None:
-    """The class among `shipped` this CPU takes (choose's, with this CPU's flags and family), or None."""
-    return choose(portable.machine(), host_flags(), shipped, host_family())
+def host_class(shipped: frozenset[str] | None = None) -> CpuClass | None:
+    """The class among `shipped` (every class, where None) this CPU takes (choose's, with this CPU's flags and
+    family), or None."""
+    names = frozenset(c.name for c in CLASSES) if shipped is None else shipped
+    return choose(portable.machine(), host_flags(), names, host_family())
 
 
 def source_digest(directory: str) -> str:
