@@ -60,7 +60,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 import common
 from agefast import kernels
-from agefast.kernels import _common
+from agefast.kernels import _common, _loader
 
 CHUNK = kernels.CHUNK_SIZE
 SEALED = kernels.SEALED_CHUNK_SIZE
@@ -229,7 +229,7 @@ def each_class(rounds, mib, forms, cpus, processes=1):
     for cpu_class in _shipped.CLASSES:
         if cpu_class.machine != os.uname().machine:
             continue
-        mask = _OPENSSL_MASKS.get(cpu_class.name, "")
+        mask = _OPENSSL_MASKS.get(_loader._isa_of(cpu_class.features), "")     # by its instructions
         missing = sorted(_shipped.required_flags(cpu_class) - flags)
         if missing:
             table.append((cpu_class, cpu_class.cpu, "", mask, None, f"this CPU lacks {', '.join(missing)}"))

@@ -49,8 +49,8 @@ def _form():
     ChaCha20 blocks in vector registers while the scalar multiplier hashes in
     radix 2^64), "two-pass" (ChaCha20, then Poly1305 on vector lanes),
     "split" (the stitched loop hashes part of each step, the lanes the rest of
-    the chunk after it), or "split-wide" (split, the zmm loop 2 KiB a step in
-    two sets of 16 blocks: _stitched._SETS; on AVX2, split).
+    the chunk after it), or "split-wide" (split, the loop computing two sets
+    of blocks a step, 2 KiB in zmm, 1 KiB in ymm: _stitched._SETS).
 
     Each class gets the form that measured fastest on it (docs/engine.md,
     benchmarks/bench_isa.py --classes --forms): split where AVX-512 has

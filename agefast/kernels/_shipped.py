@@ -13,7 +13,7 @@ any directory at any time (tests/kernels/test_classes.py).
 
 A process takes the widest shipped class whose features its CPU has (from
 /proc/cpuinfo, without importing numba or llvmlite; a class for some CPU
-families only on one of them: Zen 5's), only if the manifest's
+families only on one of them: Zen 5's two), only if the manifest's
 source digest is that of the installed kernel sources (an edited or
 upgraded source never runs an old build), and loads exactly the bytes it
 hashed: the file is read once, its SHA-256 checked against the manifest,
@@ -90,17 +90,19 @@ _X86_64_V4 = _X86_64_V3 + ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"
 # "Kernels built with the package": Zen 4 and Zen 5 avx512ifma > avx512f >
 # avx2; an Intel Xeon with IFMA, 2026-12-02, avx512f ~1.8x avx2, IFMA and
 # avx512f within the noise), so no CPU family needs an order of its own.
-# Zen 5 (AMD family 26) has a build of the IFMA class of its own, in the
-# split-wide form: two sets of zmm blocks a step, for its vector
-# instructions' latency of two cycles (1.08-1.11x / 1.12-1.14x of the cipher
-# alone against split's 0.98-1.01x / 0.98-1.03x; docs/engine.md). Zen 4 and
-# Intel keep split: their rounds are bound by the vector pipes, not by the
-# chains of their results.
+# Zen 5 (AMD family 26) has builds of the IFMA and AVX2 classes of its own,
+# in the split-wide form: two sets of blocks a step, for its vector
+# instructions' latency of two cycles (IFMA 1.08-1.11x / 1.12-1.14x of the
+# cipher alone against split's 0.98-1.01x / 0.98-1.03x; AVX2 1.02x against
+# stitched's 0.92x; docs/engine.md). Zen 4, Intel and Zen 1-3 keep theirs:
+# their rounds are bound by the vector pipes, not by the chains of their
+# results (Zen 2's AVX2 with two sets: 0.73x).
 _IFMA = _X86_64_V4 + ",+avx512ifma,+avx512vbmi"
 CLASSES = (
     CpuClass("avx512ifma-zen5", "x86_64", "x86-64-v4", _IFMA, "split-wide", (("AuthenticAMD", 26),)),
     CpuClass("avx512ifma", "x86_64", "x86-64-v4", _IFMA),
     CpuClass("avx512f", "x86_64", "x86-64-v4", _X86_64_V4),
+    CpuClass("avx2-zen5", "x86_64", "x86-64-v3", _X86_64_V3, "split-wide", (("AuthenticAMD", 26),)),
     CpuClass("avx2", "x86_64", "x86-64-v3", _X86_64_V3),
     # ARMv8-A with Advanced SIMD, which every 64-bit Arm Linux machine has.
     CpuClass("aarch64", "aarch64", "generic", "+neon,+fp-armv8"),

@@ -57,16 +57,18 @@ from ._next_key import BESIDE
 from ._poly1305 import _emit_poly_mul, _emit_poly_step, _poly_power, _py_poly_mul, _py_poly_step
 
 _W = 16 if "avx512f" in FEATURES else 8     # ChaCha20 blocks per vector, one per lane
-# Sets of _W blocks an iteration: two in the split-wide form's zmm loop. On
-# Zen 5 a vector add, xor or rotation takes two cycles before its result
-# can be used, and a quarter round is a chain of twelve: ten double rounds
-# of one set of 16 zmm blocks took 49.7 cycles each (the chains' 48), two
-# sets interleaved 65.1 for both, 1.53x the blocks a cycle (C probes,
+# Sets of _W blocks an iteration: two in the split-wide form. On Zen 5 a
+# vector add, xor or rotation takes two cycles before its result can be
+# used, and a quarter round is a chain of twelve: ten double rounds of one
+# set of 16 zmm blocks took 49.7 cycles each (the chains' 48), two sets
+# interleaved 65.1 for both, 1.53x the blocks a cycle (C probes,
 # benchmarks/HISTORY.md, 2026-12-07). The 32 zmm registers hold two sets'
 # state, with nothing to spare: the words the rounds start from are loaded
-# again for the sum after them. AVX2's 16 ymm registers hold one set (two
-# measured 0.73x of the cipher alone on Zen 2), so there the form is split's.
-_SETS = 2 if WIDE and _W == 16 else 1
+# again for the sum after them. AVX2's 16 ymm registers hold one set, and the
+# second lives on the stack: on Zen 2, bound by its one shift pipe, that ran
+# at 0.73x of the cipher alone; on Zen 5, where the rounds wait on their
+# chains, at 1.02x (against one set's 0.92x).
+_SETS = 2 if WIDE else 1
 _BLOCKS = _W * _SETS    # ChaCha20 blocks per iteration
 STEP = 64 * _BLOCKS     # bytes per iteration
 # Poly1305 steps per iteration: a STEP of ciphertext, or in the split form
@@ -105,10 +107,10 @@ _VW = ir.VectorType(_I32, _W)
 # loop is not held whole in the op cache (inferred from the rates and from
 # probe loops; the guest has no performance counters). Rolled, both AVX-512
 # classes hold one speed, at or near the cipher alone (issue 46,
-# benchmarks/HISTORY.md, 2026-12-07). The ymm loop stays unrolled: rolled, the
-# AVX2 class measured the same on Zen 5, and its 0.97x on Zen 2 was measured
-# unrolled.
-_ROLLED = _W == 16
+# benchmarks/HISTORY.md, 2026-12-07). The ymm loop of one set stays
+# unrolled: rolled, the AVX2 class measured the same on Zen 5, and its 0.97x
+# on Zen 2 was measured unrolled; two sets unrolled would be twice its size.
+_ROLLED = _W == 16 or _SETS == 2
 # Quarter rounds of the ymm loop's iteration before its first Poly1305 step
 # (unrolled). The steps' loads come first in an iteration, right behind the
 # last one's stores, and a load whose address matches a pending store's
@@ -124,14 +126,15 @@ _POLY_DELAY = 4
 # loads (which LLVM folds into the XORs that follow them) the same
 # prefetches gained nothing (tests/kernels/test_classes.py keeps the order).
 # A prefetch never faults, so the last iterations may ask past the source.
-# Two sets (a 2 KiB STEP) spread theirs over the double rounds, four lines
-# a double round, and ask for the destination's lines too: streaming from
+# Two sets (a 2 KiB STEP in zmm, 1 KiB in ymm) spread theirs over the double
+# rounds, four lines (two) a double round, and ask for the destination's
+# lines too: streaming from
 # memory on Zen 5, 32 prefetches at the start of an iteration left open at
 # 0.88-0.96x of the cipher alone, and 16 KiB ahead for the source and 4 KiB
 # for the destination held the split-wide loop at its speed in L2 (7.0-7.5
 # GB/s) from 256 KiB to 128 MiB (benchmarks/HISTORY.md; prefetchw for the
 # destination, which the classes' features do not name, measured the same).
-_PREFETCH = (16384 if _SETS == 2 else 4096) if _W == 16 else 0
+_PREFETCH = 16384 if _SETS == 2 else 4096 if _W == 16 else 0
 _PREFETCH_DST = 4096 if _SETS == 2 else 0
 _SPREAD = STEP // 64 // 8   # lines of source and of destination a double round (two sets)
 

@@ -68,7 +68,7 @@ def library(tmp_path_factory):
             out = where / "kernels.so"
             if builds.runs_lowered(cpu_class):
                 head, target = builds.lowered_head(cpu_class), builds.AVX2
-            elif cpu_class == builds.AVX2 and builds.runs_natively(cpu_class):
+            elif cpu_class.features == builds.AVX2.features and builds.runs_natively(cpu_class):
                 head, target = "", cpu_class
             else:
                 pytest.skip(f"Valgrind cannot run the {cpu_class.name} build here")
@@ -78,7 +78,7 @@ def library(tmp_path_factory):
                 from build_kernels.compile import main
                 main({str(out)!r})
             """)
-            env = dict(os.environ, NUMBA_CACHE_DIR=str(where / "numba"), AGEFAST_KERNEL_FORM=form,
+            env = dict(os.environ, NUMBA_CACHE_DIR=str(where / "numba"), AGEFAST_KERNEL_FORM=form or cpu_class.form,
                        **builds.target_env(target))
             done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                                   timeout=600)

@@ -4,8 +4,8 @@ Each class in the form it ships in (SHIPPED_FORMS), and the forms
 AGEFAST_KERNEL_FORM asks for to be measured against it, so that every lane
 code and loop runs somewhere: two passes with IFMA's lanes and with 26-bit
 ones in zmm, split with 26-bit lanes beside the zmm loop (two chains of
-24 blocks) and beside the ymm loop (split-wide's two sets of 16 blocks are
-Zen 5's class's).
+24 blocks) and beside the ymm loop (split-wide's two sets of blocks are
+Zen 5's classes').
 """
 
 import platform
@@ -14,8 +14,8 @@ import textwrap
 from agefast.kernels import _shipped
 
 AVX2 = next(c for c in _shipped.CLASSES if c.name == "avx2")
-SHIPPED_FORMS = {"avx512ifma-zen5": "split-wide", "avx512ifma": "split", "avx512f": "stitched", "avx2": "stitched",
-                 "aarch64": "two-pass"}
+SHIPPED_FORMS = {"avx512ifma-zen5": "split-wide", "avx512ifma": "split", "avx512f": "stitched",
+                 "avx2-zen5": "split-wide", "avx2": "stitched", "aarch64": "two-pass"}
 BUILDS = ([(c, "") for c in _shipped.CLASSES]
           + [(c, "two-pass") for c in _shipped.CLASSES if c.name in ("avx512ifma", "avx512f")]
           + [(c, "split") for c in _shipped.CLASSES if c.name in ("avx512f", "avx2")])

@@ -49,13 +49,14 @@ def test_each_machine_loads_the_widest_class_its_flags_allow(machine, text, want
 @pytest.mark.parametrize(("flags", "family", "wanted"), [
     (ZEN5_GUEST, ("AuthenticAMD", 26), "avx512ifma-zen5"),
     (ZEN4, ("AuthenticAMD", 25), "avx512ifma"),
-    (ZEN3, ("AuthenticAMD", 26), "avx2"),                      # a Zen 5 guest shown only AVX2
+    (ZEN3, ("AuthenticAMD", 26), "avx2-zen5"),                 # a Zen 5 guest shown only AVX2
+    (ZEN3, ("AuthenticAMD", 25), "avx2"),
     (SAPPHIRE_RAPIDS, ("GenuineIntel", 6), "avx512ifma"),
     (ZEN5_GUEST, ("SomeVendor", 26), "avx512ifma"),
-], ids=["zen5", "zen4", "zen5-avx2-guest", "sapphire-rapids", "other-vendor"])
-def test_zen5_takes_its_own_build_of_the_ifma_class(flags, family, wanted):
+], ids=["zen5", "zen4", "zen5-avx2-guest", "zen3", "sapphire-rapids", "other-vendor"])
+def test_zen5_takes_its_own_builds(flags, family, wanted):
     # _shipped.CLASSES: the split-wide form for AMD family 26 (its two-cycle vector latency), by the vendor_id
-    # and cpu family of /proc/cpuinfo; any other CPU with the flags takes the avx512ifma class.
+    # and cpu family of /proc/cpuinfo; any other CPU with the flags takes the class for every CPU.
     text = cpuinfo(flags, family=family)
     assert _shipped.cpuinfo_family(text) == family
     assert _shipped.choose("x86_64", _shipped.cpuinfo_flags(text), EVERY, _shipped.cpuinfo_family(text)).name == wanted
@@ -161,17 +162,20 @@ def test_the_zmm_loop_runs_its_rounds_as_loops_of_one_double_round(builds, cpu_c
 
 @pytest.mark.requires_tool("objdump", "cc")
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86 classes compile on an x86-64 machine")
-def test_the_split_wide_loop_runs_two_sets_and_spreads_its_prefetches(builds):
-    # Zen 5's class (split-wide). _stitched._SETS: two sets of 16 blocks in each double round (64 rotates,
-    # not 32), and _stitched._PREFETCH: in each double round four lines of the source and four of the
-    # destination, none at the iteration's start (32 there left open slower from memory on Zen 5).
-    zen5 = next(c for c in X86 if c.form == "split-wide")
-    loops = _loops(str(builds(zen5)), "agefast_stitched_steps")
-    rotates = [sum(text.startswith("vprold") for _, text in loop) for loop in loops]
+@pytest.mark.parametrize("cpu_class", [c for c in X86 if c.form == "split-wide"], ids=lambda c: c.name)
+def test_the_split_wide_loop_runs_two_sets_and_spreads_its_prefetches(builds, cpu_class):
+    # Zen 5's classes (split-wide). _stitched._SETS: two sets of blocks in each double round (in zmm 64
+    # rotates, not 32; in ymm 32 shifts left, two for each of 16 quarter rounds), and _stitched._PREFETCH:
+    # in each double round _SPREAD lines of the source and as many of the destination (4 in zmm, 2 in ymm),
+    # none at the iteration's start (32 there left open slower from memory on Zen 5).
+    zmm = "+avx512f" in cpu_class.features.split(",")
+    rotation, per_round, spread = ("vprold", 64, 4) if zmm else ("vpslld", 32, 2)
+    loops = _loops(str(builds(cpu_class)), "agefast_stitched_steps")
+    rotates = [sum(text.startswith(rotation) for _, text in loop) for loop in loops]
     prefetches = [sum(text.startswith("prefetcht0") for _, text in loop) for loop in loops]
     inner = [k for k, n in enumerate(rotates) if k and n]
-    assert inner and rotates[0] == 64 * len(inner) and all(rotates[k] == 64 for k in inner), rotates
-    assert all(prefetches[k] == 8 for k in inner) and prefetches[0] == 8 * len(inner), prefetches
+    assert inner and rotates[0] == per_round * len(inner) and all(rotates[k] == per_round for k in inner), rotates
+    assert all(prefetches[k] == 2 * spread for k in inner) and prefetches[0] == 2 * spread * len(inner), prefetches
 
 
 @pytest.mark.parametrize(("raw", "text", "needs"), [
