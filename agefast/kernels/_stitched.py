@@ -29,10 +29,10 @@ from the accumulator the loop left: an eighth of it where the lanes are
 IFMA's (radix 2^44), a quarter where they are 26-bit limbs on vpmuludq
 (_HASHED). Its seal encrypts a chunk's first
 STEP alone (nothing is written yet to hash) and does not bridge chunks.
-The split-wide form (_common.WIDE) is the split form over 2 KiB STEPs: the
-zmm loop computes two sets of 16 blocks an iteration, an instruction of
-each in turn, for CPUs whose vector instructions' latency leaves one set's
-rounds waiting on themselves (_SETS).
+The split-wide form (_common.WIDE, Zen 5's classes') is the split form over
+STEPs of two sets of blocks (2 KiB in zmm, 1 KiB in ymm), an instruction of
+each set in turn, for CPUs whose vector instructions' latency leaves one
+set's rounds waiting on themselves (_SETS).
 
 _aead hands this module the batch (seal_batch) or each chunk (open_one)
 where the build is stitched (_common.STITCHED: every x86 class by default,
@@ -77,10 +77,10 @@ STEP = 64 * _BLOCKS     # bytes per iteration
 # quarters with 26-bit ones. On Zen 4 (issue 46, benchmarks/HISTORY.md) the
 # IFMA class's two chains measured fastest with 56 of 64 blocks a KiB (1-2%
 # over all 64, 2-5% over one chain with 40); with one chain, more than 40
-# made it longer than the vector side. Beside two sets (split-wide), half:
-# on Zen 5 that loop was bound by how many instructions it issues, and with
-# five eighths of each step on the chains it ran 7-10% slower (seven
-# eighths: 20%).
+# made it longer than the vector side. Beside two sets (split-wide), half
+# with IFMA's lanes: on Zen 5 that loop was bound by how many instructions
+# it issues, and with five eighths of each step on the chains it ran 7-10%
+# slower (seven eighths: 20%).
 _HASHED = (STEP * (4 if _SETS == 2 else 7) // 128 if IFMA else STEP * 3 // 64) if SPLIT else STEP // 16
 # Independent Poly1305 chains per iteration. Each step waits for the one
 # before it (_emit_poly_step is latency bound, ~12-16 cycles a step), so on
@@ -126,14 +126,14 @@ _POLY_DELAY = 4
 # loads (which LLVM folds into the XORs that follow them) the same
 # prefetches gained nothing (tests/kernels/test_classes.py keeps the order).
 # A prefetch never faults, so the last iterations may ask past the source.
-# Two sets (a 2 KiB STEP in zmm, 1 KiB in ymm) spread theirs over the double
-# rounds, four lines (two) a double round, and ask for the destination's
-# lines too: streaming from
-# memory on Zen 5, 32 prefetches at the start of an iteration left open at
-# 0.88-0.96x of the cipher alone, and 16 KiB ahead for the source and 4 KiB
-# for the destination held the split-wide loop at its speed in L2 (7.0-7.5
-# GB/s) from 256 KiB to 128 MiB (benchmarks/HISTORY.md; prefetchw for the
-# destination, which the classes' features do not name, measured the same).
+# Two sets (a STEP of 2 KiB in zmm, 1 KiB in ymm) spread theirs over the
+# double rounds, _SPREAD lines a double round, and ask for the
+# destination's lines too: streaming from memory on Zen 5, 32 prefetches at
+# the start of an iteration left open at 0.88-0.96x of the cipher alone,
+# and 16 KiB ahead for the source and 4 KiB for the destination held the zmm
+# loop at its speed in L2 (7.0-7.5 GB/s) from 256 KiB to 128 MiB
+# (benchmarks/HISTORY.md; prefetchw for the destination, which the classes'
+# features do not name, measured the same).
 _PREFETCH = 16384 if _SETS == 2 else 4096 if _W == 16 else 0
 _PREFETCH_DST = 4096 if _SETS == 2 else 0
 _SPREAD = STEP // 64 // 8   # lines of source and of destination a double round (two sets)
