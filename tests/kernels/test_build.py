@@ -79,7 +79,8 @@ def test_each_big_body_is_compiled_once():
 
 @pytest.mark.parametrize(("form", "features", "choices"), [
     ("", "+avx2", (True, False, False)), ("", "+avx2,+avx512f", (True, False, False)),
-    ("", "+sse2", (False, False, False)), ("", "+avx2,+avx512f,+avx512ifma", (True, True, False)), ("", "+neon", (False, False, False)),
+    ("", "+sse2", (False, False, False)), ("", "+avx2,+avx512f,+avx512ifma", (True, True, False)),
+    ("", "+neon", (False, False, False)),
     ("stitched", "+avx2,+avx512f", (True, False, False)), ("two-pass", "+avx2", (False, False, False)),
     ("split", "+avx2,+avx512f,+avx512ifma", (True, True, False)), ("split", "+avx2", (True, True, False)),
     ("split-wide", "+avx2,+avx512f,+avx512ifma", (True, True, True))])
