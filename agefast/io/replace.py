@@ -28,7 +28,7 @@ from typing import IO, TypeVar
 
 from .._typing import Writer
 from .direct import DirectWriter
-from .writes import write_failed
+from .writes import close
 
 T = TypeVar("T")
 
@@ -383,10 +383,7 @@ def _written_into(path: str) -> Iterator[Writer]:
     f = open(path, "wb")
     with _closed_on_failure(f):
         yield f
-    try:
-        f.close()
-    except OSError as e:
-        raise write_failed(f, e) from None
+    close(f)
 
 
 class _OpenedAtFirstWrite:
@@ -433,11 +430,7 @@ def _written_in_place(path: str) -> Iterator[Writer]:
     except BaseException:
         lazy.close_unwritten()
         raise
-    f = lazy.opened()
-    try:
-        f.close()
-    except OSError as e:
-        raise write_failed(f, e) from None
+    close(lazy.opened())
 
 
 # How a folder refuses a new file where a file in it may still be written: no permission to write in it (EACCES;

@@ -41,6 +41,14 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
         piece = size if n == piece else piece - n
 
 
+def close(dst: Any) -> None:
+    """Close `dst` (which flushes what it buffers); a failure names the file, as write_all's do."""
+    try:
+        dst.close()
+    except OSError as e:
+        raise write_failed(dst, e) from None
+
+
 def flush(dst: object) -> None:
     """Flush `dst` if it buffers (a raw writer need not have flush()); a
     failure names the file, as write_all's do."""
