@@ -122,21 +122,24 @@ def required_flags(cpu_class: CpuClass) -> frozenset[str]:
     return llvm_flags(cpu_class.features)
 
 
-def cpuinfo_flags(cpuinfo: bytes) -> frozenset[str]:
-    """The feature flags of the first processor in /proc/cpuinfo's text ("flags" on x86, "Features" on Arm)."""
+def _first_processor(cpuinfo: bytes) -> dict[bytes, str]:
+    """The fields of the first processor in /proc/cpuinfo's text: name -> value."""
+    fields: dict[bytes, str] = {}
     for line in cpuinfo.split(b"\n\n")[0].splitlines():
         name, _, value = line.partition(b":")
-        if name.strip() in (b"flags", b"Features"):
-            return frozenset(value.decode("ascii", "replace").split())
-    return frozenset()
+        fields.setdefault(name.strip(), value.strip().decode("ascii", "replace"))
+    return fields
+
+
+def cpuinfo_flags(cpuinfo: bytes) -> frozenset[str]:
+    """The feature flags of the first processor in /proc/cpuinfo's text ("flags" on x86, "Features" on Arm)."""
+    fields = _first_processor(cpuinfo)
+    return frozenset(fields.get(b"flags", fields.get(b"Features", "")).split())
 
 
 def cpuinfo_family(cpuinfo: bytes) -> tuple[str, int] | None:
     """(vendor_id, cpu family) of the first processor in /proc/cpuinfo's text, or None where it does not say."""
-    fields = {}
-    for line in cpuinfo.split(b"\n\n")[0].splitlines():
-        name, _, value = line.partition(b":")
-        fields[name.strip()] = value.strip().decode("ascii", "replace")
+    fields = _first_processor(cpuinfo)
     vendor, family = fields.get(b"vendor_id"), fields.get(b"cpu family", "")
     return (vendor, int(family)) if vendor and family.isdigit() else None
 
@@ -182,7 +185,8 @@ def host_class(shipped: frozenset[str] | None = None) -> CpuClass | None:
     """The class among `shipped` (every class, where None) this CPU takes (choose's, with this CPU's flags and
     family), or None."""
     names = frozenset(c.name for c in CLASSES) if shipped is None else shipped
-    return choose(portable.machine(), host_flags(), names, host_family())
+    cpuinfo = _cpuinfo()        # read once: on a machine of many cores the kernel takes its time to write it
+    return choose(portable.machine(), cpuinfo_flags(cpuinfo), names, cpuinfo_family(cpuinfo))
 
 
 def source_digest(directory: str) -> str:
