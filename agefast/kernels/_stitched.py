@@ -251,8 +251,8 @@ def _emit_stitched(b, st, ctx, src, dst, poly, count):
             b.store(v, slot)
         if _SETS > 1:
             # the words loaded again: kept from before the rounds, they would take registers the sets need
-            words = [b.load(b.gep(st, [ir.Constant(_I64, k)])) for k in range(4, 16)]
-            init = start([ir.Constant(_VW, [c] * _W) for c in _SIGMA] + [splat(w) for w in words])
+            again = [b.load(b.gep(st, [ir.Constant(_I64, k)])) for k in range(4, 16)]
+            init = start([ir.Constant(_VW, [c] * _W) for c in _SIGMA] + [splat(w) for w in again])
         transpose = _transpose8 if _W == 8 else _transpose
         for s in range(_SETS):
             out = [b.add(x[16 * s + k], init[16 * s + k]) for k in range(16)]
