@@ -283,7 +283,9 @@ def machine() -> dict:
         "cpu_model": cpu.get("Model"),
         "cpus": os.cpu_count(),
         "hypervisor": cpu.get("Hypervisor vendor"),
-        "vector_flags": [f for f in flags if f in ("avx2", "avx512f", "avx512vl", "avx512_vbmi2")],
+        # the flags that choose agefast's class (agefast.kernels._shipped), and the class this CPU takes
+        "vector_flags": [f for f in flags if f in ("avx2", "avx512f", "avx512vl", "avx512ifma", "avx512vbmi")],
+        "kernel_class": _kernel_class(),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "cryptography": cryptography.__version__,
@@ -296,6 +298,14 @@ def machine() -> dict:
         "free_page_reporting_after_ms": _page_reporting_delay(),
         "loadavg_start": LOAD_AT_START,
     }
+
+
+def _kernel_class() -> str | None:
+    """The name of the kernel class this CPU takes (its shipped build, or the cache's compile for it), or None."""
+    from agefast.kernels import _shipped
+
+    cpu_class = _shipped.host_class()
+    return cpu_class.name if cpu_class else None
 
 
 def _page_reporting_delay() -> int | None:
