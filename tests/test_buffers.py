@@ -109,3 +109,56 @@ def test_ready_says_whether_it_waited_for_the_pages():
         gate.set()
         populator.stop()
     assert buffers.ready_now(size) is False
+
+
+def _held_populator(calls: list, gate: threading.Event, steps: int, result: int = 0) -> buffers._Populator:
+    """A _Populator over `steps` steps whose madvise stand-in records (thread name, address) and holds the
+    populating thread at its first step until `gate` is set; the populator once its thread is held there."""
+    def madvise(address, size, advice):     # touches nothing
+        calls.append((threading.current_thread().name, address))
+        if threading.current_thread().name == "agefast-populate":
+            gate.wait()
+        return result
+
+    populator = buffers._Populator(madvise, 1 << 30, steps * buffers._STEP)
+    for _ in range(1000):
+        if calls:
+            return populator
+        threading.Event().wait(0.001)
+    gate.set()
+    populator.stop()
+    raise AssertionError("the populating thread never started")
+
+
+def test_a_writer_faults_in_the_steps_nobody_has_taken_and_waits_for_the_rest():
+    # Where the host faults pages in on two cores at once, the writer's own faults halve its wait.
+    calls: list = []
+    gate = threading.Event()
+    populator = _held_populator(calls, gate, 4)
+    try:
+        threading.Timer(0.05, gate.set).start()
+        assert populator.ready(3 * buffers._STEP) is True
+        mine = [address for name, address in calls if name == threading.current_thread().name]
+        assert mine == [(1 << 30) + buffers._STEP, (1 << 30) + 2 * buffers._STEP]     # not the 4th: not asked for
+        assert populator.ready(3 * buffers._STEP) is False
+    finally:
+        gate.set()
+        populator.stop()
+    assert sorted(address for _, address in calls) == [(1 << 30) + i * buffers._STEP for i in range(4)]
+
+
+def test_a_refused_madvise_stops_every_fault_in():
+    # Before Linux 5.14 madvise refuses the advice: the pages are then faulted in as they are written.
+    calls: list = []
+    gate = threading.Event()
+    populator = _held_populator(calls, gate, 4, result=-1)
+    try:
+        threading.Timer(0.05, gate.set).start()
+        assert populator.ready(2 * buffers._STEP) is True      # the writer's own step was refused
+        assert len(calls) == 2
+        gate.set()
+        assert populator.ready(4 * buffers._STEP) is False
+    finally:
+        gate.set()
+        populator.stop()
+    assert len(calls) == 2

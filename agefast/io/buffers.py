@@ -13,9 +13,14 @@ its own calling madvise(MADV_POPULATE_WRITE) (Linux 5.14+) on one step after
 another, while the engine writes the steps already faulted in: on the
 project's VM populating 256 MiB takes ~100 ms, where taking the same page
 faults one by one inside the kernels' stores cost 260-390 ms
-(benchmarks/bench_engine.py --fresh, docs/engine.md). Populating in two
-threads at once measured no faster than in one; populating first and then
-writing took the sum of the two, 140-180 ms.
+(benchmarks/bench_engine.py --fresh, docs/engine.md); populating first and
+then writing took the sum of the two, 140-180 ms. Where the engine catches
+up with that thread, it faults in the steps nobody has taken itself rather
+than wait: on the 2-vCPU Zen 5 VM of 2026-12-07 two threads populated 256
+MiB in 40 ms against one's 76, and `encrypt` / `decrypt` of 256 MiB in a
+loop took 60 ms instead of 78; on a host where two threads fault no faster
+than one (the project's VM in November) the engine waits as long as it
+would have (benchmarks/HISTORY.md).
 
 Transparent huge pages were tried and dropped: on the project's VM they cost
 680 ms for the same buffer in a fresh process (53 ms only in a loop that
@@ -73,8 +78,12 @@ def ready_now(end: int) -> bool:
 
 
 class _Populator:
-    """Faults in the whole pages of [address, address + size) for writing, one
-    step after another, from a thread of its own.
+    """Faults in the whole pages of [address, address + size) for writing, a
+    step at a time: a thread of its own takes one step after another, and a
+    writer that needs pages nobody has taken yet faults them in itself
+    instead of waiting (where the host faults pages in on two cores at once,
+    that halves the wait; where it does not, the writer would have waited
+    as long).
 
     Best effort: where madvise refuses (EINVAL before Linux 5.14) it stops,
     and the pages are faulted in as they are written, as without it.
@@ -85,32 +94,57 @@ class _Populator:
         self._address = address
         self._start = -(-address // _PAGE) * _PAGE
         self._end = (address + size) // _PAGE * _PAGE
-        self._done = self._start       # populated up to here
+        self._next = self._start        # the first step nobody has taken
+        self._taken: set[int] = set()   # the steps being faulted in now
+        self._failed = False
         self._stopped = False
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="agefast-populate", daemon=True)
         self._thread.start()
 
+    def _done(self) -> int:
+        """Every page below this is in, or will not be (madvise refused)."""
+        return self._end if self._failed else min(self._taken, default=self._next)
+
+    def _take(self, below: int) -> int | None:
+        """The next step, now the calling thread's to fault in, if it starts below `below`; under the lock."""
+        if self._failed or self._stopped or self._next >= below:
+            return None
+        at = self._next
+        self._next = min(at + _STEP, self._end)
+        self._taken.add(at)
+        return at
+
+    def _fault_in(self, at: int) -> None:
+        failed = self._madvise(at, min(_STEP, self._end - at), _MADV_POPULATE_WRITE) != 0
+        with self._changed:
+            self._taken.discard(at)
+            self._failed = self._failed or failed
+            self._changed.notify_all()
+
     def _run(self) -> None:
-        at = self._start
-        while at < self._end and not self._stopped:
-            step = min(_STEP, self._end - at)
-            failed = self._madvise(at, step, _MADV_POPULATE_WRITE) != 0
-            at += step
+        while True:
             with self._changed:
-                self._done = self._end if failed else at
-                self._changed.notify_all()
-            if failed:
+                at = self._take(self._end)
+            if at is None:
                 return
+            self._fault_in(at)
 
     def ready(self, end: int) -> bool:
-        """Wait until the pages below offset `end` are in (or will not be); whether that took a wait."""
+        """Return once the pages below offset `end` are in (or will not be), faulting in those nobody has
+        taken; whether they were not all in at the call."""
         want = min(self._address + end, self._end)
-        with self._changed:
-            waited = self._done < want
-            while self._done < want:
-                self._changed.wait()
-        return waited
+        waited = False
+        while True:
+            with self._changed:
+                if self._done() >= want:
+                    return waited
+                waited = True
+                at = self._take(want)
+                if at is None:      # the rest is being faulted in by the thread
+                    self._changed.wait()
+                    continue
+            self._fault_in(at)
 
     def stop(self) -> None:
         self._stopped = True
