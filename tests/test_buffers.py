@@ -111,13 +111,17 @@ def test_ready_says_whether_it_waited_for_the_pages():
     assert buffers.ready_now(size) is False
 
 
-def _held_populator(calls: list, gate: threading.Event, steps: int, result: int = 0) -> buffers._Populator:
-    """A _Populator over `steps` steps whose madvise stand-in records (thread name, address) and holds the
-    populating thread at its first step until `gate` is set; the populator once its thread is held there."""
+def _held_populator(calls: list, gate: threading.Event, steps: int, result: int = 0,
+                    open_after: int = 0) -> buffers._Populator:
+    """A _Populator over `steps` steps whose madvise stand-in records (thread name, address), returns `result`
+    and holds the populating thread at its first step until `gate` is set (by the test, or by the writer's
+    `open_after`th call); the populator once its thread is held there."""
     def madvise(address, size, advice):     # touches nothing
         calls.append((threading.current_thread().name, address))
         if threading.current_thread().name == "agefast-populate":
             gate.wait()
+        elif sum(name != "agefast-populate" for name, _ in calls) == open_after:
+            gate.set()
         return result
 
     populator = buffers._Populator(madvise, 1 << 30, steps * buffers._STEP)
@@ -134,9 +138,9 @@ def test_a_writer_faults_in_the_steps_nobody_has_taken_and_waits_for_the_rest():
     # Where the host faults pages in on two cores at once, the writer's own faults halve its wait.
     calls: list = []
     gate = threading.Event()
-    populator = _held_populator(calls, gate, 4)
+    populator = _held_populator(calls, gate, 4, open_after=2)
     try:
-        threading.Timer(0.05, gate.set).start()
+        threading.Timer(5, gate.set).start()     # a writer that takes no step would wait for the held one
         assert populator.ready(3 * buffers._STEP) is True
         mine = [address for name, address in calls if name == threading.current_thread().name]
         assert mine == [(1 << 30) + buffers._STEP, (1 << 30) + 2 * buffers._STEP]     # not the 4th: not asked for
@@ -153,7 +157,7 @@ def test_a_refused_madvise_stops_every_fault_in():
     gate = threading.Event()
     populator = _held_populator(calls, gate, 4, result=-1)
     try:
-        threading.Timer(0.05, gate.set).start()
+        threading.Timer(5, gate.set).start()     # a writer that takes no step would wait for the held one
         assert populator.ready(2 * buffers._STEP) is True      # the writer's own step was refused
         assert len(calls) == 2
         gate.set()
