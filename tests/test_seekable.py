@@ -309,3 +309,35 @@ def test_the_file_object_rules_of_python():
     for call in (lambda: reader.pread(0, 1), lambda: reader.seek(0), lambda: reader.tell(), lambda: reader.read(1)):
         with pytest.raises(ValueError, match="closed"):
             call()
+
+
+BIG = random.Random(8).randbytes(agefast.io.buffers._RAW_MIN + 3 * CHUNK + 12345)   # read into a raw result
+BIG_CT = agefast.encrypt(BIG, [RECIPIENT])
+
+
+@pytest.mark.parametrize("start", [0, 1, CHUNK, 2 * CHUNK + 7, len(BIG) - 5, len(BIG)])
+def test_read_of_the_rest_goes_straight_into_the_result(start):
+    r = open_file(BIG_CT)
+    r.seek(start)
+    assert r.read() == BIG[start:]
+    assert r.read() == b"" and r.tell() == len(BIG)
+
+
+def test_read_of_the_rest_fails_whole_at_a_bad_chunk():
+    head, cs = chunk_list(BIG_CT)
+    r = open_file(head + b"".join(cs[:100] + [cs[101], cs[100]] + cs[102:]))
+    with pytest.raises(errors.PayloadError, match="chunk 100"):
+        r.read()
+    r.seek(0)
+    assert r.read(100 * CHUNK) == BIG[:100 * CHUNK]
+
+
+@pytest.mark.parametrize("size", [10, agefast.io.buffers._RAW_MIN + 10])
+def test_a_stream_that_ends_sooner_than_it_said_gives_what_it_gave(size):
+    # read_all of a known size reads into an uninitialised result: what the stream did not give is never
+    # returned, whatever the memory held.
+    from agefast.streaming import read_all
+
+    given = os.urandom(size - 7)
+    source = io.BytesIO(given)
+    assert read_all(source.readinto, size) == given
