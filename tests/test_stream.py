@@ -8,6 +8,7 @@ import io
 import itertools
 import os
 import random
+import tracemalloc
 import warnings
 
 import pytest
@@ -186,6 +187,37 @@ def test_writes_larger_than_a_batch(pieces):
     while got := r.readinto(memoryview(buf)[n:]):
         n += got
     assert buf[:n] == data
+
+
+# Where a writer's batches of small writes grow (1, 2, 4, 8, then 16 chunks: after 1, 3, 7 and 15).
+GROWTH_EDGES = [n * CHUNK + d for n in (1, 3, 7, 15, 31) for d in (-1, 0, 1)]
+
+
+@pytest.mark.parametrize("step", [4096, CHUNK, 3 * CHUNK, BATCH])
+@pytest.mark.parametrize("length", GROWTH_EDGES)
+def test_writes_across_the_growing_batches(length, step):
+    data = plaintext(length)
+    out = io.BytesIO()
+    with agefast.encryptor(out, [RECIPIENT]) as w:
+        w.write(data[:100])     # a small write first: the batches start at one chunk
+        for i in range(100, length, step):
+            w.write(data[i:i + step])
+    assert agefast.decrypt(out.getvalue(), [IDENTITY]) == data
+
+
+def test_a_small_stream_holds_a_chunk_not_a_batch():
+    # An encryptor of a small file held buffers for a whole batch (2 MiB, cleared), most of a 1 KiB file's
+    # encryption to armor in memory.
+    out = io.BytesIO()
+    tracemalloc.start()
+    try:
+        with agefast.encryptor(out, [RECIPIENT], armored=True) as w:
+            w.write(plaintext(1024))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * CHUNK
+    assert agefast.decrypt(out.getvalue(), [IDENTITY]) == plaintext(1024)
 
 
 class NonBlocking(io.RawIOBase):

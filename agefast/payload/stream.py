@@ -100,6 +100,11 @@ class PayloadWriter:
     _held_plain. The next write proves it was not final and releases it;
     close() seals it again as the final chunk.
 
+    Smaller writes gather in a batch of one chunk first and twice as many
+    after each whole one, up to STREAM_BATCH: buffers of STREAM_BATCH chunks,
+    cleared for every writer, were most of encrypting a small file to armor in
+    memory (900 us of 1 KiB's, where pyrage takes 58; 2026-12-07, Zen 5).
+
     `at` is where in its file the payload starts, where known (write_all).
     """
 
@@ -108,36 +113,45 @@ class PayloadWriter:
         self._at = at
         self._key = payload_key
         self._engine = engine
-        self._plain = bytearray(STREAM_BATCH * CHUNK_SIZE)
-        self._sealed = bytearray(STREAM_BATCH * SEALED_CHUNK_SIZE)
-        self._held_plain = bytearray(CHUNK_SIZE)
-        self._held_sealed = bytearray(SEALED_CHUNK_SIZE)
+        self._plain = bytearray(CHUNK_SIZE)
+        self._sealed = bytearray(SEALED_CHUNK_SIZE)
+        self._held_plain, self._held_sealed = bytearray(), bytearray()   # made for the first whole batch
         self._held = False
         self._fill = 0
         self._counter = 0
 
     def write(self, data: Buffer) -> int:
         mv = memoryview(data).cast("B")
-        batch = len(self._plain)
+        batch = STREAM_BATCH * CHUNK_SIZE
         pos = 0
         while pos < len(mv):
             if self._held:
                 # More data follows, so the held chunk was not the final one.
                 self._put(self._held_sealed)
                 self._held = False
-            if self._fill == batch:
+            if self._fill == len(self._plain):
                 # More data follows, so none of these chunks is the final one.
                 self._seal(memoryview(self._plain), final=False)
                 self._fill = 0
+                self._grow(2 * len(self._plain) // CHUNK_SIZE)
             if self._fill == 0 and len(mv) - pos >= batch:
+                self._grow(STREAM_BATCH)
                 self._seal_holding_last(mv[pos:pos + batch])
                 pos += batch
                 continue
-            take = min(len(mv) - pos, batch - self._fill)
+            take = min(len(mv) - pos, len(self._plain) - self._fill)
             self._plain[self._fill:self._fill + take] = mv[pos:pos + take]
             self._fill += take
             pos += take
         return len(mv)
+
+    def _grow(self, chunks: int) -> None:
+        """Batches of `chunks` chunks (up to STREAM_BATCH) from now on, if
+        more than today's; only while no plaintext waits in the batch."""
+        chunks = min(chunks, STREAM_BATCH)
+        if chunks * CHUNK_SIZE > len(self._plain):
+            self._plain = bytearray(chunks * CHUNK_SIZE)
+            self._sealed = bytearray(chunks * SEALED_CHUNK_SIZE)
 
     def _put(self, sealed: Buffer) -> None:
         write_all(self._dst, sealed, self._at)
@@ -154,6 +168,8 @@ class PayloadWriter:
         size = self._engine.seal(self._key, self._counter, plain, self._sealed, False)
         sealed = memoryview(self._sealed)
         self._put(sealed[:size - SEALED_CHUNK_SIZE])
+        if not self._held_sealed:
+            self._held_plain, self._held_sealed = bytearray(CHUNK_SIZE), bytearray(SEALED_CHUNK_SIZE)
         self._held_sealed[:] = sealed[size - SEALED_CHUNK_SIZE:size]
         self._held_plain[:] = plain[len(plain) - CHUNK_SIZE:]
         self._held = True
