@@ -90,8 +90,14 @@ def test_small_jobs_stay_on_cryptography_however_many():
 
 
 def test_past_the_threshold_the_cached_kernels_run_without_numba_beside_the_populating_thread():
-    # A new result is faulted in by a thread of its own: the kernels get the other cores (payload/steps.py).
+    # A new result is faulted in by a thread of its own: the kernels get the other cores (payload/steps.py)
+    # where they catch up with it. Here they always do (each step of the faulting in is slow): on a loaded
+    # machine the thread could fault in all 8 MiB before the kernels asked for it, and they took every core.
     out = run(COMMON + """
+    import time
+    from agefast.io import buffers
+    fault_in = buffers._Populator._fault_in
+    buffers._Populator._fault_in = lambda self, at: time.sleep(0.2) or fault_in(self, at)
     engine.ENGINE_AFTER = 8 << 20
     round_trip()                      # each job reaches the threshold
     calls = engine_calls()
