@@ -66,13 +66,16 @@ def _too_small(need: int) -> ValueError:
 def encrypt(plaintext: Buffer, recipients: Iterable[Recipient], armored: bool = False, *,
             threads: int | None = None) -> bytes:
     """Encrypt bytes-like `plaintext` to `recipients`; returns the age file."""
-    if _arguments.flag("armored", armored):
+    data = _arguments.buffer("plaintext", plaintext)
+    armored = _arguments.flag("armored", armored)
+    if armored and armor.encoded_size(sealed_size(len(data))) > armor.WHOLE_MAX:
         out = io.BytesIO()
         with encryptor(out, recipients, armored=True, threads=threads) as w:
-            w.write(plaintext)
+            w.write(data)
         return out.getvalue()
-    head, key, data, engine = _sealing(plaintext, recipients, threads)
-    return seal_whole(engine, key, data, head)
+    head, key, data, engine = _sealing(data, recipients, threads)
+    sealed = seal_whole(engine, key, data, head)
+    return armor.encode_whole(sealed) if armored else sealed
 
 
 def encrypt_into(plaintext: Buffer, recipients: Iterable[Recipient], buf: Buffer, *,

@@ -280,6 +280,53 @@ def test_armor_as_a_writer_makes_it_is_decoded_whole_and_nothing_else_is():
         assert armor.decode_whole(other) is None        # read by ArmorReader, which tells what is wrong
 
 
+@settings(max_examples=400, deadline=None)
+@given(texts())
+def test_armor_decoded_whole_is_what_the_line_by_line_codec_reads_or_none(text):
+    # decode_whole takes only what a writer makes, a block of lines at a time, straight into a result of the
+    # size such armor holds: whatever it takes, the exact rules read the same bytes from it.
+    decoded = armor.decode_whole(text)
+    if decoded is not None:
+        assert armored(decoded) == text
+        assert reads(armor_naive.ArmorReader, text, 1 << 20, [len(decoded) + 1]) == [decoded, b""][:1 + bool(decoded)]
+
+
+@pytest.mark.parametrize("flaw", [LINE[:63] + b"=\n", LINE[:62] + b"==\n", LINE[:64] + b"\r\n", LINE[:63] + b"\n"])
+@pytest.mark.parametrize("at", [0, 1, 4, 5, 9])
+def test_a_flaw_in_any_block_leaves_armor_to_the_reader(flaw, at):
+    # A padded, CRLF or short line anywhere but last, whichever block it falls in (blocks of 1, 2, 5 and
+    # BLOCK_LINES lines), is not as a writer makes armor, even where the result's size would come out right.
+    text = armor.BEGIN + b"\n" + body(at) + flaw + body(9 - at) + LINE[:8] + b"\n" + armor.END + b"\n"
+    assert armor.decode_whole(text) is None
+    assert armor.decode_whole(text.replace(flaw, LINE)) is not None
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 47, 48, 49, 95, 96, 5 * 48 - 1, 5 * 48, 48 * 1024 + 1, 3 * 65536 + 100])
+def test_armor_made_whole_is_what_the_line_by_line_writer_makes(size):
+    data = random.Random(size).randbytes(size)
+    assert armor.encode_whole(data) == armored(data)
+    assert armor.encoded_size(size) == len(armored(data))
+
+
+def test_encrypt_makes_armor_whole_up_to_its_limit_and_streams_past_it(monkeypatch):
+    # Both ways make the armor a writer makes of a binary age file, which opens to the plaintext.
+    import agefast
+
+    identity = agefast.x25519.Identity.generate()
+    data = random.Random(0).randbytes(3 * 65536 + 100)
+    made_whole = []
+    encode_whole = armor.encode_whole
+    monkeypatch.setattr(armor, "encode_whole", lambda binary: made_whole.append(len(binary)) or encode_whole(binary))
+    whole = agefast.encrypt(data, [identity.to_public()], armored=True)
+    monkeypatch.setattr(armor, "WHOLE_MAX", armor.encoded_size(len(data)))
+    streamed = agefast.encrypt(data, [identity.to_public()], armored=True)
+    assert made_whole == [len(armor.decode_whole(whole))]
+    for text in (whole, streamed):
+        binary = armor.decode_whole(text)
+        assert binary is not None and armored(binary) == text and len(text) == len(whole)
+        assert agefast.decrypt(text, [identity]) == data
+
+
 def test_an_armored_file_opens_with_identities_given_once():
     # A generator was spent on the binary header check before the armored file's reader used it.
     import agefast
