@@ -23,7 +23,7 @@ from agefast.cli.outcome import UsageError, print_warning, report_failure, run_c
 from agefast.errors import go_quote
 from agefast.cli.progress import with_progress
 from agefast.cli.terminal import is_terminal, read_terminal_input
-from agefast.io import malloc, pipes
+from agefast.io import pipes
 from agefast.recipients import batchpass
 
 
@@ -241,7 +241,6 @@ def _warm_up() -> None:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    malloc.keep_freed_memory()
     return run_cleaning_up(_run, sys.argv[1:] if argv is None else list(argv))
 
 

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..io import cpus, malloc
+from ..io import cpus
 from ..io.portable import anonymous_memory, page_size
 from .engine import Engine
 from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE, opened_before_failure
@@ -205,7 +205,6 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
         return problem
     if error is not None:
         raise error
-    malloc.large_job()
     batches = _Workers(fill, None if read_at is None else read_at + n, dst,
                        None if write_at is None else write_at + size, in_chunk, out_chunk, process,
                        bytes(first[-1:]), threads)
