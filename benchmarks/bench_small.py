@@ -22,11 +22,15 @@ against cryptography's ChaCha20Poly1305.decrypt of the same sealed chunk in
 memory, and against cryptography reading it (os.pread) and decrypting it;
 the floor in the same rounds is the compiled open of the chunk alone (one
 ctypes call on buffers lent once) plus reading it.
+With --case armored the files are armored: agefast.encrypt(armored=True) and
+decrypt against pyrage's, with agefast's binary call of the same size in the
+same rounds (what the armor costs above it); --sizes may go up to 65536 KiB.
 With --case lone, kernels.open_chunk of one chunk of each size (1, 4, 16, 32
 and 64 KiB unless --sizes) against the same decrypt: where a chunk opened on
 its own goes to loaded kernels (payload.engine.LONE_KERNEL_MIN).
 
     python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N] [--recipient x25519|ssh-ed25519]
+    python benchmarks/bench_small.py --case armored [--sizes KiB,KiB,...] [--reps N]
     python benchmarks/bench_small.py --case pread|lone [--reps N]
 """
 
@@ -142,6 +146,23 @@ def x25519_cases(size: int, keys: Keys) -> dict:
     return cases
 
 
+def armored_cases(size: int, keys: Keys) -> dict:
+    """{op: {case: callable}}: armored files of `size` bytes to one X25519 recipient, against pyrage, with
+    agefast's binary call of the same plaintext beside them."""
+    data = os.urandom(size)
+    ours, theirs = keys.recipients, [keys.py_recipient]
+    text, binary = pyrage.encrypt(data, theirs, armored=True), agefast.encrypt(data, ours)
+    if (pyrage.decrypt(agefast.encrypt(data, ours, armored=True), [keys.py_identity]) != data
+            or agefast.decrypt(text, keys.identities) != data):
+        raise SystemExit(f"{common.size_name(size)}: agefast's armor does not round-trip with pyrage")
+    return {"encrypt": {"agefast": lambda: agefast.encrypt(data, ours, armored=True),
+                        "pyrage": lambda: pyrage.encrypt(data, theirs, armored=True),
+                        "agefast binary": lambda: agefast.encrypt(data, ours)},
+            "decrypt": {"agefast": lambda: agefast.decrypt(text, keys.identities),
+                        "pyrage": lambda: pyrage.decrypt(text, [keys.py_identity]),
+                        "agefast binary": lambda: agefast.decrypt(binary, keys.identities)}}
+
+
 def ssh_cases(size: int) -> dict:
     """{op: {case: callable}} for a file of `size` bytes to a new ssh-ed25519 key, agefast and pyrage only."""
     private = ed25519.Ed25519PrivateKey.generate()
@@ -231,6 +252,11 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
                 a - f for a, f in zip(rounds["agefast"], rounds["primitives"]))
             line += (f"; primitives {us['primitives']:6.1f} us, "
                      f"agefast above the floor {result[op]['above_floor_us']:.1f} us")
+        if "agefast binary" in rounds:
+            result[op]["above_binary_us"] = statistics.median(
+                a - b for a, b in zip(rounds["agefast"], rounds["agefast binary"]))
+            line += (f"; binary {us['agefast binary']:6.1f} us, the armor "
+                     f"{result[op]['above_binary_us']:.1f} us above it")
         if "flat" in rounds:
             result[op]["flat_ratio_vs_pyrage"] = statistics.median(
                 p / f for p, f in zip(rounds["pyrage"], rounds["flat"]))
@@ -243,7 +269,7 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
 
 
 def main() -> None:
-    cases = ("small (messages against pyrage), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
+    cases = ("small (messages against pyrage), armored (the same, armored), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
              "(one chunk of each size on the kernels, against the same)")
     args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated"),
                                                       ("--recipient", "x25519", "x25519 or ssh-ed25519"),
@@ -270,10 +296,13 @@ def main() -> None:
     sizes = []
     for k in args.sizes.split(","):
         size = int(k) * 1024
-        sizes.append(one_size(size, args.reps, x25519_cases(size, keys) if keys else ssh_cases(size)))
+        if args.case == "armored":
+            sizes.append(one_size(size, args.reps, armored_cases(size, Keys(args.dir))))
+        else:
+            sizes.append(one_size(size, args.reps, x25519_cases(size, keys) if keys else ssh_cases(size)))
     print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
-    common.save("small" if keys else "small_ssh", {"calls_per_case": CALLS, "recipient": args.recipient,
-                                                   "sizes": sizes})
+    name = "small_armored" if args.case == "armored" else "small" if keys else "small_ssh"
+    common.save(name, {"calls_per_case": CALLS, "recipient": args.recipient, "sizes": sizes})
 
 
 if __name__ == "__main__":
