@@ -276,13 +276,13 @@ def _naming(path: str) -> Iterator[None]:
         raise type(e)(e.errno, e.strerror, path) from None
 
 
-def check_folder(path: str) -> None:
+def check_folder(path: str, target: str | None = None) -> None:
     """The OSError (naming `path`) where a new file at `path` has no folder to go in: as open() finds it
     (realpath() takes "missing/.." for the folder it names without looking, and replacing() had written over
     "missing/../notes.txt", the input, where open() finds nothing), and as replacing() writes it, in a symbolic
-    link's target's folder."""
+    link's target's folder (`target`: realpath(path), where the caller has it)."""
     with _naming(path):
-        for folder in (os.path.dirname(path), os.path.dirname(os.path.realpath(path))):
+        for folder in (os.path.dirname(path), os.path.dirname(target or os.path.realpath(path))):
             os.stat(os.path.join(folder or os.curdir, ""))
 
 
@@ -478,8 +478,6 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
     path = os.fsdecode(path)
     if exclusive and os.path.lexists(path):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
-    if os.path.isdir(path):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     _refuse_foreign_links(path)
     # What is there, as opening `path` finds it: realpath() turns /dev/stdout
     # or /dev/fd/N over a pipe into /proc/PID/fd/pipe:[N], which names nothing.
@@ -487,15 +485,17 @@ def replacing(path: str | bytes, direct: bool = False, durable: bool = False,
         there = os.stat(path)
     except FileNotFoundError:
         there = None
+    if there is not None and stat.S_ISDIR(there.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if there is not None and not stat.S_ISREG(there.st_mode):
         with _written_into(path) as device:     # a pipe, a FIFO, a terminal, /dev/null: as age writes it
             yield device
         return
+    target = os.path.realpath(path)
     if there is not None:
         _refuse_read_only(path, path)
     else:
-        check_folder(path)
-    target = os.path.realpath(path)
+        check_folder(path, target)
     directory, name = os.path.split(target)
     proc = _proc_folder()
     try:
