@@ -1,7 +1,8 @@
 """The STREAM payload: 64 KiB ChaCha20-Poly1305 chunks, the last one flagged.
 
 Both directions work a batch of chunks at a time through the job's engine, in
-buffers allocated once per stream, so the per-chunk cost is the AEAD itself.
+buffers that grow from one chunk to a batch and are then used again, so the
+per-chunk cost is the AEAD itself and a small file pays for no batch.
 The reader looks one byte past each batch to learn whether the batch ends the
 file, because only then may its last chunk carry the final flag; it releases
 plaintext only of chunks whose tags verified.
