@@ -21,7 +21,7 @@ from .errors import again
 from .streaming import Encryptor, OpenStream, read_all
 from .payload.rules import CHUNK_SIZE, STREAM_BATCH
 
-_PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill: the encryptor's whole batch
+_PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill, at most: the encryptor's whole batch
 
 
 class _Output:
@@ -60,7 +60,9 @@ class EncryptingReader(OpenStream, io.RawIOBase):
             # Closed here, as IOBase's finaliser would close it with no encryptor to abort.
             super().close()
             raise
-        self._plain = bytearray(_PULL)
+        # A chunk's worth first and twice as much after each full one, up to _PULL: a reader of a small file
+        # (an upload of a few KiB) cleared a whole batch's buffer for it.
+        self._plain = bytearray(CHUNK_SIZE)
         self._pos = 0  # of the next byte of self._output.data to hand out
         self._error: BaseException | None = None
         # Reads from several threads take turns, as on a Python file: two refills at once had read the source
@@ -88,6 +90,8 @@ class EncryptingReader(OpenStream, io.RawIOBase):
                 self._encryptor.write(view[:n])
         if n < len(self._plain):  # Source fills the buffer unless the source ended
             self._encryptor.finish()
+        elif len(self._plain) < _PULL:
+            self._plain = bytearray(min(2 * len(self._plain), _PULL))
 
     def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with the next bytes of the age file; returns the count, 0 at its end."""

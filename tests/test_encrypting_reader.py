@@ -189,6 +189,19 @@ def test_a_non_blocking_source_loses_nothing(make_plaintext):
     assert agefast.decrypt(bytes(got), [IDENTITY]) == plaintext
 
 
+def test_a_small_file_pulls_a_chunk_not_a_batch():
+    # A reader of a 1 KiB upload cleared a whole batch's buffer (1 MiB) to read it into.
+    agefast.encrypting_reader(io.BytesIO(b"first"), [RECIPIENT]).read()     # what a first use imports, not traced
+    tracemalloc.start()
+    try:
+        sealed = agefast.encrypting_reader(io.BytesIO(b"x" * 1024), [RECIPIENT]).read()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 * CHUNK
+    assert agefast.decrypt(sealed, [IDENTITY]) == b"x" * 1024
+
+
 def test_memory_stays_constant():
     size = 64 * 1024 * 1024
     tracemalloc.start()
