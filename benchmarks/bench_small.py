@@ -25,17 +25,26 @@ ctypes call on buffers lent once) plus reading it.
 With --case armored the files are armored: agefast.encrypt(armored=True) and
 decrypt against pyrage's, with agefast's binary call of the same size in the
 same rounds (what the armor costs above it); --sizes may go up to 65536 KiB.
+With --case files the calls are agefast.encrypt_file / decrypt_file against
+pyrage's, each call writing a new file in --dir (whose file system decides
+much of it: /dev/shm for the Python around the files), with "in memory" in
+the same rounds: the input read, agefast.encrypt / decrypt, the output
+written to a new file with open(path, "xb") (agefast's output instead
+appears whole or not at all, and a kill leaves no partial file).
 With --case lone, kernels.open_chunk of one chunk of each size (1, 4, 16, 32
 and 64 KiB unless --sizes) against the same decrypt: where a chunk opened on
 its own goes to loaded kernels (payload.engine.LONE_KERNEL_MIN).
 
     python benchmarks/bench_small.py [--sizes KiB,KiB,...] [--reps N] [--recipient x25519|ssh-ed25519]
     python benchmarks/bench_small.py --case armored [--sizes KiB,KiB,...] [--reps N]
+    python benchmarks/bench_small.py --case files [--sizes KiB,KiB,...] [--reps N] [--dir DIR]
     python benchmarks/bench_small.py --case pread|lone [--reps N]
 """
 
 import hmac
+import itertools
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -163,6 +172,40 @@ def armored_cases(size: int, keys: Keys) -> dict:
                         "agefast binary": lambda: agefast.decrypt(binary, keys.identities)}}
 
 
+def files_cases(size: int, keys: Keys, directory) -> dict:
+    """{op: {case: callable}}: a file of `size` bytes to one X25519 recipient and back, file to new file, against
+    pyrage's, with the same work in memory between plainly written files beside them."""
+    data = os.urandom(size)
+    plain, sealed = os.path.join(directory, "small-plain"), os.path.join(directory, "small-sealed")
+    with open(plain, "wb") as f:
+        f.write(data)
+    with open(sealed, "wb") as f:
+        f.write(pyrage.encrypt(data, [keys.py_recipient]))
+    outputs = os.path.join(directory, "small-outputs")
+    os.makedirs(outputs, exist_ok=True)
+    names = itertools.count()
+
+    def new() -> str:
+        return os.path.join(outputs, str(next(names)))
+
+    def in_memory(path: str, work) -> None:
+        with open(path, "rb") as f:
+            text = f.read()
+        with open(new(), "xb") as f:
+            f.write(work(text))
+
+    check = new()
+    agefast.encrypt_file(plain, check, keys.recipients)
+    if pyrage.decrypt(open(check, "rb").read(), [keys.py_identity]) != data:
+        raise SystemExit(f"{common.size_name(size)}: agefast's file does not open with pyrage")
+    return {"encrypt": {"agefast": lambda: agefast.encrypt_file(plain, new(), keys.recipients),
+                        "pyrage": lambda: pyrage.encrypt_file(plain, new(), [keys.py_recipient]),
+                        "in memory": lambda: in_memory(plain, lambda b: agefast.encrypt(b, keys.recipients))},
+            "decrypt": {"agefast": lambda: agefast.decrypt_file(sealed, new(), keys.identities),
+                        "pyrage": lambda: pyrage.decrypt_file(sealed, new(), [keys.py_identity]),
+                        "in memory": lambda: in_memory(sealed, lambda b: agefast.decrypt(b, keys.identities))}}
+
+
 def ssh_cases(size: int) -> dict:
     """{op: {case: callable}} for a file of `size` bytes to a new ssh-ed25519 key, agefast and pyrage only."""
     private = ed25519.Ed25519PrivateKey.generate()
@@ -252,11 +295,11 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
                 a - f for a, f in zip(rounds["agefast"], rounds["primitives"]))
             line += (f"; primitives {us['primitives']:6.1f} us, "
                      f"agefast above the floor {result[op]['above_floor_us']:.1f} us")
-        if "agefast binary" in rounds:
-            result[op]["above_binary_us"] = statistics.median(
-                a - b for a, b in zip(rounds["agefast"], rounds["agefast binary"]))
-            line += (f"; binary {us['agefast binary']:6.1f} us, the armor "
-                     f"{result[op]['above_binary_us']:.1f} us above it")
+        for floor, what, key in (("agefast binary", "the armor", "above_binary_us"),
+                                 ("in memory", "the files", "above_in_memory_us")):
+            if floor in rounds:
+                result[op][key] = statistics.median(a - b for a, b in zip(rounds["agefast"], rounds[floor]))
+                line += f"; {floor} {us[floor]:6.1f} us, {what} {result[op][key]:.1f} us above it"
         if "flat" in rounds:
             result[op]["flat_ratio_vs_pyrage"] = statistics.median(
                 p / f for p, f in zip(rounds["pyrage"], rounds["flat"]))
@@ -269,7 +312,7 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
 
 
 def main() -> None:
-    cases = ("small (messages against pyrage), armored (the same, armored), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
+    cases = ("small (messages against pyrage), armored (the same, armored), files (file to new file), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
              "(one chunk of each size on the kernels, against the same)")
     args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated"),
                                                       ("--recipient", "x25519", "x25519 or ssh-ed25519"),
@@ -298,10 +341,13 @@ def main() -> None:
         size = int(k) * 1024
         if args.case == "armored":
             sizes.append(one_size(size, args.reps, armored_cases(size, Keys(args.dir))))
+        elif args.case == "files":
+            sizes.append(one_size(size, args.reps, files_cases(size, Keys(args.dir), args.dir)))
+            shutil.rmtree(args.dir / "small-outputs")
         else:
             sizes.append(one_size(size, args.reps, x25519_cases(size, keys) if keys else ssh_cases(size)))
     print(f"load average at the end: {os.getloadavg()}", file=sys.stderr)
-    name = "small_armored" if args.case == "armored" else "small" if keys else "small_ssh"
+    name = f"small_{args.case}" if args.case in ("armored", "files") else "small" if keys else "small_ssh"
     common.save(name, {"calls_per_case": CALLS, "recipient": args.recipient, "sizes": sizes})
 
 
