@@ -282,7 +282,7 @@ def check_folder(path: str, target: str | None = None) -> None:
     "missing/../notes.txt", the input, where open() finds nothing), and as replacing() writes it, in a symbolic
     link's target's folder (`target`: realpath(path), where the caller has it)."""
     with _naming(path):
-        for folder in (os.path.dirname(path), os.path.dirname(target or os.path.realpath(path))):
+        for folder in dict.fromkeys((os.path.dirname(path), os.path.dirname(target or os.path.realpath(path)))):
             os.stat(os.path.join(folder or os.curdir, ""))
 
 
