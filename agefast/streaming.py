@@ -23,13 +23,14 @@ from .io.buffers import new_bytes
 from .io.source import Source, file_position
 from .io.writes import flush, write_all
 from .payload.engine import choose
-from .payload.rules import CHUNK_SIZE, NONCE_SIZE, payload_key
+from .payload.rules import CHUNK_SIZE, MEMORY_STEP, NONCE_SIZE, payload_key
 from .payload.seekable import SeekablePayload
 from .payload.stream import PayloadReader, PayloadWriter
 
 _READ_SIZE = 1 << 20
-# A read of known size asks for its result's pages this much at a time (agefast.io.buffers).
-_KNOWN_STEP = 16 << 20
+# A read of known size asks for its result's pages this much at a time (agefast.io.buffers), the step
+# decrypt's result is opened in (agefast.payload.steps).
+_KNOWN_STEP = MEMORY_STEP * CHUNK_SIZE
 
 
 def begin_file(dst: Writer, recipients: Iterable[Recipient], armored: bool) -> tuple[Any, bytes]:
