@@ -312,14 +312,17 @@ def one_size(size: int, reps: int, cases: dict) -> dict:
 
 
 def main() -> None:
-    cases = ("small (messages against pyrage), armored (the same, armored), files (file to new file), pread (one 64 KiB chunk against cryptography's decrypt) or lone "
-             "(one chunk of each size on the kernels, against the same)")
+    cases = ("small (messages against pyrage), armored (the same, armored), files (file to new file), pread (one "
+             "64 KiB chunk against cryptography's decrypt) or lone (one chunk of each size on the kernels, against "
+             "the same)")
     args = common.arguments(__doc__, 9, text_options=[("--sizes", "1,4,16,64", "sizes in KiB, comma-separated"),
                                                       ("--recipient", "x25519", "x25519 or ssh-ed25519"),
                                                       ("--case", "small", cases)])
     if args.recipient not in ("x25519", "ssh-ed25519"):
         raise SystemExit("--recipient: x25519 or ssh-ed25519")
     keys = Keys(args.dir) if args.recipient == "x25519" else None
+    if keys is None and args.case in ("armored", "files"):
+        raise SystemExit(f"--case {args.case}: files to an X25519 recipient only")
     if args.case in ("pread", "lone"):
         if args.case == "pread":
             result = one_size(CHUNK, args.reps, pread_cases(Keys(args.dir), args.dir))
@@ -340,9 +343,9 @@ def main() -> None:
     for k in args.sizes.split(","):
         size = int(k) * 1024
         if args.case == "armored":
-            sizes.append(one_size(size, args.reps, armored_cases(size, Keys(args.dir))))
+            sizes.append(one_size(size, args.reps, armored_cases(size, keys)))
         elif args.case == "files":
-            sizes.append(one_size(size, args.reps, files_cases(size, Keys(args.dir), args.dir)))
+            sizes.append(one_size(size, args.reps, files_cases(size, keys, args.dir)))
             shutil.rmtree(args.dir / "small-outputs")
         else:
             sizes.append(one_size(size, args.reps, x25519_cases(size, keys) if keys else ssh_cases(size)))
