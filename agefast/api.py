@@ -206,10 +206,10 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
 
 
 # A file up to this size is read whole and sealed or opened in memory, as encrypt() and decrypt() do, instead of
-# through the file driver, whose pipeline moves it in at most two batches one after the other, paying for its
-# buffers, threads and checks with nothing to overlap: encrypt_file / decrypt_file of 1 KiB to 2 MiB took
-# 0.79-0.89x the time so, 4 MiB 1.22-1.25x (2026-12-07, Zen 5, tmpfs: benchmarks/HISTORY.md).
-SMALL_FILE = 2 << 20
+# through the file driver, whose pipeline pays for fresh buffers and threads that a few batches do not repay:
+# encrypt_file / decrypt_file of 1 KiB took 0.66x the time so, 1 MiB 0.36-0.72x, 4 MiB 0.53x / 0.61x, 6 MiB
+# 0.59x / 0.65x, 8 MiB 1.03x, 16 MiB 1.29x (2026-12-07, Zen 5, tmpfs: benchmarks/HISTORY.md).
+SMALL_FILE = 8 << 20
 
 
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:
