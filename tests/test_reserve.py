@@ -8,6 +8,7 @@ import random
 import pytest
 
 import agefast
+from agefast import api
 from agefast.io import reserve
 from agefast.payload import rules
 
@@ -23,8 +24,10 @@ def allocated(path) -> int:
 
 @pytest.fixture
 def small_reserve(monkeypatch):
-    """Reserve outputs from 1 MiB on, so that the tests' files are small."""
+    """Reserve outputs from 1 MiB on, so that the tests' files are small; the *_file functions take them through
+    the file driver, as files from RESERVE_FROM on are (the smaller ones go whole through memory: api.SMALL_FILE)."""
     monkeypatch.setattr(reserve, "RESERVE_FROM", MiB)
+    monkeypatch.setattr(api, "SMALL_FILE", 0)
 
 
 @pytest.fixture
