@@ -207,8 +207,9 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
 
 # A file up to this size is read whole and sealed or opened in memory, as encrypt() and decrypt() do, instead of
 # through the file driver, whose pipeline pays for fresh buffers and threads that a few batches do not repay:
-# encrypt_file / decrypt_file of 1 KiB took 0.66x the time so, 1 MiB 0.36-0.72x, 4 MiB 0.53x / 0.61x, 6 MiB
-# 0.59x / 0.65x, 8 MiB 1.03x, 16 MiB 1.29x (2026-12-07, Zen 5, tmpfs: benchmarks/HISTORY.md).
+# encrypt_file / decrypt_file of 1 KiB took 0.79-0.81x the time so, 64 KiB 0.83-0.85x, 3 MiB 0.39x / 0.46x, 4 MiB
+# 0.53x / 0.61x, 6 MiB 0.59x / 0.65x, 8 MiB 1.03x / 1.04x, 16 MiB 1.29x / 1.27x (2026-12-07, Zen 5, tmpfs:
+# benchmarks/HISTORY.md).
 SMALL_FILE = 8 << 20
 
 
