@@ -8,7 +8,6 @@ whole payload to the engine in steps (agefast.payload.steps).
 
 import io
 import os
-import stat
 from collections.abc import Iterable
 from typing import IO
 
@@ -228,10 +227,8 @@ def _open_input(infile: str | bytes, direct: bool) -> IO[bytes] | DirectReader:
 def _whole_if_small(src: IO[bytes] | DirectReader) -> bytes | None:
     """All of `src` where it is a regular file of at most SMALL_FILE bytes, read with the page cache; else None,
     and `src` where it was."""
-    if isinstance(src, DirectReader):
-        return None
-    st = os.fstat(src.fileno())
-    if not stat.S_ISREG(st.st_mode) or st.st_size > SMALL_FILE:
+    st = None if isinstance(src, DirectReader) else _arguments.regular_file(src)
+    if st is None or st.st_size > SMALL_FILE:
         return None
     data = src.read(st.st_size + 1)
     if len(data) > st.st_size:
