@@ -2,6 +2,7 @@
 larger one, or one that grows while it is read, through the file driver."""
 
 import os
+import random
 
 import pytest
 
@@ -77,3 +78,46 @@ def test_a_damaged_small_file_leaves_no_output(tmp_path, driven):
         with pytest.raises(PayloadError, match="chunk 1"):
             agefast.decrypt_file(tmp_path / "sealed", tmp_path / out, [IDENTITY])
     assert not (tmp_path / "out").exists() and (tmp_path / "old").read_bytes() == b"kept" and driven == []
+
+
+def _damaged(rng, sealed: bytes) -> bytes:
+    """`sealed` cut short, with a bit flipped, a byte added or taken out, or data after it."""
+    b, at = bytearray(sealed), rng.randrange(len(sealed))
+    how = rng.randrange(5)
+    if how == 0:
+        return bytes(b[:at])
+    if how == 1:
+        b[at] ^= 1 << rng.randrange(8)
+    elif how == 2:
+        b[at:at] = bytes([rng.choice(b"\n\r -=A")])
+    elif how == 3:
+        del b[at]
+    else:
+        b += b"\n" * rng.randrange(1, 4)
+    return bytes(b)
+
+
+def _outcome(tmp_path, armored):
+    try:
+        agefast.decrypt_file(tmp_path / "in", tmp_path / "out", [IDENTITY], armored=armored)
+    except Exception as e:
+        return type(e), str(e), (tmp_path / "out").exists()
+    return (tmp_path / "out").read_bytes()
+
+
+@pytest.mark.parametrize("armored", [None, True, False])
+def test_a_file_fails_whole_as_it_fails_through_the_driver(tmp_path, monkeypatch, armored):
+    # The same error, in the same words, and no output, whichever way a damaged file went.
+    rng = random.Random(7)
+    for size in (0, 100, 65536, 65537, 200000):
+        for armor in (False, True):
+            sealed = agefast.encrypt(rng.randbytes(size), [RECIPIENT], armor)
+            for damaged in [sealed] + [_damaged(rng, sealed) for _ in range(8)]:
+                (tmp_path / "in").write_bytes(damaged)
+                outcomes = []
+                for limit in (api.SMALL_FILE, 0):
+                    monkeypatch.setattr(api, "SMALL_FILE", limit)
+                    outcomes.append(_outcome(tmp_path, armored))
+                    if (tmp_path / "out").exists():
+                        (tmp_path / "out").unlink()
+                assert outcomes[0] == outcomes[1]
