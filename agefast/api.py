@@ -23,7 +23,8 @@ from .header import make_header, open_header
 from .primitives import hmac_sha256
 from .payload.file_driver import open_payload, seal_payload
 from ._typing import Buffer, Identity, Reader, Recipient, StrPath, Writer
-from .payload.rules import NONCE_SIZE, payload_key, plaintext_size, sealed_size
+from .payload.rules import (CHUNK_SIZE, NONCE_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, payload_key, plaintext_size,
+                            sealed_size)
 from .payload.steps import open_in_steps, open_whole, seal_in_steps, seal_whole
 from .io.writes import flush, write_all
 from .streaming import Decryptor, begin_file, encryptor, finish_file, open_file, write_position
@@ -205,11 +206,13 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
 
 
 # A file up to this size is read whole and sealed or opened in memory, as encrypt() and decrypt() do, instead of
-# through the file driver, whose pipeline pays for fresh buffers and threads that a few batches do not repay:
-# encrypt_file / decrypt_file of 1 KiB took 0.79-0.81x the time so, 64 KiB 0.83-0.85x, 3 MiB 0.39x / 0.46x, 4 MiB
-# 0.53x / 0.61x, 6 MiB 0.59x / 0.65x, 8 MiB 1.03x / 1.04x, 16 MiB 1.29x / 1.27x (2026-12-07, Zen 5, tmpfs:
-# benchmarks/HISTORY.md).
-SMALL_FILE = 8 << 20
+# through the file driver, whose pipeline pays for fresh buffers and threads that a few batches do not repay. Up
+# to here it has its first chunk and two batches, which two workers run beside each other however many cores
+# there are: on 2 vCPUs (Zen 5, tmpfs, 2026-12-07: benchmarks/HISTORY.md) encrypt_file / decrypt_file of 1 KiB took
+# 0.79-0.81x the time whole, 64 KiB 0.83-0.85x, 3 MiB 0.39x / 0.46x, 4 MiB 0.53x / 0.61x. Larger files give more
+# cores a batch each: there 6 MiB still took 0.59x / 0.65x whole, 8 MiB 1.03x, 16 MiB 1.29x, and a machine with
+# more cores was not measured.
+SMALL_FILE = (PIPELINE_FIRST + 2 * PIPELINE_BATCH) * CHUNK_SIZE
 
 
 def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str | bytes]:
