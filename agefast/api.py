@@ -8,7 +8,7 @@ whole payload to the engine in steps (agefast.payload.steps).
 
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import IO
 
 from . import _arguments
@@ -223,10 +223,6 @@ def _file_arguments(infile: StrPath, outfile: StrPath) -> tuple[str | bytes, str
     return src, dst
 
 
-def _open_input(infile: str | bytes, direct: bool) -> IO[bytes] | DirectReader:
-    return DirectReader(infile) if direct else open(infile, "rb")
-
-
 def _whole_if_small(src: IO[bytes] | DirectReader) -> bytes | None:
     """All of `src` where it is a regular file of at most SMALL_FILE bytes, read with the page cache; else None,
     and `src` where it was."""
@@ -238,6 +234,19 @@ def _whole_if_small(src: IO[bytes] | DirectReader) -> bytes | None:
         src.seek(0)     # it grew meanwhile: the file driver reads it as it comes
         return None
     return data
+
+
+def _file_to_file(infile: str | bytes, outfile: str | bytes, direct: bool, in_memory: Callable[[bytes], bytes],
+                  streamed: Callable[[Reader, Writer], None]) -> None:
+    """`outfile`, whole or not at all, as in_memory(all of `infile`) where it is small (_whole_if_small),
+    else as streamed(infile's file, outfile's) writes it."""
+    with DirectReader(infile) if direct else open(infile, "rb") as src:
+        small = _whole_if_small(src)
+        with replacing(outfile, direct, in_place_if_refused=True) as dst:
+            if small is None:
+                streamed(src, dst)
+            else:
+                write_all(dst, in_memory(small))
 
 
 def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipient], armored: bool = False, *,
@@ -254,13 +263,8 @@ def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipie
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.recipients(recipients)
     _arguments.flag("armored", armored)
-    with _open_input(source, direct) as src:
-        small = _whole_if_small(src)
-        with replacing(target, direct, in_place_if_refused=True) as dst:
-            if small is None:
-                encrypt_io(src, dst, checked, armored, threads=threads)
-            else:
-                write_all(dst, encrypt(small, checked, armored, threads=threads))
+    _file_to_file(source, target, direct, lambda data: encrypt(data, checked, armored, threads=threads),
+                  lambda src, dst: encrypt_io(src, dst, checked, armored, threads=threads))
 
 
 def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identity], *,
@@ -273,10 +277,5 @@ def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identit
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.identities(identities)
     _arguments.armored_or_not(armored)
-    with _open_input(source, direct) as src:
-        small = _whole_if_small(src)
-        with replacing(target, direct, in_place_if_refused=True) as dst:
-            if small is None:
-                decrypt_io(src, dst, checked, armored=armored, threads=threads)
-            else:
-                write_all(dst, decrypt(small, checked, armored=armored, threads=threads))
+    _file_to_file(source, target, direct, lambda data: decrypt(data, checked, armored=armored, threads=threads),
+                  lambda src, dst: decrypt_io(src, dst, checked, armored=armored, threads=threads))
