@@ -76,6 +76,25 @@ def engine_setting(monkeypatch):
 
 
 @pytest.fixture
+def old_batch_buffers(monkeypatch):
+    """old_batch_buffers(byte): every batch buffer the next jobs take first (agefast.io.batch_buffers) is
+    one an earlier job left full of other bytes, here `byte` everywhere."""
+    from agefast.io import batch_buffers
+    from agefast.payload.rules import PIPELINE_BATCH, SEALED_CHUNK_SIZE
+
+    # as large as any a job asks for: a sealed batch, the byte that tells whether it is the last, a page
+    size = PIPELINE_BATCH * SEALED_CHUNK_SIZE + 1 + 4096
+
+    def fill(byte: int) -> None:
+        kept = [batch_buffers.take(size) for _ in range(batch_buffers.KEPT)]
+        for buffer in kept:
+            buffer[:] = bytes([byte]) * len(buffer)
+        monkeypatch.setattr(batch_buffers, "_kept", kept)
+
+    return fill
+
+
+@pytest.fixture
 def make_plaintext():
     """Deterministic pseudo-random bytes of a given size (seeded by the size)."""
 

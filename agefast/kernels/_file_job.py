@@ -6,7 +6,6 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..io import lending
 from . import _abi, _loader, _native
 from ._batches import key_buffer, threads_for
 from ._pool import through_signals
@@ -53,19 +52,13 @@ class FileJob:
     def _work(self, i: int, *args: Any) -> None:
         self._began[i].set()
         try:
-            src_at, _, src_hold = _native.page_aligned(_abi.FILE_BUFFER_SIZE)
-            try:
-                dst_at, _, dst_hold = _native.page_aligned(_abi.FILE_BUFFER_SIZE)
-                try:
-                    _native.clear_errno()
-                    file_batches = _loader.functions().file_batches  # loaded before the threads start
-                    result = file_batches(*args, src_at, dst_at, _native.scratch(), self._stop.address,
-                                          self._lock.address)
-                    self._results[i] = (result, _native.last_errno())
-                finally:
-                    lending.release(dst_hold)
-            finally:
-                lending.release(src_hold)
+            with _native.page_aligned(_abi.FILE_BUFFER_SIZE) as src_at, \
+                    _native.page_aligned(_abi.FILE_BUFFER_SIZE) as dst_at:
+                _native.clear_errno()
+                file_batches = _loader.functions().file_batches  # loaded before the threads start
+                result = file_batches(*args, src_at, dst_at, _native.scratch(), self._stop.address,
+                                      self._lock.address)
+                self._results[i] = (result, _native.last_errno())
         except BaseException as e:     # raised by wait(), in the caller's thread
             self._results[i] = e
         finally:

@@ -7,14 +7,16 @@ the GIL for the call, so threads seal in parallel. The buffers it works on are
 lent by address (agefast.io.lending).
 """
 
+import contextlib
 import ctypes
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from . import _abi
 from ..io import lending, portable
+from ..io.batch_buffers import batch_buffer
 from ..io.lending import BYTES_DATA_AT
 
 _C_TYPES: dict[str, Any] = {"voidptr": ctypes.c_void_p, "uint64": ctypes.c_uint64, "int64": ctypes.c_int64}
@@ -177,9 +179,16 @@ class Mutex:
             raise OSError("pthread_mutex_init failed")
 
 
-def page_aligned(size: int) -> tuple[int, int, Any]:
-    """`size` writable bytes at a page boundary (anonymous memory), lent as lend() lends them."""
-    return lending.lend(portable.anonymous_memory(size), writable=True)
+@contextlib.contextmanager
+def page_aligned(size: int) -> Iterator[int]:
+    """The address of `size` writable bytes at a page boundary, lent for the block: a batch buffer, kept for
+    the next job once the block is done (agefast.io.batch_buffers)."""
+    with batch_buffer(size) as buffer:
+        address, _, hold = lending.lend(buffer, writable=True)
+        try:
+            yield address
+        finally:
+            lending.release(hold)
 
 
 def clear_errno() -> None:

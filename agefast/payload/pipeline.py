@@ -34,7 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..io import cpus
-from ..io.portable import anonymous_memory, page_size
+from ..io.batch_buffers import batch_buffer
+from ..io.portable import page_size
 from .engine import Engine
 from .rules import CHUNK_SIZE, PIPELINE_BATCH, PIPELINE_FIRST, SEALED_CHUNK_SIZE, opened_before_failure
 from ..errors import EncryptError, PayloadError
@@ -158,26 +159,29 @@ class _Workers:
 
     def work(self) -> None:
         try:
-            # page-aligned memory for reads and writes
-            data = anonymous_memory(self._in_size + 1 + PAGE)
-            whole = anonymous_memory(self._out_size + PAGE)
-            while (batch := self._read(data)) is not None:
-                index, view, final, error = batch
-                counter = PIPELINE_FIRST + (index - 1) * PIPELINE_BATCH
-                # Every batch before a final one is full, so where this one lands is known.
-                at = None if self._write_at is None else self._write_at + (index - 1) * self._out_size
-                place = 0 if at is None else at % PAGE
-                out = memoryview(whole)[place:place + self._out_size]
-                if error is not None and not len(view):     # cut short before a whole chunk: none to process
-                    size, problem = 0, None
-                elif self._sealing is None:
-                    size, problem = self._process(counter, view, out, final)
-                else:
-                    with self._sealing:
-                        size, problem = self._process(counter, view, out, final)
-                self._write(index, out, size, problem, error, at)
+            # page-aligned memory for reads and writes, kept for the next job's workers once this one's are done
+            with batch_buffer(self._in_size + 1 + PAGE) as data, batch_buffer(self._out_size + PAGE) as whole:
+                self._batches(data, whole)
         except BaseException as e:  # raised in the calling thread
             self._stop(e)
+
+    def _batches(self, data: "mmap.mmap", whole: "mmap.mmap") -> None:
+        """Take batches through all three steps, in `data` and `whole`, until none is left or the job stopped."""
+        while (batch := self._read(data)) is not None:
+            index, view, final, error = batch
+            counter = PIPELINE_FIRST + (index - 1) * PIPELINE_BATCH
+            # Every batch before a final one is full, so where this one lands is known.
+            at = None if self._write_at is None else self._write_at + (index - 1) * self._out_size
+            place = 0 if at is None else at % PAGE
+            out = memoryview(whole)[place:place + self._out_size]
+            if error is not None and not len(view):     # cut short before a whole chunk: none to process
+                size, problem = 0, None
+            elif self._sealing is None:
+                size, problem = self._process(counter, view, out, final)
+            else:
+                with self._sealing:
+                    size, problem = self._process(counter, view, out, final)
+            self._write(index, out, size, problem, error, at)
 
 
 def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int, out_chunk: int,
