@@ -206,12 +206,13 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
 
 
 # A file up to this size is read whole and sealed or opened in memory, as encrypt() and decrypt() do, instead of
-# through the file driver, whose pipeline pays for fresh buffers and threads that a few batches do not repay. Up
-# to here it has its first chunk and two batches, which two workers run beside each other however many cores
-# there are: on 2 vCPUs (Zen 5, tmpfs, 2026-12-07: benchmarks/HISTORY.md) encrypt_file / decrypt_file of 1 KiB took
-# 0.79-0.81x the time whole, 64 KiB 0.83-0.85x, 3 MiB 0.39x / 0.46x, 4 MiB 0.53x / 0.61x. Larger files give more
-# cores a batch each: there 6 MiB still took 0.59x / 0.65x whole, 8 MiB 1.03x, 16 MiB 1.29x, and a machine with
-# more cores was not measured.
+# through the file driver, whose pipeline pays for threads that a few batches do not repay (and for new batch
+# buffers in a process's first job: agefast.io.batch_buffers). Up to here it has its first chunk and two batches,
+# which two workers run beside each other however many cores there are: on 2 vCPUs (Zen 5, tmpfs, 2026-12-07:
+# benchmarks/HISTORY.md) encrypt_file / decrypt_file of 1 KiB took 0.79-0.81x the time whole, 64 KiB 0.83-0.85x;
+# with the batch buffers kept, files of 128 KiB to 4 MiB at random took 0.80-0.82x the time in all against the
+# driver from 64 KiB, and 0.88-0.90x against the driver from 2 MiB; at 4 MiB the two ways take the same. Larger
+# files give more cores a batch each, and a machine with more cores was not measured.
 SMALL_FILE = (PIPELINE_FIRST + 2 * PIPELINE_BATCH) * CHUNK_SIZE
 
 
