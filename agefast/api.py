@@ -211,7 +211,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
 # which two workers run beside each other however many cores there are: on 2 vCPUs (Zen 5, tmpfs, 2026-12-07:
 # benchmarks/HISTORY.md) encrypt_file / decrypt_file of 1 KiB took 0.79-0.81x the time whole, 64 KiB 0.83-0.85x;
 # with the batch buffers kept, files of 128 KiB to 4 MiB at random took 0.80-0.82x the time in all against the
-# driver from 64 KiB, and 0.88-0.90x against the driver from 2 MiB; at 4 MiB the two ways take the same. Larger
+# driver from 64 KiB, and 0.90x against the driver from 2 MiB; at 4 MiB the two ways take the same. Larger
 # files give more cores a batch each, and a machine with more cores was not measured.
 SMALL_FILE = (PIPELINE_FIRST + 2 * PIPELINE_BATCH) * CHUNK_SIZE
 
