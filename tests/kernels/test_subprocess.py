@@ -88,18 +88,31 @@ def test_wycheproof_without_jit():
     assert line.startswith("wycheproof reference/") and f": {len(wycheproof.load())} vectors" in line, out
 
 
-def test_a_forked_child_keeps_using_the_engine():
+def test_a_forked_child_keeps_using_the_engine(tmp_path):
     # The pool's threads do not survive a fork; before, the child's first
-    # multi-threaded call waited for them forever.
+    # multi-threaded call waited for them forever. Files go through the
+    # pipeline too, whose workers take the batch buffers that the jobs before
+    # the fork kept (agefast.io.batch_buffers).
     script = textwrap.dedent("""
-        import os
+        import os, sys
         import agefast
         from agefast import x25519
         identity = x25519.Identity.generate()
         data = os.urandom(8 << 20)
         recipients = [identity.to_public()]
+        plain = os.path.join(sys.argv[1], "plain")
+        with open(plain, "wb") as f:
+            f.write(data)
         def round_trip():
-            return agefast.decrypt(agefast.encrypt(data, recipients, threads=2), [identity], threads=2) == data
+            sealed, out = (os.path.join(sys.argv[1], f"{name}-{os.getpid()}") for name in ("sealed", "out"))
+            agefast.encrypt_file(plain, sealed, recipients, threads=2)
+            agefast.decrypt_file(sealed, out, [identity], threads=2)
+            with open(out, "rb") as f:
+                through_files = f.read() == data
+            os.unlink(sealed)
+            os.unlink(out)
+            return through_files and agefast.decrypt(agefast.encrypt(data, recipients, threads=2), [identity],
+                                                     threads=2) == data
         assert round_trip()
         pid = os.fork()
         if pid == 0:
@@ -109,8 +122,8 @@ def test_a_forked_child_keeps_using_the_engine():
     """)
     full = dict(os.environ)
     full.pop("AGEFAST_ENGINE", None)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=full, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, env=full, capture_output=True,
+                          text=True, timeout=60)
     assert proc.stdout == "child 0 True\n", proc.stderr[-3000:]
 
 
