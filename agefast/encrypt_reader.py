@@ -19,7 +19,7 @@ from .io.source import Source
 from ._typing import Buffer, Reader, Recipient
 from .errors import again
 from .streaming import Encryptor, OpenStream, read_all
-from .payload.rules import CHUNK_SIZE, STREAM_BATCH
+from .payload.rules import CHUNK_SIZE, STREAM_BATCH, next_stream_batch
 
 _PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill, at most: the encryptor's whole batch
 
@@ -60,8 +60,8 @@ class EncryptingReader(OpenStream, io.RawIOBase):
             # Closed here, as IOBase's finaliser would close it with no encryptor to abort.
             super().close()
             raise
-        # A chunk's worth first and twice as much after each full one, up to _PULL: a reader of a small file
-        # (an upload of a few KiB) cleared a whole batch's buffer for it.
+        # A chunk's worth first and more after each full one (next_stream_batch), up to _PULL: a reader of a
+        # small file (an upload of a few KiB) cleared a whole batch's buffer for it.
         self._plain = bytearray(CHUNK_SIZE)
         self._pos = 0  # of the next byte of self._output.data to hand out
         self._error: BaseException | None = None
@@ -91,7 +91,7 @@ class EncryptingReader(OpenStream, io.RawIOBase):
         if n < len(self._plain):  # Source fills the buffer unless the source ended
             self._encryptor.finish()
         elif len(self._plain) < _PULL:
-            self._plain = bytearray(min(2 * len(self._plain), _PULL))
+            self._plain = bytearray(next_stream_batch(len(self._plain) // CHUNK_SIZE) * CHUNK_SIZE)
 
     def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with the next bytes of the age file; returns the count, 0 at its end."""

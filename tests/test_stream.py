@@ -18,6 +18,7 @@ from agefast.errors import PayloadError, TruncatedError
 from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
 from agefast.io.writes import write_all
 from agefast.payload.engine import Engine, choose
+from agefast.payload.rules import STREAM_BATCH, next_stream_batch
 from agefast.payload.stream import open_batch
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
@@ -187,6 +188,13 @@ def test_writes_larger_than_a_batch(pieces):
     while got := r.readinto(memoryview(buf)[n:]):
         n += got
     assert buf[:n] == data
+
+
+def test_a_streams_batches_grow_from_one_chunk_to_a_whole_batch():
+    chunks = [1]
+    while len(chunks) < 6:
+        chunks.append(next_stream_batch(chunks[-1]))
+    assert chunks == [1, 2, 4, 8, 16, 16] and STREAM_BATCH == 16
 
 
 # Where a writer's batches of small writes grow (1, 2, 4, 8, then 16 chunks: after 1, 3, 7 and 15).

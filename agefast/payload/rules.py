@@ -57,6 +57,14 @@ KERNEL_MIN_CHUNKS = 4
 KERNEL_SPLIT_CHUNKS = 16
 
 
+def next_stream_batch(chunks: int) -> int:
+    """How many chunks a stream's batch holds after a whole one of `chunks`:
+    twice as many, up to STREAM_BATCH. Its first batch is one chunk, so that
+    a small stream never clears a whole batch's buffer (the streaming writer
+    and reader, agefast.payload.stream, and agefast.encrypt_reader)."""
+    return min(2 * chunks, STREAM_BATCH)
+
+
 def opened_before_failure(read: int, chunk: int) -> int:
     """Of `read` bytes of chunks of `chunk` bytes read before the input
     failed, the bytes of the chunks age opens before it reports the failure:

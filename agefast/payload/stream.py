@@ -11,7 +11,8 @@ plaintext only of chunks whose tags verified.
 from typing import TYPE_CHECKING, Any
 
 from .engine import Engine
-from .rules import CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem, opened_before_failure
+from .rules import (CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem, next_stream_batch,
+                    opened_before_failure)
 from .._typing import Buffer
 from ..errors import PayloadError, TruncatedError, again
 from ..io.writes import write_all
@@ -101,8 +102,8 @@ class PayloadWriter:
     _held_plain. The next write proves it was not final and releases it;
     close() seals it again as the final chunk.
 
-    Smaller writes gather in a batch of one chunk first and twice as many
-    after each whole one, up to STREAM_BATCH: buffers of STREAM_BATCH chunks,
+    Smaller writes gather in a batch of one chunk first, and more after each
+    whole one (rules.next_stream_batch): buffers of STREAM_BATCH chunks,
     cleared for every writer, were most of encrypting a small file to armor in
     memory (900 us of 1 KiB's, where pyrage takes 58; 2026-12-07, Zen 5).
 
@@ -134,7 +135,7 @@ class PayloadWriter:
                 # More data follows, so none of these chunks is the final one.
                 self._seal(memoryview(self._plain), final=False)
                 self._fill = 0
-                self._grow(2 * len(self._plain) // CHUNK_SIZE)
+                self._grow(next_stream_batch(len(self._plain) // CHUNK_SIZE))
             if self._fill == 0 and len(mv) - pos >= batch:
                 self._grow(STREAM_BATCH)
                 self._seal_holding_last(mv[pos:pos + batch])
@@ -147,9 +148,8 @@ class PayloadWriter:
         return len(mv)
 
     def _grow(self, chunks: int) -> None:
-        """Batches of `chunks` chunks (up to STREAM_BATCH) from now on, if
+        """Batches of `chunks` chunks (STREAM_BATCH at most) from now on, if
         more than today's; only while no plaintext waits in the batch."""
-        chunks = min(chunks, STREAM_BATCH)
         if chunks * CHUNK_SIZE > len(self._plain):
             self._plain = bytearray(chunks * CHUNK_SIZE)
             self._sealed = bytearray(chunks * SEALED_CHUNK_SIZE)
@@ -195,8 +195,8 @@ class PayloadReader:
         self._src = source
         self._key = payload_key
         self._engine = engine
-        # A batch of one chunk first, twice as many after each whole one, up
-        # to STREAM_BATCH: buffers of STREAM_BATCH chunks, cleared for every
+        # A batch of one chunk first, more after each whole one
+        # (rules.next_stream_batch): buffers of STREAM_BATCH chunks, cleared for every
         # reader, were most of decrypting a small armored file (1,040 us of
         # 1 KiB's, where pyrage takes 116; 2026-12-06, Zen 2). One byte of
         # look-ahead past a whole batch tells whether it is last.
@@ -211,10 +211,10 @@ class PayloadReader:
         self._error: Exception | None = None  # raised once the verified plaintext is drained
 
     def _grow(self) -> None:
-        """After a whole batch, batches of twice as many chunks (up to STREAM_BATCH), the look-ahead byte
-        kept; only between batches, when the plaintext buffer has been read."""
+        """After a whole batch, larger batches (rules.next_stream_batch), the look-ahead byte kept; only
+        between batches, when the plaintext buffer has been read."""
         self._whole = False
-        chunks = min(2 * len(self._plain) // CHUNK_SIZE, STREAM_BATCH)
+        chunks = next_stream_batch(len(self._plain) // CHUNK_SIZE)
         if chunks * CHUNK_SIZE == len(self._plain):
             return
         sealed = bytearray(chunks * SEALED_CHUNK_SIZE + 1)
