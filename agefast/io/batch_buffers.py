@@ -4,11 +4,11 @@ The pipeline's workers (agefast.payload.pipeline) and the file kernel's
 (agefast.kernels.seal_file / open_file) each read and write a batch of 32
 chunks at a time through two page-aligned buffers of ~2 MiB. New anonymous
 memory is faulted in page by page as it is first written: on the project's
-VM ~1.5 us a page, ~0.75 ms a buffer (2026-12-07, Zen 5), where a whole
-`encrypt_file` of 6 MiB took 6 ms, a third of it in its four buffers' page
-faults. So a job gives its buffers back when done, up to KEPT of them are
-kept, and the next job takes those first: only the first job of a process
-pays for the pages.
+VM ~1.5 us a page, ~0.75 ms a buffer (2026-12-07, Zen 5), and a whole
+`encrypt_file` of 6 MiB, which made four, took 5.1-5.8 ms. So a job gives
+its buffers back when done, up to KEPT of them are kept, and the next job
+takes those first: only the first job of a process pays for the pages (the
+same 6 MiB then took 3.1-3.9 ms; benchmarks/HISTORY.md).
 
 A kept buffer holds the last batch that went through it (plaintext, after a
 decryption) until a job writes over it, as the memory of any freed Python

@@ -195,11 +195,10 @@ class PayloadReader:
         self._src = source
         self._key = payload_key
         self._engine = engine
-        # A batch of one chunk first, more after each whole one
-        # (rules.next_stream_batch): buffers of STREAM_BATCH chunks, cleared for every
-        # reader, were most of decrypting a small armored file (1,040 us of
-        # 1 KiB's, where pyrage takes 116; 2026-12-06, Zen 2). One byte of
-        # look-ahead past a whole batch tells whether it is last.
+        # A batch of one chunk first, more after each whole one (rules.next_stream_batch):
+        # buffers of STREAM_BATCH chunks, cleared for every reader, were most of decrypting
+        # a small armored file (1,040 us of 1 KiB's, where pyrage takes 116; 2026-12-06,
+        # Zen 2). One byte of look-ahead past a whole batch tells whether it is last.
         self._sealed = bytearray(SEALED_CHUNK_SIZE + 1)
         self._plain = bytearray(CHUNK_SIZE)
         self._whole = False     # the last batch was whole: the next may be larger
