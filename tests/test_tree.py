@@ -964,3 +964,29 @@ def test_a_local_output_folder_is_made_once_when_missing_and_a_missing_input_is_
         local.put(b"a/x", vanished, lambda stat: None)
     assert len(calls) == 2 and made[2:] == [b"c"]
     assert sorted(os.listdir(tmp_path / "dst/a")) == ["b", "three"]
+
+
+def test_between_local_folders_only_small_files_are_read_whole_and_with_a_store_up_to_in_memory(tmp_path,
+                                                                                                monkeypatch):
+    # A file read whole has its output's SHA-256 in its record; a streamed one has none. Between local folders a
+    # file past LOCAL_IN_MEMORY streams (the file driver is faster there than reading whole and hashing); where
+    # an end is a store, a file up to IN_MEMORY is still read and written whole, one request each way.
+    import hashlib
+
+    import fsspec
+
+    monkeypatch.setattr(tree.files, "LOCAL_IN_MEMORY", 1000)
+    contents = {"small": os.urandom(1000), "larger": os.urandom(1001)}
+    (tmp_path / "src").mkdir()
+    for name, plain in contents.items():
+        (tmp_path / "src" / name).write_bytes(plain)
+    fsspec.filesystem("memory").pipe({f"{tmp_path.name}/src/{name}": plain for name, plain in contents.items()})
+    identity = x25519.Identity.generate()
+    for source, out, streamed in ((tmp_path / "src", tmp_path / "local", {"larger"}),
+                                  (f"memory://{tmp_path.name}/src", tmp_path / "store", set())):
+        summary = tree.encrypt(source, out, [identity.to_public()], workers=1)
+        assert (summary.done, summary.failed) == (2, 0)
+        for record in summary.records:
+            sealed = (out / f"{record['source']}.age").read_bytes()
+            assert agefast.decrypt(sealed, [identity]) == contents[record["source"]]
+            assert record["sha256"] == (None if record["source"] in streamed else hashlib.sha256(sealed).hexdigest())

@@ -9,8 +9,8 @@ it is there (agefast.tree.store). A file that fails (a
 damaged payload, a wrong key, an unreadable file) fails alone: its record
 says why, and the job goes on.
 
-Files up to IN_MEMORY are read whole and handled in memory, where the
-output's SHA-256 costs nothing to take; larger ones stream through the
+Small files (whole_up_to) are read whole and handled in memory, where the
+output's SHA-256 costs little to take; larger ones stream through the
 engine (file to file on every core), and their record has no SHA-256:
 hashing such an output would cost more than sealing it. Re-keying on S3
 copies the payload of files from s3copy.COPY_FROM on the server instead
@@ -35,9 +35,14 @@ from .walk import MANIFEST_NAME, Found
 
 ENCRYPT, DECRYPT, REKEY, VERIFY = "encrypt", "decrypt", "rekey", "verify"
 SUFFIX = b".age"
-# Files read whole into memory. Above this the payload engine's file to file
-# path runs, on every core (the size from which the command uses them too).
+# Files read whole into memory where either end of the job is a store: one request each way (a put, not an
+# upload in parts), which a round trip's latency makes worth it up to here. Above it a file streams.
 IN_MEMORY = 32 * 1024 * 1024
+# Between local folders, files up to api.SMALL_FILE, the size up to which encrypt_file reads a file whole too.
+# Above it the payload engine's file to file path is faster than reading whole and hashing the output: 40 files
+# of 6 MiB on tmpfs took 0.34 s whole, 0.27 s whole without the SHA-256, 0.21 s streamed (Go age once per file
+# on both cores 0.20 s; 2026-12-07, Zen 5: benchmarks/HISTORY.md).
+LOCAL_IN_MEMORY = api.SMALL_FILE
 
 Manifest = Appender | Rewriter
 
@@ -131,6 +136,13 @@ def first_bad_chunk(src: Any, identities: list[Identity]) -> int | None:
     return None
 
 
+def whole_up_to(job: Job) -> int:
+    """The size up to which the job reads a file whole (IN_MEMORY, LOCAL_IN_MEMORY)."""
+    if isinstance(job.source, Remote) or isinstance(job.destination, Remote):
+        return IN_MEMORY
+    return LOCAL_IN_MEMORY
+
+
 def _in_memory(job: Job, data: bytes) -> bytes:
     if job.operation == ENCRYPT:
         return api.encrypt(data, job.recipients, job.armored)
@@ -198,7 +210,7 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
             record["output"] = os.fsdecode(name)
             check_output(job, found.path, name)
             if not _by_copy(job, found, name, record):
-                if found.size <= IN_MEMORY:
+                if found.size <= whole_up_to(job):
                     _write(job, found, name, _in_memory(job, store.read(found.path)), record, manifest)
                 else:
                     with store.open(found.path) as src:
@@ -225,7 +237,7 @@ def process(job: Job, found: Found, manifest: Manifest | None, threads: int | No
 
 
 def _verify(job: Job, found: Found, threads: int | None) -> None:
-    if found.size <= IN_MEMORY:
+    if found.size <= whole_up_to(job):
         _in_memory(job, job.source.read(found.path))
     else:
         with job.source.open(found.path) as src:

@@ -210,6 +210,7 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
     small: list[Found] = []
     large: list[Found] = []
     skipped = passed = 0
+    whole = files.whole_up_to(job)     # files read whole are done in groups, larger ones a task each
     # Outputs into a local DST never go into a folder of a local SRC, wherever a bind mount shows it.
     source_folders: set[tuple[int, int]] | None = None
     if isinstance(job.source, Local) and isinstance(job.destination, Local):
@@ -231,7 +232,7 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
                 job.sealed_for):
             skipped += 1
             continue
-        (small if item.size <= files.IN_MEMORY else large).append(item)
+        (small if item.size <= whole else large).append(item)
     if source_folders and isinstance(job.destination, Local):
         job = job._replace(destination=job.destination._replace(sources=frozenset(source_folders)))
     if writes:
