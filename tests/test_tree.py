@@ -990,3 +990,33 @@ def test_between_local_folders_only_small_files_are_read_whole_and_with_a_store_
             sealed = (out / f"{record['source']}.age").read_bytes()
             assert agefast.decrypt(sealed, [identity]) == contents[record["source"]]
             assert record["sha256"] == (None if record["source"] in streamed else hashlib.sha256(sealed).hexdigest())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_operation_on_a_local_tree_whose_files_stream(tmp_path, make_plaintext, monkeypatch, workers):
+    # Between local folders a file past LOCAL_IN_MEMORY streams through the file driver (files of a few MiB
+    # and up): here every file does, in the workers (2) and in this process (1).
+    monkeypatch.setattr(tree.files, "LOCAL_IN_MEMORY", -1)
+    old, new = x25519.Identity.generate(), x25519.Identity.generate()
+    contents = _make_tree(tmp_path / "src", make_plaintext)
+    summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [old.to_public()], workers=workers)
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    assert all(r["sha256"] is None for r in summary.records)
+    assert tree.verify(tmp_path / "enc", [old], workers=workers).done == len(NAMES)
+    summary = tree.rekey(tmp_path / "enc", [old], [new.to_public()], tmp_path / "copy", workers=workers)
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    summary = tree.rekey(tmp_path / "enc", [old], [new.to_public()], workers=workers)      # in place
+    assert (summary.done, summary.failed) == (len(NAMES), 0)
+    for root in ("enc", "copy"):
+        for name, plain in contents.items():
+            assert agefast.decrypt(_read(tmp_path / root, name + b".age"), [new]) == plain
+    damaged = bytearray(_read(tmp_path / "enc", b"a/b/two chunks.age"))
+    damaged[-50] ^= 1                    # in the second chunk, the final one
+    with open(os.path.join(os.fsencode(tmp_path / "enc"), b"a/b/two chunks.age"), "wb") as f:
+        f.write(damaged)
+    summary = tree.decrypt(tmp_path / "enc", tmp_path / "dec", [new], workers=workers)
+    assert [(r["source"], r["chunk"]) for r in summary.records if r["status"] == "failed"] == \
+        [("a/b/two chunks.age", 1)]
+    assert not os.path.exists(os.path.join(os.fsencode(tmp_path / "dec"), b"a/b/two chunks"))
+    for name in set(NAMES) - {b"a/b/two chunks"}:
+        assert _read(tmp_path / "dec", name) == contents[name]
