@@ -103,8 +103,11 @@ def test_stop_ends_the_workers_before_it_returns(tmp_path):
         job = kernels.seal_file(KEY, src, 0, dst, 0, batches, 2)
         job.stop()
         size = os.fstat(dst).st_size
-        assert not any(thread.is_alive() for thread in job._threads)
-        assert os.fstat(dst).st_size == size    # nothing is written after stop() returned
+        # Not Thread.is_alive(): a worker that has ended its work may still be ending its thread when stop()
+        # returns (under Python 3.13, a third of the time). Whatever it does then, it writes nothing more.
+        for thread in job._threads:
+            thread.join()
+        assert os.fstat(dst).st_size == size    # nothing was written after stop() returned
         with pytest.raises(RuntimeError, match="stopped"):
             job.wait()
     assert size < batches * SEALED_BATCH
