@@ -59,7 +59,7 @@ def _isa_of(features: str) -> str:
     have = {f[1:] for f in features.split(",") if f.startswith("+")}
     if "avx512ifma" in have and "avx512f" in have:
         return "avx512ifma"
-    for name in ("avx512f", "avx2"):
+    for name in ("avx512f", "avx2", "neon"):
         if name in have:
             return name
     return "baseline"
@@ -275,7 +275,7 @@ def isa() -> str:
     """The widest vector instruction set the kernels are compiled for.
 
     "avx512ifma" (Poly1305 in radix 2^44 on vpmadd52luq/huq, ChaCha20 in zmm),
-    "avx512f", "avx2" or "baseline".
+    "avx512f", "avx2", "neon" (64-bit Arm's Advanced SIMD) or "baseline".
     """
     warm_up()
     return _isa  # type: ignore[return-value]  # set by warm_up

@@ -214,7 +214,7 @@ def test_no_batch_numbers_a_chunk_past_2_64(threads):
 
 
 def test_isa_names_the_compiled_instruction_set():
-    assert kernels.isa() in ("avx512ifma", "avx512f", "avx2", "baseline")
+    assert kernels.isa() in ("avx512ifma", "avx512f", "avx2", "neon", "baseline")
     from agefast.kernels import _common
 
     assert (kernels.isa() == "avx512ifma") == _common.IFMA

@@ -64,6 +64,15 @@ def test_zen5_takes_its_own_builds(flags, family, wanted):
     assert _shipped.cpuinfo_family(b"processor\t: 0\nflags\t\t: fpu\n") is None
 
 
+def test_each_class_names_its_vector_instructions():
+    # kernels.isa() of a process on each class's build (`agefast --warm-up` prints it): the Arm build's NEON had
+    # been "baseline", as if it had no vector code.
+    assert {c.name: _loader._isa_of(c.features) for c in _shipped.CLASSES} == {
+        "avx512ifma-zen5": "avx512ifma", "avx512ifma": "avx512ifma", "avx512f": "avx512f", "avx2-zen5": "avx2",
+        "avx2": "avx2", "aarch64": "neon"}
+    assert _loader._isa_of("+sse4.2,+popcnt") == "baseline"
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     """builds(cpu_class, root=the checkout): the path of its library as the package build compiles it from the
