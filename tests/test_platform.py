@@ -34,8 +34,7 @@ DESELECTED = ["tests/test_interop.py::test_passphrase"]
 # The skips a simulated run may have: what needs a program missing here (a failure under
 # AGEFAST_REQUIRE_TOOLS=1), the tests of a call only Linux has, and those that force the kernels
 # (conftest's engine_setting).
-SKIPS = re.compile(r"needs .* on PATH|(copy_file_range|O_TMPFILE) is Linux.s|the simulated platform has no kernels|"
-                   r"os.register_at_fork is not there")
+SKIPS = re.compile(r"needs .* on PATH|(copy_file_range|O_TMPFILE) is Linux.s|the simulated platform has no kernels")
 # What the probe prints in a simulated process: each line a thing taken away.
 PROBE = ("import os, sys, agefast\n"
          "print([n for n in ('memfd_create', 'preadv', 'pwritev', 'pread', 'pwrite', 'copy_file_range', "

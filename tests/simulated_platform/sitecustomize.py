@@ -12,8 +12,11 @@ before agefast is imported:
 - the kernels: numba and llvmlite cannot be imported (and the run gives
   NUMBA_CACHE_DIR an empty folder), as on a machine with no shipped class
   for its CPU and no JIT installed: every job runs on cryptography.
-- os.register_at_fork, which Windows lacks.
-Not taken away: termios and SIGHUP, which the test harness uses
+Not taken away: os.register_at_fork, which Windows lacks with os.fork: no
+system has fork without it, and the standard library's random and asyncio
+(Python 3.13) call it at import wherever fork is there, which the harness
+needs (tests/test_portable.py calls agefast's one use of it without it);
+termios and SIGHUP, which the test harness uses
 (tests/test_portable.py runs the commands without termios), and os.uname,
 which numpy's import calls on Linux (tests/test_portable.py takes
 agefast's way without it).
@@ -32,9 +35,13 @@ if os.environ.get("AGEFAST_SIMULATE_PLATFORM") == "portable":
     import fcntl as HARNESS_FCNTL  # noqa: N812
 
     for _name in ("memfd_create", "preadv", "pwritev", "copy_file_range", "sched_getaffinity", "O_DIRECT", "O_TMPFILE",
-                  "pread", "pwrite", "register_at_fork"):
+                  "pread", "pwrite"):
         if hasattr(os, _name):
             delattr(os, _name)
+    if hasattr(os, "process_cpu_count"):
+        # Python 3.13's, made when os was imported, calls the sched_getaffinity just taken away; where a
+        # system has none, it is cpu_count.
+        os.process_cpu_count = os.cpu_count
     if "tempfile" in sys.modules:   # imported by a site hook before this ran: it found O_TMPFILE then
         sys.modules["tempfile"]._O_TMPFILE_WORKS = False
     for _module in ("fcntl", "numba", "llvmlite"):
