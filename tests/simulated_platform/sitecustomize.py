@@ -12,11 +12,11 @@ before agefast is imported:
 - the kernels: numba and llvmlite cannot be imported (and the run gives
   NUMBA_CACHE_DIR an empty folder), as on a machine with no shipped class
   for its CPU and no JIT installed: every job runs on cryptography.
-Not taken away: os.register_at_fork, which Windows lacks with os.fork: no
-system has fork without it, and the standard library's random and asyncio
-(Python 3.13) call it at import wherever fork is there, which the harness
-needs (tests/test_portable.py calls agefast's one use of it without it);
-termios and SIGHUP, which the test harness uses
+Not taken away: os.register_at_fork, which Windows lacks together with
+os.fork (which the harness needs): no system has fork without it, and the
+standard library calls it at import wherever fork is there (random, and
+asyncio from Python 3.12); tests/test_portable.py runs agefast's one use of
+it without it. Nor termios and SIGHUP, which the test harness uses
 (tests/test_portable.py runs the commands without termios), and os.uname,
 which numpy's import calls on Linux (tests/test_portable.py takes
 agefast's way without it).
