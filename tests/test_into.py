@@ -1,6 +1,7 @@
 """encrypt_into / decrypt_into: age files into the caller's buffer."""
 
 import gc
+import io
 import random
 
 import pyrage
@@ -32,6 +33,27 @@ def test_round_trip_leaves_the_rest_of_buf_alone(n, threads):
     opened = bytearray([SENTINEL]) * (n + 10)
     assert agefast.decrypt_into(memoryview(sealed)[:size], [IDENTITY], opened, threads=threads) == n
     assert opened[:n] == data and opened[n:] == bytearray([SENTINEL]) * 10
+
+
+@pytest.mark.parametrize("engine", ["numba", "cryptography"])
+def test_a_failed_chunk_leaves_only_the_verified_prefix(engine, engine_setting):
+    # The kernels open a range on two threads: the chunks after a failed one kept their plaintext in the
+    # caller's buffer, of a file that was refused. Damaged at chunk 5 of 64, into buf and through a decryptor.
+    engine_setting(engine)
+    data = plaintext(64 * CHUNK)
+    sealed = bytearray(agefast.encrypt(data, [RECIPIENT]))
+    sealed[len(sealed) - 64 * (CHUNK + 16) + 5 * (CHUNK + 16) + 3] ^= 1
+    into = bytearray([SENTINEL]) * len(data)
+    with pytest.raises(PayloadError, match="chunk 5"):
+        agefast.decrypt_into(sealed, [IDENTITY], into, threads=2)
+    read = bytearray([SENTINEL]) * len(data)
+    with agefast.decryptor(io.BytesIO(sealed), [IDENTITY], threads=2) as reader:
+        with pytest.raises(PayloadError, match="chunk 5"):
+            while reader.readinto(memoryview(read)[reader.tell():]):
+                pass
+    for buf in (into, read):
+        assert buf[:5 * CHUNK] == data[:5 * CHUNK]
+        assert not any(buf[i * CHUNK:(i + 1) * CHUNK] == data[i * CHUNK:(i + 1) * CHUNK] for i in range(5, 64))
 
 
 def test_short_buffers_are_refused_before_anything_is_written():

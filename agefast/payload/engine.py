@@ -22,7 +22,7 @@ from .._typing import Buffer
 from ..errors import EngineError
 from ..io import portable
 from .rules import (CHUNK_NONCE_SIZE, CHUNK_SIZE, KERNEL_MIN_CHUNKS, KERNEL_SPLIT_CHUNKS, LONE_CHUNK_NONCE,
-                    SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce)
+                    SEALED_CHUNK_SIZE, TAG_SIZE, chunk_count, chunk_nonce, plaintext_size)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -237,12 +237,10 @@ class Engine:
         """Open consecutive sealed chunks from `src` into `dst`.
 
         Returns how many leading chunks verified. Once this returns, `dst`
-        holds no unauthenticated plaintext: when the return value k is short of
-        the number of chunks in `src`, chunk k failed and its part of `dst` was
-        not written, or holds zeros (the Numba engine's stitched AVX2 kernel
-        decrypts a chunk while it computes the tag and overwrites one that
-        fails before it returns). Release only the first k chunks: the kernels open ranges in parallel, so chunks
-        after k may already hold their verified plaintext. `split` as for seal.
+        holds those chunks' plaintext and nothing else of `src`: when the
+        return value k is short of the number of chunks in `src`, chunk k failed
+        and its part of `dst` and all after it were not written, or hold zeros.
+        `split` as for seal.
         """
         src = memoryview(src).cast("B")
         dst = memoryview(dst).cast("B")
@@ -253,6 +251,13 @@ class Engine:
         kernels = self._kernels_for(n)
         if kernels is not None:
             opened: int = kernels.open_chunks(key, counter, src, dst, final, self._threads_for(n, split))
+            if opened < chunk_count(n):
+                # The kernels zero a chunk that fails, but open ranges in parallel: the chunks after it may
+                # hold their plaintext, which a caller's buffer (decrypt_into, readinto) must not keep once
+                # the file failed. Only the verified prefix stays.
+                start = opened * CHUNK_SIZE
+                end = min(plaintext_size(n), len(dst))
+                dst[start:end] = bytes(end - start)
             return opened
         new_aead, invalid_tag = _aead()
         aead = new_aead(key)
