@@ -95,15 +95,16 @@ class EncryptingReader(OpenStream, io.RawIOBase):
 
     def readinto(self, b: Buffer) -> int:
         """Fill the writable buffer `b` with the next bytes of the age file; returns the count, 0 at its end."""
+        # Refused before the source is read: a batch read and sealed, and then not handed out, was lost.
+        view = _arguments.writable_buffer("b", b)
         with self._turn:
-            return self._readinto(b)
+            return self._readinto(view)
 
-    def _readinto(self, b: Buffer) -> int:
+    def _readinto(self, mv: memoryview) -> int:
         if self.closed:
             raise ValueError("read from a closed encrypting reader")
         if self._error is not None:
             raise again(self._error)
-        mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv):
             if self._pos == len(self._output.data):
@@ -128,7 +129,11 @@ class EncryptingReader(OpenStream, io.RawIOBase):
 
     def readall(self) -> bytes:
         """All the rest of the age file (reading `src` to its end)."""
-        return read_all(self.readinto)
+        with self._turn:    # one turn for the whole read, as a Python file's
+            return read_all(self._readinto_any)
+
+    def _readinto_any(self, b: Buffer) -> int:
+        return self._readinto(memoryview(b).cast("B"))
 
     def close(self) -> None:
         """Close without sealing the final chunk (and close `src` if close_src)."""

@@ -89,6 +89,14 @@ class OpenStream:
         self._check_open()
         return False
 
+    def readable(self) -> bool:
+        self._check_open()
+        return False
+
+    def writable(self) -> bool:
+        self._check_open()
+        return False
+
 
 class AbortOnError:
     """close() on leaving a `with` block normally; abort() on leaving it
@@ -265,7 +273,17 @@ def read_all(readinto: Callable[[Buffer], int | None], left: int | None = None) 
         return _read_known(readinto, left)
     out = bytearray()
     buf = bytearray(CHUNK_SIZE)
-    while n := readinto(buf):
+    while True:
+        try:
+            n = readinto(buf)
+        except BlockingIOError:
+            # A non-blocking source has nothing for now: what was read is returned, as RawIOBase.readall
+            # does (raising would lose it: the stream has moved past it); only a read that got nothing raises.
+            if out:
+                break
+            raise
+        if not n:
+            break
         out += memoryview(buf)[:n]
         if n == len(buf) < _READ_SIZE:
             buf = bytearray(min(2 * n, _READ_SIZE))
@@ -281,10 +299,15 @@ def _read_known(readinto: Callable[[Buffer], int | None], left: int) -> bytes:
         while got < len(view):
             end = min(got + _KNOWN_STEP, len(view))
             ready(end)
-            n = readinto(view[got:end])
+            try:
+                n = readinto(view[got:end])
+            except BlockingIOError:
+                if not got:
+                    raise
+                n = 0   # as read_all: what was read is returned
             if not n:
-                # The source ended sooner than it said (a file cut short under the stream): the rest is
-                # zeroed, never left as it was, and only what was read is returned.
+                # The source ended sooner than it said (a file cut short under the stream), or has nothing for
+                # now: the rest is zeroed, never left as it was, and only what was read is returned.
                 ready(len(view))
                 view[got:] = bytes(len(view) - got)
                 return
@@ -394,13 +417,20 @@ class Decryptor(OpenStream, io.RawIOBase):
         """Fill the writable buffer `b` with verified plaintext; returns the count, 0 at the end."""
         if self.closed:
             raise ValueError("read from a closed decryptor")
+        # Refused before the source is read: a non-seekable one's chunks, taken and then not released, were lost.
+        view = _arguments.writable_buffer("b", b)
         with self._turn:
-            return self._payload.readinto(b)
+            return self._payload.readinto(view)
 
     def readall(self) -> bytes:
         """All the rest of the plaintext."""
-        payload = self._payload
-        return read_all(self.readinto, payload.left() if isinstance(payload, SeekablePayload) else None)
+        if self.closed:
+            raise ValueError("read from a closed decryptor")
+        # One turn for the whole read, as a Python file's: a seek from another thread between its steps had
+        # spliced the plaintext of two places into one result.
+        with self._turn:
+            payload = self._payload
+            return read_all(payload.readinto, payload.left() if isinstance(payload, SeekablePayload) else None)
 
     def close(self) -> None:
         """Close the stream (and `src` if close_src)."""

@@ -16,7 +16,7 @@ import pytest
 import requests
 from dev_mode import nothing_ignored
 from streams import Trickle
-from test_stream import NonBlocking
+from test_stream import DryOnce, NonBlocking
 
 import agefast
 from agefast import errors
@@ -187,6 +187,27 @@ def test_a_non_blocking_source_loses_nothing(make_plaintext):
             break
         got += chunk
     assert agefast.decrypt(bytes(got), [IDENTITY]) == plaintext
+
+
+def test_a_read_of_all_that_finds_the_source_dry_returns_what_it_read(make_plaintext):
+    # read() dropped the ciphertext it had gathered, the header with it, when the source ran dry.
+    plaintext = make_plaintext(3 * BATCH + 5)
+    source = DryOnce(plaintext, 2 * BATCH)
+    reader = agefast.encrypting_reader(source, [RECIPIENT])
+    got = reader.read()
+    assert len(got) > BATCH
+    with pytest.raises(BlockingIOError):
+        reader.read()
+    source.ready = True
+    assert agefast.decrypt(got + reader.read(), [IDENTITY]) == plaintext
+
+
+def test_a_read_only_buffer_is_refused_before_the_source_is_read(make_plaintext):
+    plaintext = make_plaintext(CHUNK + 10)
+    reader = agefast.encrypting_reader(Trickle(plaintext), [RECIPIENT])
+    with pytest.raises(TypeError, match="writable"):
+        reader.readinto(bytes(100))
+    assert agefast.decrypt(reader.read(), [IDENTITY]) == plaintext
 
 
 def test_a_small_file_pulls_a_chunk_not_a_batch():

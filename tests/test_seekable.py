@@ -299,6 +299,42 @@ def test_reads_from_many_threads_take_turns():
     assert wrong == [] and failed == []
 
 
+def test_a_read_of_all_is_one_turn(monkeypatch):
+    # read() went through the file in steps, each its own turn: a seek from another thread between two steps
+    # spliced the plaintext of two places into one result. Steps of a chunk here, to meet it in a small file,
+    # and a pause before the second step, where the seek comes.
+    monkeypatch.setattr(agefast.streaming, "_KNOWN_STEP", CHUNK)
+    paused, go_on = threading.Event(), threading.Event()
+    new_bytes = agefast.streaming.new_bytes
+
+    def pausing_new_bytes(size, fill):
+        steps = 0
+
+        def ready(end):
+            nonlocal steps
+            steps += 1
+            if steps == 2:
+                paused.set()
+                go_on.wait(2)
+            return False
+
+        return new_bytes(size, lambda view, _: fill(view, ready))
+
+    monkeypatch.setattr(agefast.streaming, "new_bytes", pausing_new_bytes)
+    reader = open_file()
+    got = []
+    whole = threading.Thread(target=lambda: got.append(reader.read()))
+    whole.start()
+    paused.wait(2)
+    seek = threading.Thread(target=reader.seek, args=(len(DATA) - 10,))
+    seek.start()
+    seek.join(0.2)      # waits for its turn, which the read holds
+    go_on.set()
+    whole.join()
+    seek.join()
+    assert got == [DATA] and reader.read() == DATA[-10:]
+
+
 def test_the_file_object_rules_of_python():
     reader = open_file()
     with pytest.raises(TypeError):

@@ -271,6 +271,48 @@ def test_non_blocking_source_resumes_after_blocking_io_error(step):
     assert got == data
 
 
+class DryOnce(io.RawIOBase):
+    """A non-blocking reader that has nothing for now (None) once, at `dry`, until told it has more."""
+
+    def __init__(self, data: bytes, dry: int):
+        self._data = io.BytesIO(data)
+        self._dry = dry
+        self.ready = False
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        at = self._data.tell()
+        if at >= self._dry and not self.ready:
+            return None
+        return self._data.readinto(memoryview(b)[:len(b) if self.ready else self._dry - at])
+
+
+def test_a_read_of_all_that_finds_the_source_dry_returns_what_it_read():
+    # read() gathered the plaintext of three batches, then dropped it with the BlockingIOError: the retry went on
+    # after it and the stream ended as if whole.
+    data = plaintext(3 * BATCH + 5)
+    sealed = agefast.encrypt(data, [RECIPIENT])
+    source = DryOnce(sealed, len(sealed) - 1000)
+    reader = agefast.decryptor(source, [IDENTITY])
+    got = reader.read()
+    assert got == data[:len(got)] and len(got) > 2 * BATCH
+    with pytest.raises(BlockingIOError):
+        reader.read()   # nothing read: nothing to return
+    source.ready = True
+    assert got + reader.read() == data
+
+
+def test_a_read_only_buffer_is_refused_before_the_source_is_read():
+    # The chunks taken from a non-seekable source for it were lost: the next read failed an intact file.
+    data = plaintext(CHUNK + 10)
+    reader = agefast.decryptor(Trickle(agefast.encrypt(data, [RECIPIENT]), 1 << 20), [IDENTITY])
+    with pytest.raises(TypeError, match="writable"):
+        reader.readinto(bytes(CHUNK + 10))
+    assert reader.read() == data
+
+
 class LargestWrite(io.RawIOBase):
     """A writer that remembers the largest single write it was handed."""
 
@@ -698,12 +740,17 @@ def test_closed_streams_answer_as_python_s_files_and_a_decryptor_is_not_written(
         decryptor.write(b"x")   # a bare NotImplementedError before
     reader = agefast.EncryptingReader(io.BytesIO(b"x"), [identity.to_public()])
     encryptor = agefast.encryptor(io.BytesIO(), [identity.to_public()])
-    for stream, asks in ((decryptor, ("readable", "seekable")), (reader, ("readable", "seekable")),
-                         (encryptor, ("writable", "seekable"))):
+    assert decryptor.read() == b"x"     # at its end
+    for stream in (decryptor, reader, encryptor):
         stream.close()
-        for ask in asks:
+        for ask in ("readable", "writable", "seekable"):
             with pytest.raises(ValueError, match="I/O operation on a closed"):
                 getattr(stream, ask)()
+    # Reads too, as on a closed file: a closed decryptor at its end read b"". (A write is an EncryptError, as
+    # after a failure: docs/errors.md.)
+    for read in (decryptor.read, decryptor.readall, reader.read, reader.readall):
+        with pytest.raises(ValueError, match="closed"):
+            read()
 
 
 def test_a_writer_collected_unclosed_is_warned_of_as_python_s_files_are():
