@@ -4,7 +4,7 @@ The payload can be seeked by chunk: chunk i sits at a fixed offset and is
 opened on its own. Before releasing anything, the reader opens the final
 chunk at the end of the file as the streaming reader opens the end of a
 payload (agefast.payload.stream.open_batch), so the plaintext length is
-trusted: a file that was truncated, extended, or had its chunks reordered
+trusted: a file that was truncated, extended, or had its last chunk moved
 fails on open, before any plaintext is released, with the type of error the
 stream gives (a whole last chunk that verifies as a middle one: the file was
 cut at a chunk boundary), and its message where the file was cut or extended
