@@ -101,7 +101,9 @@ class AgeReadFile(AbstractBufferedFile):
         self._lock = threading.Lock()
         # Around the position's taking and moving only, never held while anything waits.
         self._position = threading.Lock()
-        self._sought = threading.local()    # pos: where this thread's last seek left the file, until it reads
+        # pos: where this thread's last seek left the file, and the _spent it was made in, until it reads
+        self._sought = threading.local()
+        self._spent = 0     # how many reads started at the shared position: each spends every seek made before it
         super().__init__(fs, path, "rb", block_size=block_size, cache_type="none",
                          size=self._payload.seek(0, io.SEEK_END), **kwargs)
 
@@ -124,8 +126,14 @@ class AgeReadFile(AbstractBufferedFile):
     def tell(self) -> int:
         # Where this thread's next read starts (_next_bytes): fsspec's readline and readuntil seek back from it.
         _refuse_if_closed(self)
-        pos: int = self._sought.__dict__.get("pos", self.loc)
-        return pos
+        return self._own_seek(self._sought.__dict__.get("pos"))
+
+    def _own_seek(self, sought: tuple[int, int] | None) -> int:
+        """Where a read of this thread starts, given its seek's (position, _spent): there if no read started at
+        the position since (_next_bytes), else at the position."""
+        if sought is None or sought[1] != self._spent:
+            return self.loc
+        return sought[0]
 
     def seek(self, loc: int, whence: int = io.SEEK_SET) -> int:
         # fsspec's seek, but the position it sets kept for this thread's next read (_next_bytes).
@@ -136,7 +144,8 @@ class AgeReadFile(AbstractBufferedFile):
         pos: int = bases[whence] + int(loc)
         if pos < 0:
             raise ValueError("Seek before start of file")
-        self.loc = self._sought.pos = pos
+        self.loc = pos
+        self._sought.pos = (pos, self._spent)
         return pos
 
     @contextlib.contextmanager
@@ -147,10 +156,17 @@ class AgeReadFile(AbstractBufferedFile):
         where it sought; but a thread can lose the GIL between its seek and its read (a read waiting for the lock,
         or Python's switch interval), and another thread seek meanwhile. So a read starts where the same thread's
         last seek left the file, if it has not read since, and otherwise at the position: threads that share the
-        file without seeking each get the next bytes. The position is put back if the read fails and nothing has
+        file without seeking each get the next bytes. A read at the position spends the seeks made before it, as
+        it spends the position they set: a file handed to another thread after a seek reads on where that
+        thread's read ended, as a Python file does. The position is put back if the read fails and nothing has
         moved it since."""
         with self._position:
-            start: int = self._sought.__dict__.pop("pos", self.loc)
+            sought = self._sought.__dict__.pop("pos", None)
+            if sought is not None and sought[1] == self._spent:
+                start: int = sought[0]
+            else:   # a read at the position
+                start = self.loc
+                self._spent += 1
             end: int = self.size if length < 0 else min(start + length, self.size)
             self.loc = max(start, end)
         try:

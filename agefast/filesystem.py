@@ -21,12 +21,15 @@ fsspec, which comes with the `data` extra.
 import errno
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.callbacks import DEFAULT_CALLBACK
+from fsspec.compression import compr
+from fsspec.core import get_compression
 from fsspec.implementations.local import LocalFileSystem, make_path_posix
 from fsspec.spec import make_instance
 from fsspec.utils import isfilelike
@@ -39,6 +42,7 @@ from .payload.rules import NONCE_SIZE, plaintext_size
 from .errors import HeaderError, IdentityError, RecipientError
 from .format import armor
 from .format.grammar import parse_header
+from .header import ENDS_BEFORE_NONCE
 
 __all__ = ["CACHED_CHUNKS", "AgeFileSystem", "AgeReadFile", "AgeWriteFile"]
 
@@ -75,6 +79,37 @@ def _portable(key: Any) -> Any:
 def _read_key_file(path: str | os.PathLike[str], error: type[Exception]) -> bytes:
     with open(os.path.expanduser(os.fspath(path)), "rb") as f:
         return keys.read_key_file(f, os.fspath(path), error)
+
+
+def _closing_inner(outer: Any, inner: Any) -> Any:
+    """`outer` (a compressor over the age file `inner`), its close() closing `inner` after it, as fsspec.open's
+    chain of files does.
+
+    fsspec's open(compression=...) hands back the compressor alone, whose close leaves the file under it open:
+    an age file is sealed by its own close, and one never closed is aborted when collected (AgeWriteFile), so a
+    file written so was never written. A compressor collected unclosed (the finalizer's close, `_finalizing`)
+    leaves `inner` to be aborted in turn. (`outer` is held weakly: a cycle through its own close would leave both
+    to the collector, which finalizes them in no order.)
+    """
+    own = weakref.ref(outer)
+    own_close = type(outer).close
+
+    def close() -> None:
+        compressor = own()
+        try:
+            if compressor is not None:
+                own_close(compressor)
+        finally:
+            if compressor is not None and not getattr(compressor, "_finalizing", False):
+                inner.close()
+
+    try:
+        outer.close = close
+    except AttributeError:
+        inner.close()
+        raise ValueError(f"{type(outer).__name__} cannot close the age file under it: open it with fsspec.open, "
+                         "whose file closes every layer") from None
+    return outer
 
 
 class _HeadReader:
@@ -231,6 +266,8 @@ class AgeFileSystem(ChainedFileSystem):
             parse_header(source)
         except HeaderError as e:
             raise HeaderError(f"{path}: {e}") from None
+        if source.consumed + NONCE_SIZE > size:     # as opening it says (its size would be negative)
+            raise HeaderError(f"{path}: {ENDS_BEFORE_NONCE}")
         return source.consumed + NONCE_SIZE
 
     def _plain_info(self, info: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +276,10 @@ class AgeFileSystem(ChainedFileSystem):
             return info
         if info.get("size") is None:  # http:// listings of HTML pages give no sizes
             info = {**info, "size": self.fs.size(info["name"])}
-        stamp = (info["name"], info["size"], info.get("mtime"), info.get("ETag"))
+        # The whole entry: stores name a file's version differently (mtime, ETag, etag, LastModified, created,
+        # generation), and some name none, where a new header of the same ciphertext size is told only by its
+        # other fields, or not at all.
+        stamp = tuple(sorted((str(field), repr(value)) for field, value in info.items()))
         header = self._header_sizes.get(stamp)
         if header is None:
             header = self._header_sizes[stamp] = self._header_size(info["name"], info["size"])
@@ -341,6 +381,17 @@ class AgeFileSystem(ChainedFileSystem):
 
     def modified(self, path: str) -> Any:
         return self.fs.modified(self._strip_protocol(path))
+
+    def open(self, path: str, mode: str = "rb", block_size: int | None = None,
+             cache_options: dict[str, Any] | None = None, compression: str | None = None, **kwargs: Any) -> Any:
+        if compression is None or "b" not in mode:     # a text mode comes back here in binary
+            return super().open(path, mode, block_size=block_size, cache_options=cache_options,
+                                compression=compression, **kwargs)
+        inner = super().open(path, mode, block_size=block_size, cache_options=cache_options, **kwargs)
+        codec = get_compression(self._strip_protocol(path), compression)
+        if codec is None:
+            return inner
+        return _closing_inner(compr[codec](inner, mode=mode[0]), inner)
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, autocommit: bool = True,
               cache_options: dict[str, Any] | None = None, **kwargs: Any) -> "AgeReadFile | AgeWriteFile":
