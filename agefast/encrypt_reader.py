@@ -27,6 +27,8 @@ _PULL = STREAM_BATCH * CHUNK_SIZE  # plaintext read per refill, at most: the enc
 class _Output:
     """The encryptor's destination: ciphertext waiting to be read."""
 
+    KEEPS_NOTHING = True    # it copies what it is given (agefast.io.callers)
+
     def __init__(self) -> None:
         self.data = bytearray()
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import agefast
-from agefast.payload import pipeline, rules
+from agefast.payload import file_driver, pipeline, rules
 from streams import RecordingFile, Trickle, crossing, interrupt_thread_start
 
 BATCH = rules.PIPELINE_BATCH * 64 * 1024
@@ -198,11 +198,19 @@ def test_files_written_from_an_offset(tmp_path, prefix):
     assert out == b"y" * prefix + data
 
 
+def helpers_write_to(monkeypatch):
+    """The pipeline's helpers read and write the test's own file objects, as they do Python's files (a file
+    object of any other kind is used on the calling thread alone: agefast.io.callers)."""
+    monkeypatch.setattr(file_driver, "any_thread", lambda f: True)
+
+
 @pytest.mark.parametrize("batches", [6, 7])     # the last batch is the helper's in one of the two
 def test_a_signal_while_the_helpers_finish_stops_them_before_the_caller_closes_dst(monkeypatch, batches):
     # A KeyboardInterrupt in the join of the helper threads had left them writing their last batches after the
     # caller went on, into a file it had closed (or another given its descriptor).
     import time
+
+    helpers_write_to(monkeypatch)
 
     class Slow:
         closed = False
@@ -239,6 +247,8 @@ def test_a_signal_while_a_helper_starts_stops_the_helpers_already_running(monkey
     # Thread.start waits for the thread: a KeyboardInterrupt there left the helpers started before it writing
     # on after seal_stream had raised (64 MiB after 64 KiB, in a review).
     import time
+
+    helpers_write_to(monkeypatch)
 
     class Recording:
         def __init__(self):

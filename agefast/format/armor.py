@@ -350,10 +350,17 @@ def _encode_lines(data: Buffer) -> bytes:
 class ArmorWriter:
     """Encodes what is written to it as armor onto `dst`."""
 
+    KEEPS_NOTHING = True    # what it is given is encoded before write returns (agefast.io.callers)
+
     def __init__(self, dst: Any) -> None:
         self._dst = dst
         self._buf = bytearray()  # less than a line, waiting for the rest
         write_all(self._dst, BEGIN + b"\n")
+
+    @property
+    def wrapped(self) -> Any:
+        """The file it writes to (agefast.io.callers)."""
+        return self._dst
 
     def _write_lines(self, data: bytearray | memoryview) -> None:
         """Write whole lines of data (a multiple of 48 bytes)."""

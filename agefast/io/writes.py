@@ -4,6 +4,7 @@ and naming the file a failed write was for."""
 from typing import Any
 
 from .._typing import Buffer
+from .callers import keeps_nothing
 from .pieces import FILE_WRITE_SIZE, WRITE_SIZE
 
 
@@ -26,9 +27,10 @@ def write_all(dst: Any, data: Buffer, at: int | None = None) -> None:
     mv = memoryview(data).cast("B")
     size = WRITE_SIZE if at is None else FILE_WRITE_SIZE
     piece = size if at is None else size - at % size
+    own = not keeps_nothing(dst)    # a writer that may keep what it is handed gets bytes, not our buffer
     while mv:
         try:
-            n = dst.write(mv[:piece])
+            n = dst.write(bytes(mv[:piece]) if own else mv[:piece])
         except OSError as e:
             raise write_failed(dst, e) from None
         if n is None:

@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EncryptError, PayloadError, TruncatedError
+from ..io.callers import any_thread
 from ..io.reserve import positional_fd
 from ..io.writes import write_failed
 from .engine import ENGINE_AFTER, Engine
@@ -189,7 +190,7 @@ def _move(direction: str, reader: Any, writer: Any, key: bytes, engine: Engine, 
             fill = None    # the rest is read from where the batches ended, past anything read ahead
         stream = seal_stream if direction == _SEAL else open_stream
         stream(Source(reader).fill if fill is None else fill, writer, key, engine, read_at=read_at,
-               write_at=write_at, counter=counter)
+               write_at=write_at, counter=counter, anywhere=any_thread(reader) and any_thread(writer))
 
 
 def seal_payload(reader: Any, writer: Any, key: bytes, engine: Engine, *, read_at: int | None,

@@ -185,7 +185,7 @@ class _Workers:
 
 
 def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chunk: int, out_chunk: int,
-         process: Process, threads: int | None) -> PayloadError | None:
+         process: Process, threads: int | None, anywhere: bool) -> PayloadError | None:
     """Feed the input batch by batch to `process`, which fills `out`, and
     write each output in order; returns the first problem `process` reported
     (after writing the output of its batch, and nothing after it).
@@ -196,7 +196,8 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
     it reports one: agefast.payload.rules.opened_before_failure), unless a
     problem came first. `dst` is written from `write_at` in its file where
     known. Inputs come in chunks of `in_chunk` bytes, outputs in chunks of
-    `out_chunk`.
+    `out_chunk`. Unless `anywhere` (fill and dst may be used from any thread:
+    agefast.io.callers), the calling thread is the only worker.
     """
     first = bytearray(PIPELINE_FIRST * in_chunk + 1)
     n, error = fill(memoryview(first))
@@ -213,7 +214,7 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
                        None if write_at is None else write_at + size, in_chunk, out_chunk, process,
                        bytes(first[-1:]), threads)
     helpers = [threading.Thread(target=batches.work, name="agefast-pipeline", daemon=True)
-               for _ in range(workers_for(threads) - 1)]
+               for _ in range(workers_for(threads) - 1 if anywhere else 0)]
     try:
         for helper in helpers:
             helper.start()
@@ -235,29 +236,31 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
     return batches.problem
 
 
-def seal_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *,
-                read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
+def seal_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *, read_at: int | None = None,
+                write_at: int | None = None, counter: int = 0, anywhere: bool = True) -> None:
     """Encrypt everything `fill` reads as the STREAM payload onto `dst`,
     its first chunk with the nonce counter `counter` (the rest of a payload
     whose first chunks were sealed elsewhere: agefast.payload.file_driver).
 
     `read_at` and `write_at` are the file offsets the input is read from and
-    the output written to, where known: hints for placing buffers."""
+    the output written to, where known: hints for placing buffers. Unless
+    `anywhere`, the input and `dst` are read and written on this thread
+    alone, and each batch sealed on every core the engine has (split)."""
 
     def seal(index: int, plain: memoryview, sealed: memoryview, final: bool) -> tuple[int, PayloadError | None]:
         if counter and not index and not plain:
             # The rest of a payload whose first chunks were sealed as not final: it holds the final chunk, and
             # an empty one there is no age file. The input was cut back to where those chunks ended meanwhile.
             raise EncryptError("the input file shrank while it was encrypted")
-        return engine.seal(key, counter + index, plain, sealed, final, split=False), None
+        return engine.seal(key, counter + index, plain, sealed, final, split=not anywhere), None
 
-    _run(fill, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads)
+    _run(fill, read_at, dst, write_at, CHUNK_SIZE, SEALED_CHUNK_SIZE, seal, engine.threads, anywhere)
 
 
-def open_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *,
-                read_at: int | None = None, write_at: int | None = None, counter: int = 0) -> None:
+def open_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *, read_at: int | None = None,
+                write_at: int | None = None, counter: int = 0, anywhere: bool = True) -> None:
     """Decrypt the STREAM payload `fill` reads onto `dst` (`read_at`,
-    `write_at` and `counter` as for seal_stream).
+    `write_at`, `counter` and `anywhere` as for seal_stream).
 
     Verified plaintext is written as it is opened; a PayloadError is raised
     after the last verified chunk, so a caller writing to a file must discard
@@ -265,10 +268,10 @@ def open_stream(fill: Fill, dst: Any, key: bytes, engine: Engine, *,
     """
 
     def open_(index: int, sealed: memoryview, plain: memoryview, final: bool) -> tuple[int, PayloadError | None]:
-        _, size, problem = open_batch(engine, key, counter + index, sealed, plain, final, split=False)
+        _, size, problem = open_batch(engine, key, counter + index, sealed, plain, final, split=not anywhere)
         return size, problem
 
-    problem = _run(fill, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads)
+    problem = _run(fill, read_at, dst, write_at, SEALED_CHUNK_SIZE, CHUNK_SIZE, open_, engine.threads, anywhere)
     if problem is not None:
         try:
             raise problem
