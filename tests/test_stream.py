@@ -18,7 +18,7 @@ from agefast.errors import PayloadError, TruncatedError
 from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
 from agefast.io.writes import write_all
 from agefast.payload.engine import Engine, choose
-from agefast.payload.rules import STREAM_BATCH, next_stream_batch
+from agefast.payload.rules import STREAM_BATCH, next_stream_batch, sealed_size
 from agefast.payload.stream import open_batch
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
@@ -311,6 +311,56 @@ def test_a_read_only_buffer_is_refused_before_the_source_is_read():
     with pytest.raises(TypeError, match="writable"):
         reader.readinto(bytes(CHUNK + 10))
     assert reader.read() == data
+
+
+@pytest.mark.parametrize("source", ["seekable", "stream", "armored"])
+def test_lines_are_read_a_line_a_call_through_peek(source, monkeypatch):
+    # IOBase.readline read a byte a call without a peek: a MB of short lines took 2 s.
+    text = b"".join(b"line %05d\n" % k for k in range(3000)) + b"no newline at the end"
+    sealed = agefast.encrypt(text, [RECIPIENT], armored=source == "armored")
+    make = (lambda: io.BytesIO(sealed)) if source == "seekable" else (lambda: Trickle(sealed, 1 << 20))
+    reads = []
+    readinto = agefast.Decryptor.readinto
+    monkeypatch.setattr(agefast.Decryptor, "readinto", lambda self, b: reads.append(len(b)) or readinto(self, b))
+    assert list(agefast.decryptor(make(), [IDENTITY])) == text.splitlines(keepends=True)
+    assert len(reads) <= 3001 + 2
+    reader = agefast.decryptor(make(), [IDENTITY])
+    assert reader.peek().startswith(b"line 00000\n") and reader.read(5) == b"line "
+    assert reader.peek(1).startswith(b"00000\nline") and reader.readline() == b"00000\n"
+    reader.read()
+    assert reader.peek() == b""
+
+
+@pytest.mark.parametrize("seekable", [True, False])
+def test_a_peek_at_a_damaged_chunk_fails_as_a_read_there_does(seekable):
+    data = plaintext(2 * CHUNK + 10)
+    sealed = bytearray(agefast.encrypt(data, [RECIPIENT]))
+    sealed[len(sealed) - sealed_size(2 * CHUNK + 10) + (CHUNK + 16) + 3] ^= 1   # chunk 1
+    reader = agefast.decryptor(io.BytesIO(sealed) if seekable else Trickle(bytes(sealed)), [IDENTITY])
+    assert reader.read(CHUNK) == data[:CHUNK]
+    with pytest.raises(PayloadError, match="chunk 1"):
+        reader.peek()
+    with pytest.raises(PayloadError, match="chunk 1"):
+        reader.read(1)
+
+
+def test_a_peek_that_finds_the_source_dry_loses_nothing():
+    data = plaintext(3 * BATCH + 5)
+    sealed = agefast.encrypt(data, [RECIPIENT])
+    source = DryOnce(sealed, len(sealed) - 1000)
+    reader = agefast.decryptor(source, [IDENTITY])
+    got = bytearray()
+    while True:
+        try:
+            peeked = reader.peek()
+        except BlockingIOError:
+            source.ready = True
+            continue
+        if not peeked:
+            break
+        assert reader.read(len(peeked)) == peeked
+        got += peeked
+    assert got == data
 
 
 class LargestWrite(io.RawIOBase):

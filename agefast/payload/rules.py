@@ -45,6 +45,10 @@ PIPELINE_FIRST = 1
 #   in batches of 64, where reading the ciphertext took 2.9 and decrypt_into
 #   13.9; medians of 40, on 2 cores at load average 8).
 DIRECT_CHUNKS = 64
+# - A decryptor's peek gives at most this much (io.DEFAULT_BUFFER_SIZE, what
+#   BufferedReader.peek gives): IOBase.readline reads up to the next newline
+#   in what peek gives, and copied a whole batch for every short line.
+PEEK_SIZE = 8192
 # - A payload in memory goes to the engine in steps of this many (16 MiB),
 #   each once its part of a new result is faulted in (agefast.io.buffers).
 MEMORY_STEP = 256

@@ -20,7 +20,8 @@ from ..io.portable import pread, pread_into
 from ..io.reserve import positional_fd
 from .engine import Engine
 from ..errors import PayloadError, TruncatedError, again
-from .rules import CHUNK_SIZE, DIRECT_CHUNKS, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count, plaintext_size
+from .rules import (CHUNK_SIZE, DIRECT_CHUNKS, PEEK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, chunk_count,
+                    plaintext_size)
 from .stream import open_batch
 
 # The file shrank under the reader: a read returned fewer bytes than it held when opened.
@@ -170,11 +171,7 @@ class SeekablePayload:
                 self.pos += got
                 continue
             if not self._cached(index):
-                self._count = 0  # the buffer is about to be overwritten
-                self._count, error = self._load(index, self._plain, self._sealed)
-                self._first = index
-                if error is not None:
-                    self._failure = (index + self._count, error)
+                self._cache(index)
                 continue
             offset = self.pos - self._first * CHUNK_SIZE
             take = min(len(mv) - n, self._count * CHUNK_SIZE - offset, self.size - self.pos)
@@ -182,6 +179,30 @@ class SeekablePayload:
             n += take
             self.pos += take
         return n
+
+    def _cache(self, index: int) -> None:
+        """Open the chunks from `index` on into the cache, up to the first that fails (kept as the failure)."""
+        self._count = 0  # the buffer is about to be overwritten
+        self._count, error = self._load(index, self._plain, self._sealed)
+        self._first = index
+        if error is not None:
+            self._failure = (index + self._count, error)
+
+    def peek(self) -> bytes:
+        """Verified plaintext from the position on, without moving it: up to PEEK_SIZE bytes of the cached chunks,
+        opened now if need be; b"" at the end."""
+        while self.pos < self.size:
+            index = self.pos // CHUNK_SIZE
+            failed = self._failed(index)
+            if failed is not None:
+                raise again(failed)
+            if not self._cached(index):
+                self._cache(index)
+                continue
+            offset = self.pos - self._first * CHUNK_SIZE
+            end = min(self._count * CHUNK_SIZE, self.size - self._first * CHUNK_SIZE, offset + PEEK_SIZE)
+            return bytes(self._plain[offset:end])
+        return b""
 
     def _direct(self, index: int, out: memoryview) -> int:
         """Open chunks from `index` on into `out`; return the plaintext bytes

@@ -11,8 +11,8 @@ plaintext only of chunks whose tags verified.
 from typing import TYPE_CHECKING, Any
 
 from .engine import Engine
-from .rules import (CHUNK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem, next_stream_batch,
-                    opened_before_failure)
+from .rules import (CHUNK_SIZE, PEEK_SIZE, SEALED_CHUNK_SIZE, STREAM_BATCH, TAG_SIZE, end_problem,
+                    next_stream_batch, opened_before_failure)
 from .._typing import Buffer
 from ..errors import PayloadError, TruncatedError, again
 from ..io.writes import write_all
@@ -239,6 +239,17 @@ class PayloadReader:
         else:
             self._done = True
         return released
+
+    def peek(self) -> bytes:
+        """Verified plaintext from the position on, without moving it: up to PEEK_SIZE bytes of what was opened,
+        else of the next batch, opened now; b"" at the end."""
+        if self._start == self._end and not self._done:
+            if self._whole:
+                self._grow()
+            self._start, self._end = 0, self._next_batch(memoryview(self._plain))
+        if self._start == self._end and self._error is not None:
+            raise again(self._error)
+        return bytes(self._plain[self._start:min(self._end, self._start + PEEK_SIZE)])
 
     def readinto(self, b: Buffer) -> int:
         mv = memoryview(b).cast("B")
