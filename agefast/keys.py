@@ -104,7 +104,9 @@ def parse_identity(s: str, callbacks: object = None, *, plugins: bool = True) ->
         plugin = _module("plugin")
         key = plugin.Identity.from_str(s)
         try:
-            identity = plugin.IdentityPluginV1(key.plugin(), [key], callbacks)
+            # The plugin is looked for when the identity is tried, as age looks for it: a file that also holds
+            # a native key that opens the file needs no plugin installed.
+            identity = plugin.IdentityPluginV1.found_when_used(key.plugin(), [key], callbacks)
             return identity
         except DecryptError as e:
             raise IdentityError(str(e)) from None

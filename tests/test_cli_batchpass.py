@@ -6,6 +6,7 @@ import resource
 import pytest
 
 import agefast
+from agefast.format import armor
 
 FAST = {"AGE_PASSPHRASE_WORK_FACTOR": "5"}
 
@@ -79,6 +80,18 @@ def test_encryption_errors(variables, fragment, batch_env, run_agefast, tmp_path
     assert done.returncode == 1
     assert fragment in done.stderr.splitlines()[0]
     assert not out.exists()
+
+
+def test_a_work_factor_may_have_a_plus_sign_as_go_reads_it(batch_env, run_agefast):
+    # strconv.Atoi takes "+5": refused as "not a number" before.
+    done = run_agefast("-e", "-j", "batchpass", "-a", input=b"x",
+                       env=batch_env(AGE_PASSPHRASE="pw", AGE_PASSPHRASE_WORK_FACTOR="+5"))
+    assert done.returncode == 0, done.stderr
+    stanza = armor.decode_whole(done.stdout).split(b"\n")[1]
+    assert stanza.startswith(b"-> scrypt ") and stanza.endswith(b" 5")
+    refused = run_agefast("-e", "-j", "batchpass", "-a", input=b"x",
+                          env=batch_env(AGE_PASSPHRASE="pw", AGE_PASSPHRASE_WORK_FACTOR="++5"))
+    assert refused.returncode == 1 and b"is not a number" in refused.stderr
 
 
 def test_not_with_other_recipients(batch_env, run_agefast):

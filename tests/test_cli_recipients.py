@@ -230,6 +230,22 @@ def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast, newline):
     assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
 
 
+@pytest.mark.parametrize("order", ["plugin first", "native first"])
+def test_an_identity_file_opens_with_its_native_key_where_its_plugin_is_missing(tmp_path, run_agefast, order):
+    """As age 1.3: a plugin identity's plugin is looked for when the identity is tried, and age tries its own
+    identities first. The whole file had been refused ("plugin not found"): a YubiKey identity and an X25519
+    backup key in one file, on a machine without the plugin."""
+    native = agefast.x25519.Identity.generate()
+    plugin_line = bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"data").upper()
+    lines = [plugin_line, str(native)] if order == "plugin first" else [str(native), plugin_line]
+    identity = tmp_path / "keys.txt"
+    identity.write_text("\n".join(lines) + "\n")
+    result = run_agefast("-d", "-i", identity, input=agefast.encrypt(b"opened", [native.to_public()]))
+    assert (result.returncode, result.stdout) == (0, b"opened"), result.stderr
+    assert [type(i).__name__ for i in agefast.parse_identities(identity.read_text())] == \
+        (["IdentityPluginV1", "Identity"] if order == "plugin first" else ["Identity", "IdentityPluginV1"])
+
+
 @pytest.mark.parametrize("kind", ["identities", "recipients", "recipient"])
 def test_a_missing_plugin_is_named_only_where_it_is_the_error(kind, tmp_path, run_agefast):
     # A typo on one line of a file that also names a plugin not installed had been "plugin not found", and

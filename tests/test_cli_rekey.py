@@ -107,6 +107,19 @@ def test_output_may_be_input(tmp_path, keys):
 
 
 
+@pytest.mark.parametrize("mode", ["r+b", "ab"])      # `1<> INPUT`, `>> INPUT`
+@pytest.mark.parametrize("extra", [[], ["-e"]])      # a new header of the same length, or a longer one
+def test_standard_output_that_is_the_input_is_refused(tmp_path, keys, mode, extra):
+    # The copy wrote over the payload it read (or after it), and then said the input was left as it was.
+    src = encrypted_file(tmp_path, [keys["old"].to_public()])
+    before = src.read_bytes()
+    with open(src, mode) as stdout:
+        done = run_rekey("-i", keys["old_file"], *extra, "-r", keys["new"].to_public(), src, stdout=stdout,
+                         capture_output=False, stderr=subprocess.PIPE)
+    assert done.returncode == 1 and b"the input and the output are the same file" in done.stderr
+    assert_nothing_changed(src, before)
+
+
 def test_in_place_where_the_folder_takes_no_new_file_is_refused(refusing_folder, keys):
     # agefast -o writes such an OUTPUT in place, as age does; agefast-rekey's OUTPUT may be its INPUT, whose
     # payload emptying it first would lose.

@@ -43,6 +43,25 @@ def test_encrypt_onto_its_input(spelling, tmp_path, key, run_agefast):
     _refused(done, (src, b"precious"))
 
 
+def test_one_terminal_as_input_and_output_is_no_file_written_over(tmp_path):
+    # `-o /dev/stdout /dev/stdin` on a terminal had been refused as the input written over: both name the one
+    # terminal. As age compares them, by path, and as files only where they are regular files.
+    from agefast.cli.output import OutputRefused, refuse_output_onto_an_input
+
+    master, slave = os.openpty()
+    try:
+        terminal = os.ttyname(slave)
+        (tmp_path / "out").symlink_to(terminal)
+        refuse_output_onto_an_input(str(tmp_path / "out"), [terminal])
+    finally:
+        os.close(master)
+        os.close(slave)
+    (tmp_path / "file").write_bytes(b"input")
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    with pytest.raises(OutputRefused, match="input and output file are the same"):
+        refuse_output_onto_an_input(str(tmp_path / "link"), [str(tmp_path / "file")])
+
+
 def test_decrypt_onto_its_input(tmp_path, key, run_agefast):
     key_path, _, recipient = key
     src = tmp_path / "file.age"

@@ -296,3 +296,12 @@ def identities_required(args: "Arguments") -> Iterator[None]:
             raise UsageError("the file is not passphrase-encrypted, identities are required",
                              "specify identities with -i/--identity or -j to decrypt this file") from None
         raise
+    except errors.DecryptError as e:
+        # A plugin identity of an identity file, tried where no native identity opened the file, whose plugin
+        # is not installed: age's error and hints, as age gives them once it tried the identity.
+        from agefast.recipients.plugin import missing_plugin
+
+        missing = missing_plugin(e)
+        if missing is not None:
+            _refuse_missing_plugins([missing])
+        raise

@@ -30,7 +30,9 @@ class OutputRefused(Exception):
 def _same_file(path: str, output: str, output_stat: os.stat_result | None) -> bool:
     if os.path.abspath(path) == os.path.abspath(output):
         return True
-    if output_stat is None:
+    # As files, regular files only: a terminal (or a socket) is often both /dev/stdin and /dev/stdout, and
+    # typing the input while the output is shown is no file written over.
+    if output_stat is None or not stat.S_ISREG(output_stat.st_mode):
         return False
     try:
         st = os.stat(path)

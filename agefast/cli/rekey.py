@@ -10,7 +10,7 @@ agefast.rekeying's.
 
 import sys
 
-from agefast import rekeying
+from agefast import _arguments, rekeying
 from agefast.cli import age, goflag, key_flags, outcome, output
 from agefast.cli.output import OutputRefused
 from agefast.cli.terminal import is_terminal
@@ -100,6 +100,10 @@ def _rekey(args: Arguments) -> None:
         # Synced before it replaces a file: in place, the file it replaces is the only copy of the payload
         # (and so never written into, as agefast -o writes an OUTPUT whose folder takes no new file).
         with output.open_output(args.output, False, False, durable=True) as dst:
+            # Standard output that is INPUT (`1<> INPUT`, `>> INPUT`) is refused before anything is written, as
+            # agefast and rekey_io refuse it: the copy would write over the payload it reads (-o INPUT is not
+            # INPUT's file: the result replaces it once whole).
+            _arguments.distinct_files(src, dst)
             rekeying.write_file(opened, header, dst, durable=True)
 
 

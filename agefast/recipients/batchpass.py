@@ -30,12 +30,14 @@ _MAX_FD = 2**31 - 1
 
 
 def _number(variable: str, text: str) -> int:
-    """The number `text` of the environment `variable`: ASCII digits only, as Go's strconv.Atoi reads them
-    here (int() also takes "-1", "1_0" and other scripts' digits, and "-1" went on to a ValueError)."""
-    if not (text.isascii() and text.isdigit()):
+    """The number `text` of the environment `variable`: ASCII digits only, after a "+" if any, as Go's
+    strconv.Atoi reads them here (int() also takes "-1", "1_0" and other scripts' digits, and "-1" went on to a
+    ValueError; a negative number is refused as none, where Atoi's is then out of range)."""
+    unsigned = text[1:] if text.startswith("+") else text
+    if not (unsigned.isascii() and unsigned.isdigit()):
         raise BatchpassError(f"invalid {variable}: {text!r} is not a number")
     # More than 19 digits is above every bound here, and int() refuses more than 4,300.
-    digits = text.lstrip("0")
+    digits = unsigned.lstrip("0")
     return int(digits or "0") if len(digits) <= 19 else 10 ** 19
 
 

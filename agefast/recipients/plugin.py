@@ -50,6 +50,12 @@ def find_binary(name: str) -> str | None:
     return shutil.which(f"age-plugin-{name}")
 
 
+def missing_plugin(e: Exception) -> str | None:
+    """The name of the plugin whose program `e` says was not found on the PATH (_binary), else None."""
+    found = re.search(r"could not find age-plugin-(\S+) on the PATH; " + re.escape(NOT_INSTALLED), str(e))
+    return None if found is None else found.group(1)
+
+
 def _binary(name: str, error: type[Exception]) -> plugin_protocol.Program:
     """The plugin's program, as found on the PATH and by its real path: never one found in the current folder (a
     relative PATH entry, as Go's exec.LookPath refuses it) nor one another account could have put or changed
@@ -192,9 +198,23 @@ class IdentityPluginV1:
     """
 
     def __init__(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
+        self._set_up(plugin_name, identities, callbacks)
+        self._binary: plugin_protocol.Program | None = _binary(self._name, DecryptError)
+
+    @classmethod
+    def found_when_used(cls, plugin_name: str, identities: Iterable[Identity],
+                        callbacks: object) -> "IdentityPluginV1":
+        """As IdentityPluginV1(...), but the plugin is looked for when the identity is first tried, as age's
+        identity files have it: a file with a plugin's identity beside native ones opens with those where the
+        plugin is not installed (native identities are tried first: agefast.header)."""
+        identity = cls.__new__(cls)
+        identity._set_up(plugin_name, identities, callbacks)
+        identity._binary = None
+        return identity
+
+    def _set_up(self, plugin_name: str, identities: Iterable[Identity], callbacks: object) -> None:
         self._keys = _of_plugin(plugin_name, "identities", identities, Identity)
         self._name = check_name(plugin_name, DecryptError)
-        self._binary = _binary(self._name, DecryptError)
         self._identities = [str(key) for key in self._keys]
         self._callbacks = callbacks
 
@@ -208,6 +228,8 @@ class IdentityPluginV1:
     def unwrap(self, stanzas: list[Stanza]) -> bytes | None:
         """The file key the plugin finds in `stanzas` (running age-plugin-NAME
         --age-plugin=identity-v1), or None; DecryptError if the plugin fails."""
+        if self._binary is None:
+            self._binary = _binary(self._name, DecryptError)
         try:
             return plugin_protocol.unwrap(self._binary, self._identities, stanzas, self._callbacks)
         except plugin_protocol.ProtocolError as e:
