@@ -361,6 +361,16 @@ def test_keygen_on_a_full_disk_leaves_no_key_file_and_tells_no_public_key(full_t
     assert done.stderr.decode().splitlines() == [
         f'agefast-keygen: error: failed to write output file "{key}": No space left on device']
     assert not key.exists()
+    # -y's recipients the same (it had left an empty file, and said "No space left on device" of no file).
+    identity = full_tmpfs.parent / "identity.txt"
+    identity.write_text(f"{agefast.x25519.Identity.generate()}\n")
+    recipients = full_tmpfs / "recipients.txt"
+    done = subprocess.run([sys.executable, "-m", "agefast.cli.keygen", "-y", "-o", recipients, identity],
+                          capture_output=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        f'agefast-keygen: error: failed to write output file "{recipients}": No space left on device']
+    assert not recipients.exists()
     # To standard output (-o "" or -o -), on the same disk: it is named, and nothing is removed (an -o ""
     # had tried to remove "", and told "No such file or directory").
     for output in ("", "-"):

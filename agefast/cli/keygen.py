@@ -75,6 +75,21 @@ def _created_line() -> str:
     return now.removesuffix("+00:00") + "Z" if now.endswith("+00:00") else now
 
 
+def _write(out: TextIO, output: str | None, text: str) -> None:
+    """Write `text` to `out` (OUTPUT), whole. Where that fails, a file made for it is removed (a retry would
+    find the name taken, by a file that holds no key), and the failure names it."""
+    try:
+        out.write(text)
+        out.flush()
+    except OSError as e:
+        with contextlib.suppress(OSError):     # its flush fails again; closed now, not at the block's end
+            out.close()
+        if not _a_file(output):
+            raise files.FileFailed("write", "output file", STDOUT_NAME, e) from None
+        os.unlink(output)
+        raise files.FileFailed("write", "output file", output, e) from None
+
+
 def _generate(output: str | None, post_quantum: bool) -> None:
     identity = (pq.Identity if post_quantum else x25519.Identity).generate()
     public = str(identity.to_public())
@@ -82,18 +97,8 @@ def _generate(output: str | None, post_quantum: bool) -> None:
         mode = os.fstat(out.fileno()).st_mode
         if stat.S_ISREG(mode) and mode & stat.S_IROTH:
             print("agefast-keygen: warning: writing secret key to a world-readable file", file=sys.stderr)
-        try:
-            out.write(f"# created: {_created_line()}\n# public key: {public}\n{identity}\n")
-            out.flush()
-        except OSError as e:
-            # No key file that holds no key (a retry would find the name taken), and no public key told for a
-            # secret that was never kept: a script could encrypt to it.
-            with contextlib.suppress(OSError):     # its flush fails again; closed now, not at the block's end
-                out.close()
-            if not _a_file(output):
-                raise files.FileFailed("write", "output file", STDOUT_NAME, e) from None
-            os.unlink(output)
-            raise files.FileFailed("write", "output file", output, e) from None
+        # A failed write tells no public key for a secret that was never kept: a script could encrypt to it.
+        _write(out, output, f"# created: {_created_line()}\n# public key: {public}\n{identity}\n")
         if not is_terminal(out):
             print(f"Public key: {public}", file=sys.stderr)
 
@@ -104,7 +109,7 @@ def _convert(path: str | None, output: str | None) -> None:
     identities = agefast.parse_identities(read_key_file(path or "-", "input file"), plugins=False)
     # Everything is parsed before OUTPUT is created, so a bad INPUT leaves no file.
     with _open_output(output) as out:
-        out.write("".join(f"{identity.to_public()}\n" for identity in identities))
+        _write(out, output, "".join(f"{identity.to_public()}\n" for identity in identities))
 
 
 def main(argv: list[str] | None = None) -> int:
