@@ -931,6 +931,18 @@ def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
     assert sorted(r["operation"] for r in manifest) == ["encrypt"] * len(NAMES) + ["rekey"] * len(NAMES)
 
 
+def test_the_same_job_runs_again_on_one_client(tmp_path, make_plaintext):
+    # The job was scattered under a key of its contents: run again while the last run's copy was being
+    # released, its tasks failed ("lost dependencies"), a third of the reruns on two worker processes.
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    with dask_cluster() as (_, client):
+        for _ in range(15):
+            summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], client=client,
+                                   force=True)
+            assert (summary.done, summary.failed) == (len(NAMES), 0)
+
+
 def test_a_local_output_folder_is_made_once_when_missing_and_a_missing_input_is_not_retried(tmp_path, monkeypatch):
     from agefast.tree import store
 

@@ -76,7 +76,9 @@ def on_cluster(client: Any, job: Job, appends: bool, groups: list[list[Found]],
     """The records of each group, and of each large file (a task of its own, on all of its worker's cores)."""
     from distributed import as_completed
 
-    [shared] = client.scatter([job], broadcast=True)
+    # A key of its own each time (hash=False): the same job run again on one client had scattered the same key
+    # while the last run's copy was being released, and its tasks failed ("lost dependencies").
+    [shared] = client.scatter([job], broadcast=True, hash=False)
     futures = [client.submit(_task, shared, group, appends, 1, pure=False) for group in groups]
     futures += [client.submit(_task, shared, [found], appends, None, pure=False) for found in large]
     try:
