@@ -95,7 +95,11 @@ def test_a_rerun_does_only_what_is_left(tmp_path, make_plaintext):
         f.write(b"changed")                                                    # a source changed
     summary = tree.encrypt(tmp_path / "src", tmp_path / "enc", [identity.to_public()], workers=1)
     assert (summary.done, summary.skipped) == (2, len(NAMES) - 2)
-    assert sorted(os.fsencode(r["source"]) for r in summary.records) == [b"a/empty", b"plain.txt"]
+    assert sorted(os.fsencode(r["source"]) for r in summary.records if r["status"] == "done") == \
+        [b"a/empty", b"plain.txt"]
+    # The others are in the records (and the report) too, done before (they had been left out).
+    before = {os.fsencode(r["source"]): r["size"] for r in summary.records if r["status"] == "done before"}
+    assert before == {name: len(_read(tmp_path / "src", name)) for name in set(NAMES) - {b"plain.txt", b"a/empty"}}
     for name in set(NAMES) - {b"plain.txt", b"a/empty"}:
         assert os.stat(os.path.join(os.fsencode(tmp_path / "enc"), name + b".age")).st_mtime_ns == stamps[name]
     assert agefast.decrypt(_read(tmp_path / "enc", b"a/empty.age"), [identity]) == b"changed"
@@ -314,6 +318,15 @@ def test_no_output_replaces_a_key_file_the_manifest_or_an_input(tmp_path, make_p
     done = _tree_command("decrypt", "-i", key, "--force", tmp_path / "enc", tmp_path / "restored")
     assert done.returncode == 1
     assert f"key.txt.age: [Errno {errno.EPERM}] a key file of this job, not replaced".encode() in done.stderr
+    # And the files agefast -o keeps besides (an -i file's PATH.pub, read for a protected SSH key's public key):
+    # it had been replaced.
+    public = tmp_path / "restored" / "key.txt.pub"
+    public.write_text("public\n")
+    (tmp_path / "enc" / "key.txt.pub.age").write_bytes(agefast.encrypt(b"replaced", [identity.to_public()]))
+    done = _tree_command("decrypt", "-i", key, "--force", tmp_path / "enc", tmp_path / "restored")
+    assert f"key.txt.pub.age: [Errno {errno.EPERM}] a key file of this job, not replaced".encode() in done.stderr
+    assert public.read_text() == "public\n"
+    os.unlink(tmp_path / "enc" / "key.txt.pub.age")
     # Nor does its report replace one.
     done = _tree_command("verify", "-i", key, "--report", key, tmp_path / "enc")
     assert done.returncode == 1
@@ -929,6 +942,32 @@ def test_a_dask_cluster_does_the_same_work(tmp_path, make_plaintext):
         assert _read(tmp_path / "dec", name) == plain
     manifest = [json.loads(line) for line in (tmp_path / "enc" / ".agefast-tree.jsonl").read_text().splitlines()]
     assert sorted(r["operation"] for r in manifest) == ["encrypt"] * len(NAMES) + ["rekey"] * len(NAMES)
+
+
+def test_a_wrapped_store_is_the_store_it_wraps(tmp_path, make_plaintext):
+    # simplecache:: (any fsspec wrapper) had made a store of its own protocol: DST inside SRC through it went
+    # unrefused (its outputs inputs of the next run), and memory:// through it was written by forked workers
+    # into their own copies (done, and nothing there).
+    import fsspec
+
+    from agefast.tree.run import GROUP_FILES
+
+    identity = x25519.Identity.generate()
+    _make_tree(tmp_path / "src", make_plaintext)
+    with pytest.raises(tree.RootsRefused, match="inside the source"):
+        tree.encrypt(tmp_path / "src", f"simplecache::file://{tmp_path}/src/out", [identity.to_public()])
+    fsspec.filesystem("memory").pipe({f"{tmp_path.name}/wrapped/{name}": b"x" for name in ("a", "b")})
+    with pytest.raises(tree.RootsRefused, match="inside the source"):
+        tree.encrypt(f"memory://{tmp_path.name}/wrapped", f"simplecache::memory://{tmp_path.name}/wrapped/out",
+                     [identity.to_public()])
+    (tmp_path / "many").mkdir()
+    for i in range(3 * GROUP_FILES):    # groups enough for worker processes, were it not for memory://
+        (tmp_path / "many" / f"{i:04d}").write_bytes(b"%d" % i)
+    summary = tree.encrypt(tmp_path / "many", f"simplecache::memory://{tmp_path.name}/out", [identity.to_public()],
+                           workers=2)
+    assert (summary.done, summary.failed) == (3 * GROUP_FILES, 0)
+    written = fsspec.filesystem("memory").find(f"/{tmp_path.name}/out")
+    assert len([name for name in written if name.endswith(".age")]) == 3 * GROUP_FILES
 
 
 def test_the_same_job_runs_again_on_one_client(tmp_path, make_plaintext):

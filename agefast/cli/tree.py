@@ -90,7 +90,7 @@ def _check(operation: str, args: Arguments, positional: list[str]) -> None:
     if "-" in [*args.recipients_files, *args.identities]:
         raise UsageError("keys can't be read from standard input by agefast-tree")
     # As agefast refuses -o onto one: the report never replaces a key file.
-    output.refuse_output_onto_an_input(args.report, [*args.identities, *args.recipients_files])
+    output.refuse_output_onto_an_input(args.report, key_flags.key_files(args))
 
 
 def _operation(operation: str, args: Arguments, positional: list[str], client: Any) -> tree.Summary:
@@ -100,8 +100,9 @@ def _operation(operation: str, args: Arguments, positional: list[str], client: A
     identities = key_flags.load_identities(args) if operation != "encrypt" else []
     recipients = key_flags.listed_recipients(args) if operation in ("encrypt", "rekey") else []
     src = positional[0]
-    # As agefast -o refuses them: no output replaces a key file, which the files need.
-    keep = [*args.identities, *args.recipients_files]
+    # As agefast -o refuses them (an SSH key's PATH.pub, -j batchpass's file among them): no output replaces a
+    # key file, which the files need.
+    keep = key_flags.key_files(args)
     if operation == "encrypt":
         return tree.encrypt(src, positional[1], recipients, armored=args.armor, force=args.force, workers=workers,
                             report=report, progress=progress, client=client, keep=keep)

@@ -230,6 +230,9 @@ def run(job: Job, *, force: bool = False, workers: int | None = None, progress: 
         if name is not None and record is not None and outputs is not None and manifest.is_done(
                 record, item, outputs(name), job.destination is None, (job.source.stamp_key, root.stamp_key),
                 job.sealed_for):
+            # In the report too, which is one line per file met (it had left these out).
+            records.append({"operation": job.operation, "source": os.fsdecode(item.path), "size": item.size,
+                            "status": "done before"})
             skipped += 1
             continue
         (small if item.size <= whole else large).append(item)

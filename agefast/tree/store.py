@@ -133,6 +133,8 @@ class Local(NamedTuple):
 
     def below(self, other: "Store") -> bytes | None:
         """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
+        if isinstance(other, Remote) and other.target in _LOCAL:    # simplecache::file:///... is a local folder too
+            return below(os.fsencode(other.root), self.root)
         return below(other.root, self.root) if isinstance(other, Local) else None
 
     def walk(self, folders: set[tuple[int, int]] | None = None) -> Iterator[Found | Passed | Unlisted]:
@@ -335,6 +337,10 @@ class _Noted:
         return getattr(self._f, name)
 
 
+# fsspec's protocols for this machine's own files
+_LOCAL = ("file", "local")
+
+
 class Remote(NamedTuple):
     """A folder of an fsspec filesystem: its path there (no protocol), the protocol and the storage options.
 
@@ -384,18 +390,30 @@ class Remote(NamedTuple):
         return bool(self.fs.isdir(self.root))
 
     @property
+    def target(self) -> str:
+        """The protocol of the filesystem its files are in: under fsspec's wrappers (simplecache::, blockcache::,
+        which name what they wrap target_protocol), the innermost's."""
+        protocol, options = self.protocol, self.options
+        while isinstance(options.get("target_protocol"), str):
+            protocol, options = options["target_protocol"], options.get("target_options") or {}
+        return protocol
+
+    @property
     def in_this_process(self) -> bool:
-        """Whether its files are objects of this process (memory://), which a forked worker or a cluster's would
-        write into copies of, and write into as soon as they are opened."""
-        return self.protocol == "memory"
+        """Whether its files are objects of this process (memory://, wrapped or not), which a forked worker or a
+        cluster's would write into copies of, and write into as soon as they are opened."""
+        return self.target == "memory"
 
     def same_store(self, other: "Store") -> bool:
         """Whether `other` is a folder of the same filesystem (protocol and options): one S3 endpoint and account."""
         return isinstance(other, Remote) and (other.protocol, other.options) == (self.protocol, self.options)
 
     def below(self, other: "Store") -> bytes | None:
-        """Where the folder `other` lies under this one (b"" for this one itself), None if it does not."""
-        if not (isinstance(other, Remote) and other.protocol == self.protocol):
+        """Where the folder `other` lies under this one (b"" for this one itself), None if it does not: in the
+        same filesystem, whatever wraps either (simplecache::s3://... is in s3://...)."""
+        if self.target in _LOCAL:
+            return Local(os.path.abspath(os.fsencode(self.root))).below(other)
+        if not (isinstance(other, Remote) and other.target == self.target):
             return None
         if other.root == self.root:
             return b""
@@ -563,7 +581,7 @@ def store_at(name: str, value: Any, storage_options: dict[str, Any] | None) -> S
         # A protocol unknown or whose library is missing is a StoreError too.
         fs, root = _calling(text, url_to_fs, text, **(storage_options or {}))
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        if protocol not in ("file", "local"):
+        if protocol not in _LOCAL:
             return Remote(root.rstrip("/"), protocol, dict(fs.storage_options))
         path = root
     # Absolute: worker processes (a Dask cluster's) may start elsewhere.
