@@ -28,15 +28,17 @@ class _GroupRefusedWithInherit(Exception):
 
 
 class Profiler:
-    """Count perf events for a thread (pid=0) or a process.
+    """Count perf events for the calling thread (pid=0) or the task (thread) pid.
 
     Counters of one kind (software, or hardware) share a group, so they are
     enabled, disabled and read in one go and cover exactly the same code.
     Hardware events get a new group when the PMU cannot fit one more.
 
-    pid=0 counts the calling thread only.  inherit=True also counts every
-    thread and child process the counted task starts after the counters
-    are opened (threads that already exist are not counted).  Older kernels
+    pid=0 counts the calling thread only; pid=N the task N only (a process's
+    main thread, where N is a process id: not its other threads).
+    inherit=True also counts every thread and child process the counted
+    task starts after the counters are opened (threads that already exist
+    are not counted).  Older kernels
     refuse inherit with PERF_FORMAT_GROUP (EINVAL; perf_event_open(2): "Inherit
     does not work for some combinations of read_format values, such as
     PERF_FORMAT_GROUP"); perfprof then opens each counter on its own, still

@@ -4,6 +4,7 @@ import errno
 
 PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
 STATUS_PATH = "/proc/self/status"
+UID_MAP_PATH = "/proc/self/uid_map"
 
 # Either capability lifts the perf_event_paranoid limits (CAP_PERFMON from
 # Linux 5.8; CAP_SYS_ADMIN before it and still).
@@ -23,8 +24,22 @@ def read_paranoid():
         return None
 
 
+def in_the_first_user_namespace():
+    """Whether this process is in the machine's own user namespace, whose uid_map maps every id to itself (a
+    kernel without user namespaces has no uid_map: the machine's, then)."""
+    try:
+        with open(UID_MAP_PATH) as f:
+            return f.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return True
+
+
 def perfmon_capable():
-    """Whether this process has CAP_PERFMON or CAP_SYS_ADMIN in effect (root, outside a container, has both)."""
+    """Whether this process has CAP_PERFMON or CAP_SYS_ADMIN in effect where perf_event_open looks for them: in
+    the machine's own user namespace (root, outside a container, has both). A user namespace's root (a rootless
+    container's, unshare --user) has them there alone, which perf_event_paranoid does not heed."""
+    if not in_the_first_user_namespace():
+        return False
     try:
         with open(STATUS_PATH) as f:
             for line in f:

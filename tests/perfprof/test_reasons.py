@@ -43,4 +43,11 @@ def test_perfmon_capable_reads_the_effective_capabilities(monkeypatch, tmp_path,
     effective = "" if cap_eff is None else f"CapEff:\t{cap_eff:016x}\n"
     status.write_text(f"Name:\tpython\n{effective}CapBnd:\t000001ffffffffff\n")
     monkeypatch.setattr(reasons, "STATUS_PATH", str(status))
+    uid_map = tmp_path / "uid_map"
+    uid_map.write_text("         0          0 4294967295\n")
+    monkeypatch.setattr(reasons, "UID_MAP_PATH", str(uid_map))
     assert reasons.perfmon_capable() is privileged
+    # In a user namespace of its own (a rootless container, unshare --user --map-root-user), its root's
+    # capabilities are not those perf_event_open asks for: the reason had blamed seccomp, not the sysctl.
+    uid_map.write_text("         0       1000          1\n")
+    assert reasons.perfmon_capable() is False
