@@ -134,10 +134,13 @@ def main(argv=None) -> int:
             d = group[0]
             print(f"DISAGREE {party.name} {d.stratum}/{d.axis} reference {d.reference} vs {d.outcome}: "
                   f"{len(group)} cases, first {d.case}: {d.problem}")
-    # A run that judged nothing (an axis no target takes) must not pass in CI as if all agreed.
-    status = 1 if run.failures else 0 if run.cases else 2
-    if not run.cases:
-        print("nothing was tested: no target takes these axes and strata", file=sys.stderr)
+    # A run that judged nothing of a named target (an axis no target takes; the reference's own checks count as
+    # cases) must not pass in CI as if all agreed.
+    untested = [p.name for p in run.parties.values() if p.role == "target" and not p.cases]
+    status = 1 if run.failures else 2 if untested or not run.cases else 0
+    if untested or not run.cases:
+        print(f"nothing was tested of {', '.join(untested) or 'any target'}: it takes none of these axes and strata",
+              file=sys.stderr)
     if args.report:
         _write_report(args.report, run, strata, seconds, status)
         print(f"report: {os.path.join(args.report, 'index.html')}")

@@ -41,10 +41,18 @@ def command(party, d, key_arg: str) -> str:
             '[ -x "$P" ] || P="${PYTHON:-python3}"\n'
             f'C={shlex.quote(os.getcwd())}; if [ -d "$C" ]; then cd -- "$C" || exit 2; fi\n'
             f'R={shlex.quote(_ROOT)}; if [ -d "$R" ]; then export PYTHONPATH="$R${{PYTHONPATH:+:$PYTHONPATH}}"; fi\n'
+            + _run_pythonpath() +
             '"$P" -c "import torture.reproduce" 2>/dev/null || '
             '{ echo "command.sh: $P cannot import torture: install agefast, or put its checkout on PYTHONPATH" >&2; '
             'exit 2; }\n'
             '"$P" ' + " ".join(words))
+
+
+def _run_pythonpath() -> str:
+    """The line that puts the run's PYTHONPATH first (a module: target importable only through it had not
+    imported), where the run had one: entries missing on another machine are passed over by Python."""
+    run = os.environ.get("PYTHONPATH", "")
+    return f'export PYTHONPATH={shlex.quote(run)}"${{PYTHONPATH:+:$PYTHONPATH}}"\n' if run else ""
 
 
 def _readme(party, d, group, key_arg: str) -> str:

@@ -5,10 +5,10 @@ readers and writers, and every file it writes goes to the decrypting targets."""
 from concurrent.futures import ThreadPoolExecutor
 
 from . import adversarial_io as aio
-from . import keys
+from . import forge, keys
 from .judge import io_decrypt, oneshot_decrypt, stream_decrypt, verdict_problem
 from .primitives import CHUNK_SIZE, NONCE_SIZE
-from .reference import OK, Verdict
+from .reference import OK, PAYLOAD, Verdict
 
 # One-byte patterns cost a Python call per byte; past one chunk and a bit they
 # would dominate the run without finding anything the other patterns miss.
@@ -161,8 +161,36 @@ def _reference_problem(got: Verdict, expected: Verdict) -> str | None:
     return None
 
 
+# A chunk past the 256th, where a counter of one byte wraps: its tag is made under the nonce of counter 256.
+_PAST_A_BYTE = 256
+
+
+def _long_files(run, stratum) -> None:
+    """What named targets (no adapter to stream through) are asked of a file past 256 chunks: the whole file,
+    the chunk past a one-byte counter flipped, and the file cut after it. The Long stratum's files had reached
+    the adapter alone: a target that wraps its counter passed every profile."""
+    for size in stratum.sizes:
+        if size <= _PAST_A_BYTE * CHUNK_SIZE:
+            continue
+        seed = run.seed_for(stratum.name, "long", size)
+        rng = run.rng_for(seed)
+        key = keys.x25519(rng)
+        plain = rng.randbytes(size)
+        f = forge.forge_x25519(plain, key.public, rng.randbytes(16), rng.randbytes(NONCE_SIZE), rng.randbytes(32))
+        start, end = f.chunk_span(_PAST_A_BYTE)
+        flipped = bytearray(f.data)
+        flipped[(start + end) // 2] ^= 1
+        for name, data, intent, original in (
+                ("whole", f.data, {OK}, plain), ("chunk 256 flipped", bytes(flipped), {PAYLOAD}, None),
+                ("cut after chunk 256", f.data[:end], {PAYLOAD}, None)):
+            label = f"{name} size={size}"
+            expected = run.check_targets(stratum.name, "roundtrip", label, data, [key])
+            run.check_intent(stratum.name, "roundtrip", label, expected, intent, original)
+
+
 def run_axis(run, stratum) -> None:
     if run.adapter is None:
+        _long_files(run, stratum)
         return
     seeds = [(size, rep) for size in stratum.sizes for rep in range(run.profile.repeats)]
     if stratum.streams == 1:

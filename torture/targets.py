@@ -68,6 +68,14 @@ _RAGE_MESSAGES = [
     (re.compile(r"Header is invalid|Unknown age format"), HEADER),
     (re.compile(r"^decryption error$"), PAYLOAD),
 ]
+# What a program that crashed, rather than refused a file, says: a Go panic (exit 2), a Rust panic (exit 101), a
+# Python traceback. Such a failure had agreed with any failure, as one of a kind not named.
+_CRASH_SIGNS = re.compile(r"^(panic: |goroutine \d+ \[|thread '[^']*' panicked at|Traceback \(most recent call last\):)",
+                          re.MULTILINE)
+# The exceptions of a Python implementation's own bug, never its refusal of a file (pyrage's Rust panics come up
+# as PanicException).
+_BUG_EXCEPTIONS = (AssertionError, AttributeError, IndexError, KeyError, NameError, RecursionError, TypeError,
+                   ZeroDivisionError)
 PASSPHRASE_ON_A_TERMINAL = "passphrase: a command gets no terminal to type it on"
 NO_PQ = "post-quantum stanzas: the reference does not implement mlkem768x25519"
 
@@ -220,6 +228,8 @@ class PythonTarget(Target):
             else:
                 plain = m.decrypt(data, [m.x25519.Identity.from_str(s.age_identity()) for s in identities])
         except Exception as e:  # the target's answer: its exception says what failed, judged by the caller
+            if isinstance(e, _BUG_EXCEPTIONS) or type(e).__name__ == "PanicException":
+                return Outcome(CRASHED, message=f"crashed: {type(e).__name__}: {str(e)[:200]}")
             kind = classify([_TYPED_NAMES], " ".join(c.__name__ for c in type(e).__mro__))
             if kind == FAILED:
                 kind = classify([_RAGE_MESSAGES], str(e))
@@ -289,8 +299,12 @@ class CommandTarget(Target):
             return Outcome(CRASHED, out, f"wrote more than the {len(data)} bytes of its input")
         if returncode < 0:
             return Outcome(CRASHED, out, f"killed by signal {-returncode}: {message[:200]}")
+        if 128 < returncode <= 128 + 64:     # a shell's word for a child a signal killed (a wrapper script's)
+            return Outcome(CRASHED, out, f"exit {returncode}, a shell's for signal {returncode - 128}: {message[:200]}")
         if returncode == 0:
             return Outcome(OK, out, message)
+        if _CRASH_SIGNS.search(message):
+            return Outcome(CRASHED, out, f"crashed (exit {returncode}): {message[:200]}")
         return Outcome(classify([_TYPED_NAMES, _AGE_MESSAGES, _RAGE_MESSAGES], message), out,
                        f"exit {returncode}: {message}")
 

@@ -11,6 +11,10 @@ BUG is one of:
                         the chunk whose tag failed (decrypted with the bare
                         ChaCha20 keystream, as a decryptor that checks tags
                         after writing would)
+  panic                 on a failure, dies as a Go program panics (a stack
+                        trace on stderr, exit 2)
+  stop-at-256-chunks    writes 256 chunks and exits 0, as a decryptor whose
+                        one-byte chunk counter wrapped might
 """
 
 import sys
@@ -22,7 +26,7 @@ from agefast.errors import DecryptError, PayloadError
 from torture import bech32, keys, reference
 from torture.primitives import CHUNK_SIZE, SEALED_CHUNK_SIZE, TAG_SIZE, chunk_nonce
 
-BUGS = ("none", "exit-zero", "drop-last-byte", "release-failed-chunk")
+BUGS = ("none", "exit-zero", "drop-last-byte", "release-failed-chunk", "panic", "stop-at-256-chunks")
 
 
 class Pipe:
@@ -64,9 +68,14 @@ def main(bug: str, keyfile: str) -> int:
             if bug != "drop-last-byte":
                 out.write(piece)
                 out.flush()
+            if bug == "stop-at-256-chunks" and len(plaintext) >= 256 * CHUNK_SIZE:
+                return 0
     except DecryptError as e:
         if bug == "release-failed-chunk" and isinstance(e, PayloadError):
             out.write(failed_chunk_plaintext(data, keyfile))
+        if bug == "panic":
+            print(f"panic: runtime error: {e}\n\ngoroutine 1 [running]:\nmain.main()", file=sys.stderr)
+            return 2
         print(f"buggy_decrypt: {type(e).__name__}: {e}", file=sys.stderr)
         return 0 if bug == "exit-zero" else 1
     if bug == "drop-last-byte":

@@ -80,6 +80,8 @@ BUGS = {
     "drop-last-byte": ("plaintext differs from the reference's (63 bytes, expected 64)", "ok"),
     "release-failed-chunk": ("released 64 bytes that are not a prefix of the 0 bytes the reference verified",
                              "payload"),
+    # A panic is no refusal: it had agreed with any failure, as a failure of a kind not named.
+    "panic": ("reference says payload, target crashed (exit 2): panic: runtime error", "crashed"),
 }
 
 
@@ -98,7 +100,8 @@ def test_injected_bugs_are_caught_with_reproducers(tmp_path):
         assert group["target"] == outcome and group["reproducer"], group
         assert all(g["reproducer"] for g in r["disagreements"])
         line = rerun(tmp_path, group)
-        assert line.startswith(f"target {r['implementation']}: {outcome}") and group["target_sha256"] in line, line
+        assert line.startswith(f"target {r['implementation']}: {outcome}"), line
+        assert outcome == "crashed" or group["target_sha256"] in line, line
 
 
 def test_what_a_target_cannot_do_is_not_run(tmp_path):
@@ -215,10 +218,41 @@ def test_a_reproducer_whose_file_is_missing_exits_2(tmp_path, missing):
     assert exited.value.code == 2
 
 
+def test_a_target_is_asked_files_past_a_one_byte_chunk_counter(tmp_path):
+    # The Long stratum's files (257 chunks) had reached agefast's adapter alone: a decryptor whose counter
+    # wrapped at 256 passed every profile.
+    spec = f"cmd:{sys.executable} {HERE / 'buggy_decrypt.py'} {{bug}} {{{{identity}}}}"
+    p = torture("--strata", "Long", "--axes", "roundtrip+adversarial-io", "--report", str(tmp_path),
+                "--target", spec.format(bug="none"), "--target", spec.format(bug="stop-at-256-chunks"))
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    assert party(tmp_path, spec.format(bug="none"))["failures"] == 0
+    wrapped = party(tmp_path, spec.format(bug="stop-at-256-chunks"))
+    problems = [c["problem"] for g in wrapped["disagreements"] for c in g["cases"]]
+    assert wrapped["cases"] == 3 and any(p.startswith("plaintext differs from the reference's") for p in problems)
+
+
+def test_a_module_that_raises_a_bug_crashed_and_its_reproducer_runs_without_the_run_s_pythonpath(tmp_path):
+    # An IndexError had agreed with any failure; command.sh had not carried the run's PYTHONPATH, so the module
+    # did not import and the reproducer exited 2.
+    p = torture("--strata", "Micro", "--axes", "tamper", "--report", str(tmp_path), "--target", "module:raising_age")
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    r = party(tmp_path, "module:raising_age")
+    crashed = [g for g in r["disagreements"] if g["target"] == "crashed"]   # besides pyrage's leniencies
+    assert crashed and all("crashed: IndexError" in c["problem"] for g in crashed for c in g["cases"])
+    group = crashed[0]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    rerun_ = subprocess.run(["sh", os.path.join(group["reproducer"], "command.sh")], capture_output=True,
+                            text=True, timeout=120, env=env, cwd=tmp_path)
+    assert rerun_.returncode == 1 and "crashed" in rerun_.stdout, rerun_.stdout + rerun_.stderr
+
+
 def test_a_run_that_tests_nothing_exits_2():
     # --axes encrypt without an encrypting target judges no file; it printed "0 cases, 0 failures" and passed.
     p = torture("--strata", "Micro", "--axes", "encrypt")
     assert p.returncode == 2 and "nothing was tested" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    # Nor a run whose named target takes none of its axes: the reference's own checks had counted as cases.
+    p = torture("--strata", "Micro", "--axes", "keys", "--target-encrypt", "pyrage")
+    assert p.returncode == 2 and "nothing was tested of pyrage" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
 
 
 @needs_age
