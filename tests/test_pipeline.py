@@ -266,3 +266,62 @@ def test_a_signal_while_a_helper_starts_stops_the_helpers_already_running(monkey
         thread.join(timeout=5)
     time.sleep(0.1)
     assert dst.written == written
+
+
+def test_a_chunk_that_fails_is_told_while_a_pipe_s_writer_waits():
+    # A pipe whose writer has sent enough to reach a damaged chunk and then waits (for an answer, say): a worker
+    # blocked reading the next batch held the reading turn, and the worker that found the damage, the calling
+    # thread, waited for it, so the PayloadError came only once the writer went on (or never). The writer here
+    # pauses inside the damaged batch, so that the next batch's reader is waiting when the damage is found.
+    import os
+    import time
+
+    sealed = bytearray(agefast.encrypt(random.Random(5).randbytes(3 * BATCH), [RECIPIENT]))
+    header = len(sealed) - rules.sealed_size(3 * BATCH)
+    chunks = BATCH // 65536
+    sealed[header + (chunks + 5) * (65536 + 16)] ^= 1   # in the second batch (the first chunk is a batch of its own)
+    pause = header + (chunks + 10) * (65536 + 16)        # inside the second batch
+    sent = header + (2 * chunks + 5) * (65536 + 16)      # the second batch whole, not the third
+
+    def send(fd):
+        os.write(fd, bytes(sealed[:pause]))
+        time.sleep(0.5)
+        os.write(fd, bytes(sealed[pause:sent]))
+
+    for _ in range(6):     # which worker blocks where varies from run to run
+        _one_pipe(send, chunk=chunks + 5)
+
+
+def _one_pipe(send, chunk: int) -> None:
+    import os
+    import select
+
+    before = set(threading.enumerate())
+    read_end, write_end = os.pipe()
+    sending = threading.Thread(target=send, args=(write_end,), daemon=True)
+    sending.start()
+    raised = []
+
+    def decrypt():
+        try:
+            agefast.decrypt_io(open(read_end, "rb", closefd=False), io.BytesIO(), [IDENTITY])
+        except agefast.errors.PayloadError as e:
+            raised.append(e)
+    worker = threading.Thread(target=decrypt, daemon=True)
+    try:
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), "decrypt_io waited for the pipe's writer"
+        assert len(raised) == 1 and f"chunk {chunk}" in str(raised[0])
+    finally:
+        # What the job left unread lets the sender end; then a worker still reading meets the end of the pipe.
+        while sending.is_alive():
+            if select.select([read_end], [], [], 0.05)[0]:
+                os.read(read_end, 1 << 20)
+        os.close(write_end)
+        worker.join()
+        # A worker reading at the end must be gone before the descriptor's number can be another pipe's.
+        for thread in set(threading.enumerate()) - before:
+            if thread.name == "agefast-pipeline":
+                thread.join()
+        os.close(read_end)

@@ -1,9 +1,11 @@
 """Overlapped reading, sealing (or opening) and writing of a whole payload.
 
-Workers, one per core and at least two, each take the next batch through all
-three steps: read it (one reader at a time, in order), seal or open it (at
-once with the others: the engine releases the GIL), write it (one writer at a
-time, in order). On every core a worker is reading or writing while another
+Workers, one per core and at least two, threads of their own while the
+calling thread waits, each take the next batch through all three steps: read
+it (one reader at a time, in order), seal or open it (at once with the
+others: the engine releases the GIL), write it (one writer at a time, in
+order). Where a file may be used from the calling thread alone
+(agefast.io.callers), that thread is the one worker. On every core a worker is reading or writing while another
 seals, with no hand-off between threads but a lock and a condition; nothing
 spins. Memory is one input and one output buffer per worker, whatever the
 stream length.
@@ -83,10 +85,16 @@ class _Workers:
         self._stopped = False      # an error or an invalid batch: nothing more is read or written
         self.error: BaseException | None = None
         self.problem: PayloadError | None = None
+        self.running = 0           # helper threads started and not yet ended (wait)
 
     def _read(self, buf: "mmap.mmap") -> tuple[int, memoryview, bool, Exception | None] | None:
         """Read the next batch (and one byte more) into `buf`; (index, the batch, final, the error that cut
         it short) or None at the end. A batch cut short holds the chunks age opens before the error."""
+        if self._stopped:
+            # Not waiting for the reading turn: a worker may hold it blocked on an input that has nothing for now
+            # (a pipe whose writer waits), and the batch that stopped the job (a chunk that did not verify) is
+            # told once the workers not blocked are done.
+            return None
         with self._reading:
             if self._ended or self._stopped:
                 return None
@@ -165,6 +173,23 @@ class _Workers:
         except BaseException as e:  # raised in the calling thread
             self._stop(e)
 
+    def help(self) -> None:
+        """work(), in a helper thread, which wait() waits for."""
+        try:
+            self.work()
+        finally:
+            with self._turn:
+                self.running -= 1
+                self._turn.notify_all()
+
+    def wait(self) -> None:
+        """Until every helper has ended, or the batches stopped short and none is writing: a helper may then be
+        blocked reading an input that has nothing for now (a pipe whose writer waits for an answer), and writes
+        nothing after it."""
+        with self._turn:
+            while self.running and not (self._stopped and not self._writing):
+                self._turn.wait()
+
     def _batches(self, data: "mmap.mmap", whole: "mmap.mmap") -> None:
         """Take batches through all three steps, in `data` and `whole`, until none is left or the job stopped."""
         while (batch := self._read(data)) is not None:
@@ -213,12 +238,19 @@ def _run(fill: Fill, read_at: int | None, dst: Any, write_at: int | None, in_chu
     batches = _Workers(fill, None if read_at is None else read_at + n, dst,
                        None if write_at is None else write_at + size, in_chunk, out_chunk, process,
                        bytes(first[-1:]), threads)
-    helpers = [threading.Thread(target=batches.work, name="agefast-pipeline", daemon=True)
-               for _ in range(workers_for(threads) - 1 if anywhere else 0)]
+    # Where the files may be used from any thread, every worker is a helper and this thread waits for them: a
+    # worker of its own, blocked reading a pipe whose writer waits, had kept a chunk that did not verify from
+    # being told until the writer went on (3 s, or never).
+    helpers = [threading.Thread(target=batches.help, name="agefast-pipeline", daemon=True)
+               for _ in range(workers_for(threads) if anywhere else 0)]
+    batches.running = len(helpers)
     try:
         for helper in helpers:
             helper.start()
-        batches.work()
+        if helpers:
+            batches.wait()
+        else:
+            batches.work()
         # Stopped short (an error, a signal's exception in this thread, an invalid
         # batch), a worker may be blocked reading an input that never ends, so only
         # a write under way is waited for; the workers write nothing after it.
