@@ -273,33 +273,41 @@ def test_a_chunk_that_fails_is_told_while_a_pipe_s_writer_waits():
     # blocked reading the next batch held the reading turn, and the worker that found the damage, the calling
     # thread, waited for it, so the PayloadError came only once the writer went on (or never). The writer here
     # pauses inside the damaged batch, so that the next batch's reader is waiting when the damage is found.
-    import os
-    import time
-
     sealed = bytearray(agefast.encrypt(random.Random(5).randbytes(3 * BATCH), [RECIPIENT]))
     header = len(sealed) - rules.sealed_size(3 * BATCH)
     chunks = BATCH // 65536
     sealed[header + (chunks + 5) * (65536 + 16)] ^= 1   # in the second batch (the first chunk is a batch of its own)
     pause = header + (chunks + 10) * (65536 + 16)        # inside the second batch
     sent = header + (2 * chunks + 5) * (65536 + 16)      # the second batch whole, not the third
-
-    def send(fd):
-        os.write(fd, bytes(sealed[:pause]))
-        time.sleep(0.5)
-        os.write(fd, bytes(sealed[pause:sent]))
-
     for _ in range(6):     # which worker blocks where varies from run to run
-        _one_pipe(send, chunk=chunks + 5)
+        _one_pipe([bytes(sealed[:pause]), bytes(sealed[pause:sent])], chunk=chunks + 5)
 
 
-def _one_pipe(send, chunk: int) -> None:
+def _one_pipe(parts: list[bytes], chunk: int) -> None:
+    """decrypt_io from a pipe that is sent `parts` with a pause between them and then left open; it must raise
+    the PayloadError of chunk `chunk`."""
     import os
     import select
+    import time
 
     before = set(threading.enumerate())
     read_end, write_end = os.pipe()
-    sending = threading.Thread(target=send, args=(write_end,), daemon=True)
-    sending.start()
+    os.set_blocking(write_end, False)   # the sender never blocks: it stops when told, whatever is unread
+    stop = threading.Event()
+
+    def send():
+        for i, part in enumerate(parts):
+            if i:
+                time.sleep(0.5)
+            view = memoryview(part)
+            while view and not stop.is_set():
+                if select.select([], [write_end], [], 0.05)[1]:
+                    try:
+                        view = view[os.write(write_end, view):]
+                    except BlockingIOError:
+                        pass
+
+    sending = threading.Thread(target=send, daemon=True)
     raised = []
 
     def decrypt():
@@ -309,16 +317,15 @@ def _one_pipe(send, chunk: int) -> None:
             raised.append(e)
     worker = threading.Thread(target=decrypt, daemon=True)
     try:
+        sending.start()
         worker.start()
         worker.join(20)
         assert not worker.is_alive(), "decrypt_io waited for the pipe's writer"
         assert len(raised) == 1 and f"chunk {chunk}" in str(raised[0])
     finally:
-        # What the job left unread lets the sender end; then a worker still reading meets the end of the pipe.
-        while sending.is_alive():
-            if select.select([read_end], [], [], 0.05)[0]:
-                os.read(read_end, 1 << 20)
-        os.close(write_end)
+        stop.set()
+        sending.join()
+        os.close(write_end)     # a worker still reading meets the end of the pipe
         worker.join()
         # A worker reading at the end must be gone before the descriptor's number can be another pipe's.
         for thread in set(threading.enumerate()) - before:
