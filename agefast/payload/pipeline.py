@@ -5,9 +5,9 @@ calling thread waits, each take the next batch through all three steps: read
 it (one reader at a time, in order), seal or open it (at once with the
 others: the engine releases the GIL), write it (one writer at a time, in
 order). Where a file may be used from the calling thread alone
-(agefast.io.callers), that thread is the one worker. On every core a worker is reading or writing while another
-seals, with no hand-off between threads but a lock and a condition; nothing
-spins. Memory is one input and one output buffer per worker, whatever the
+(agefast.io.callers), that thread is the one worker. On every core a worker
+is reading or writing while another seals, with no hand-off between threads
+but a lock and a condition; nothing spins. Memory is one input and one output buffer per worker, whatever the
 stream length.
 
 Tried before this (benchmarks/HISTORY.md, "The file pipeline on every
