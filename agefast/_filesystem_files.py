@@ -126,14 +126,13 @@ class AgeReadFile(AbstractBufferedFile):
     def tell(self) -> int:
         # Where this thread's next read starts (_next_bytes): fsspec's readline and readuntil seek back from it.
         _refuse_if_closed(self)
-        return self._own_seek(self._sought.__dict__.get("pos"))
+        own = self._own_seek(self._sought.__dict__.get("pos"))
+        return self.loc if own is None else own
 
-    def _own_seek(self, sought: tuple[int, int] | None) -> int:
-        """Where a read of this thread starts, given its seek's (position, _spent): there if no read started at
-        the position since (_next_bytes), else at the position."""
-        if sought is None or sought[1] != self._spent:
-            return self.loc
-        return sought[0]
+    def _own_seek(self, sought: tuple[int, int] | None) -> int | None:
+        """Where this thread's last seek, its (position, _spent), left the file, if no read has started at the
+        position since (_next_bytes); else None: its reads start at the position."""
+        return sought[0] if sought is not None and sought[1] == self._spent else None
 
     def seek(self, loc: int, whence: int = io.SEEK_SET) -> int:
         # fsspec's seek, but the position it sets kept for this thread's next read (_next_bytes).
@@ -161,10 +160,8 @@ class AgeReadFile(AbstractBufferedFile):
         thread's read ended, as a Python file does. The position is put back if the read fails and nothing has
         moved it since."""
         with self._position:
-            sought = self._sought.__dict__.pop("pos", None)
-            if sought is not None and sought[1] == self._spent:
-                start: int = sought[0]
-            else:   # a read at the position
+            start = self._own_seek(self._sought.__dict__.pop("pos", None))
+            if start is None:   # a read at the position
                 start = self.loc
                 self._spent += 1
             end: int = self.size if length < 0 else min(start + length, self.size)
