@@ -102,11 +102,12 @@ class EncryptingReader(OpenStream, io.RawIOBase):
         with self._turn:
             return self._readinto(view)
 
-    def _readinto(self, mv: memoryview) -> int:
+    def _readinto(self, b: Buffer) -> int:
         if self.closed:
             raise ValueError("read from a closed encrypting reader")
         if self._error is not None:
             raise again(self._error)
+        mv = memoryview(b).cast("B")
         n = 0
         while n < len(mv):
             if self._pos == len(self._output.data):
@@ -132,10 +133,7 @@ class EncryptingReader(OpenStream, io.RawIOBase):
     def readall(self) -> bytes:
         """All the rest of the age file (reading `src` to its end)."""
         with self._turn:    # one turn for the whole read, as a Python file's
-            return read_all(self._readinto_any)
-
-    def _readinto_any(self, b: Buffer) -> int:
-        return self._readinto(memoryview(b).cast("B"))
+            return read_all(self._readinto)
 
     def close(self) -> None:
         """Close without sealing the final chunk (and close `src` if close_src)."""
