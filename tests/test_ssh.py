@@ -4,6 +4,7 @@ Keys are made once per session with ssh-keygen (see ssh_keys.py).
 """
 
 import base64
+import struct
 import subprocess
 
 import pyrage
@@ -243,6 +244,47 @@ def test_an_rsa_key_over_16384_bits_is_refused():
     line = big.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
     with pytest.raises(agefast.RecipientError, match="16392 bits; at most 16384"):
         ssh.Recipient.from_str(line)
+
+
+def _rsa_line(e: int, n: int) -> str:
+    """An ssh-rsa key line written field by field (RFC 4253's string and mpint), so that it may hold any
+    exponent and modulus."""
+    def string(data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + data
+
+    def mpint(x: int) -> bytes:
+        return string(x.to_bytes(x.bit_length() // 8 + 1, "big"))
+
+    return "ssh-rsa " + base64.b64encode(string(b"ssh-rsa") + mpint(e) + mpint(n)).decode()
+
+
+_ODD_MODULUS = (1 << 2047) | 1
+
+
+@pytest.mark.parametrize("e, n, fragment", [
+    (2**24 + 1, _ODD_MODULUS, "exponent is longer than 24 bits"),
+    (2**100 + 1, _ODD_MODULUS, "exponent is longer than 24 bits"),
+    (65537, _ODD_MODULUS + 1, "modulus is even"),
+], ids=["25-bit-exponent", "101-bit-exponent", "even-modulus"])
+def test_an_rsa_key_age_does_not_parse_or_openssl_cannot_encrypt_to_is_refused(e, n, fragment, tmp_path,
+                                                                               run_agefast):
+    # They had loaded, and the wrap failed with a bare ValueError ("Encryption failed"; the command, a
+    # traceback) or, for a 25-bit exponent, made a file. Go's ssh.ParsePublicKey refuses an exponent over 24
+    # bits, and age skips such a line of a recipients file as it skips any SSH key it cannot use.
+    line = _rsa_line(e, n)
+    with pytest.raises(agefast.RecipientError, match=fragment):
+        ssh.Recipient.from_str(line)
+    other = x25519.Identity.generate()
+    warnings: list[str] = []
+    assert agefast.parse_recipients(f"{line}\n{other.to_public()}\n", warn=warnings.append) == [other.to_public()]
+    assert warnings == [f"ignoring line 1: invalid ssh-rsa public key: its {fragment}"]
+    (tmp_path / "keys").write_text(f"{line}\n{other.to_public()}\n")
+    result = run_agefast("-R", tmp_path / "keys", input=b"to the other key")
+    assert result.returncode == 0, result.stderr
+    assert agefast.decrypt(result.stdout, [other]) == b"to the other key"
+    refused = run_agefast("-r", line, input=b"x")
+    assert refused.returncode == 1 and b"Traceback" not in refused.stderr
+    assert fragment.encode() in refused.stderr
 
 
 def test_refused_key_types(ssh_keys):

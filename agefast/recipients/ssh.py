@@ -135,6 +135,17 @@ def _check_rsa_size(key: rsa.RSAPublicKey | rsa.RSAPrivateKey, error: type[Excep
         raise error(f"ssh-rsa key is {bits} bits; at most {MAX_RSA_BITS} are supported")
 
 
+def _check_rsa_numbers(key: rsa.RSAPublicKey) -> None:
+    # As Go's ssh.ParsePublicKey, which age reads an ssh-rsa key with: an exponent of at most 24 bits (an even
+    # one, or one under 3, cryptography refuses). And an odd modulus, the only kind OpenSSL encrypts to: age
+    # would write a file for an even one (no RSA key has one).
+    numbers = key.public_numbers()
+    if numbers.e.bit_length() > 24:
+        raise RecipientError("invalid ssh-rsa public key: its exponent is longer than 24 bits")
+    if not numbers.n & 1:
+        raise RecipientError("invalid ssh-rsa public key: its modulus is even")
+
+
 def _oaep() -> padding.OAEP:
     return padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(), label=_RSA_LABEL)
 
@@ -157,6 +168,7 @@ class Recipient:
         elif isinstance(public_key, rsa.RSAPublicKey):
             self.type = RSA_TYPE
             _check_rsa_size(public_key, RecipientError)
+            _check_rsa_numbers(public_key)
         else:
             raise RecipientError(f"unsupported SSH key type: {type(public_key).__name__}")
         self._key: ed25519.Ed25519PublicKey | rsa.RSAPublicKey = public_key
