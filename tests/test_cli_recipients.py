@@ -203,8 +203,8 @@ def test_plugin_labels_are_kept_apart(on_path, run_agefast):
 
 @pytest.mark.parametrize("args, fragment", [
     (["-d", "-j", "../evil"], b"-j ../evil: Invalid plugin name"),  # pyrage's words, which its tests match
-    (["-d", "-j", "nosuchplugin"], b'"nosuchplugin" plugin not found'),
     (["-r", bech32.encode("age1nosuchplugin", b"")], b'"nosuchplugin" plugin not found'),
+    (["-e", "-j", "nosuchplugin"], b'"nosuchplugin" plugin not found'),
     (["-j", "agefasttest"], b"-j can't be used in encryption mode unless"),
 ])
 def test_j_flag_errors(args, fragment, run_agefast):
@@ -216,6 +216,23 @@ def test_j_flag_errors(args, fragment, run_agefast):
         assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
 
 
+@pytest.mark.parametrize("flags", [["-j", "nosuchplugin"], ["-i", "KEY", "-j", "nosuchplugin"],
+                                   ["-j", "nosuchplugin", "-i", "KEY"]], ids=["alone", "after-i", "before-i"])
+def test_j_of_a_missing_plugin_is_looked_for_when_tried(flags, tmp_path, run_agefast):
+    # As age's -j (plugin.NewIdentityWithoutData): the plugin is looked for when its identity is tried, after
+    # the native ones. `-i key.txt -j NAME` had been refused before the file was read, where key.txt opens it.
+    native = agefast.x25519.Identity.generate()
+    (tmp_path / "key.txt").write_text(f"{native}\n")
+    args = [str(tmp_path / "key.txt") if flag == "KEY" else flag for flag in flags]
+    result = run_agefast("-d", *args, input=agefast.encrypt(b"opened", [native.to_public()]))
+    if "-i" not in flags:
+        assert result.returncode == 1
+        assert result.stderr.splitlines()[0] == b'agefast: error: "nosuchplugin" plugin not found'
+        assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
+    else:
+        assert (result.returncode, result.stdout) == (0, b"opened"), result.stderr
+
+
 @pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
 def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast, newline):
     """A plugin identity in an -i file whose plugin is not installed: age's hint and page (a CRLF line too,
@@ -223,11 +240,12 @@ def test_identity_file_of_a_missing_plugin(tmp_path, run_agefast, newline):
     identity = tmp_path / "plugin-key.txt"
     identity.write_bytes((bech32.encode("AGE-PLUGIN-NOSUCHPLUGIN-", b"data").upper() + newline).encode())
     encrypted = agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()])
-    result = run_agefast("-d", "-i", identity, input=encrypted)
-    assert result.returncode == 1
-    assert result.stderr.splitlines()[0] == b'agefast: error: "nosuchplugin" plugin not found'
-    assert b'agefast: hint: you might want to install the "nosuchplugin" plugin' in result.stderr
-    assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
+    # -e -i too, which encrypts to the identity's recipient (it had said "encryption failed", with no hint)
+    for result in (run_agefast("-d", "-i", identity, input=encrypted), run_agefast("-e", "-i", identity, input=b"x")):
+        assert result.returncode == 1
+        assert result.stderr.splitlines()[0] == b'agefast: error: "nosuchplugin" plugin not found'
+        assert b'agefast: hint: you might want to install the "nosuchplugin" plugin' in result.stderr
+        assert b"agefast: hint: visit https://age-encryption.org/awesome#plugins" in result.stderr
 
 
 @pytest.mark.parametrize("order", ["plugin first", "native first"])

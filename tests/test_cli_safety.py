@@ -267,6 +267,18 @@ def test_decrypt_onto_the_ssh_public_key_file(tmp_path, key, run_agefast):
     _refused(run_agefast("-d", "-i", key_path, "-o", public, src), (public, b"ssh-ed25519 AAAA... kept\n"))
 
 
+def test_decrypt_to_the_name_of_a_missing_public_key_file(tmp_path, key, run_agefast):
+    # PATH.pub is read only where it exists: `-d -i key.txt -o key.txt.pub` restores a lost one, as age does it.
+    # It had been refused as "input and output file are the same".
+    key_path, _, recipient = key
+    public = tmp_path / "key.txt.pub"
+    src = tmp_path / "file.age"
+    src.write_bytes(agefast.encrypt(b"ssh-ed25519 AAAA... restored\n", [agefast.x25519.Recipient.from_str(recipient)]))
+    result = run_agefast("-d", "-i", key_path, "-o", public, src)
+    assert result.returncode == 0, result.stderr
+    assert public.read_bytes() == b"ssh-ed25519 AAAA... restored\n"
+
+
 KILL_SIZE = 256 << 20
 # When SIGKILL lands: bytes of the output written by then (none yet, a
 # sixteenth, half), so every kill finds the command writing, however fast.

@@ -72,6 +72,15 @@ def _refuse_missing_plugins(names: Iterable[str]) -> None:
                              f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
 
 
+def _refuse_if_not_found(e: Exception) -> None:
+    """age's error and hints where `e` is a plugin identity's program not found when it was first used."""
+    from agefast.recipients.plugin import missing_plugin
+
+    missing = missing_plugin(e)
+    if missing is not None:
+        _refuse_missing_plugins([missing])
+
+
 def _refuse_if_plugin_missing(e: Exception, text: str, identities: bool) -> None:
     """age's error and hints where `e` is a plugin's binary not being found; any other error (a typo on
     another line, a malformed plugin key) stays the error told."""
@@ -132,16 +141,18 @@ def _plugin_identity(name: str) -> "batchpass.Identity | agefast.plugin.Identity
         default = agefast.plugin.Identity(name, b"")
     except agefast.IdentityError as e:
         raise UsageError(f"-j {name}: {e}") from None
-    _refuse_missing_plugins([default.plugin()])
-    return agefast.plugin.IdentityPluginV1(name, [default], _PLUGIN_PROMPTS)
+    # Looked for when the identity is tried, as age's -j (plugin.NewIdentityWithoutData): with -i key.txt
+    # before it, a file key.txt opens needs no plugin installed.
+    return agefast.plugin.IdentityPluginV1.found_when_used(name, [default], _PLUGIN_PROMPTS)
 
 
 def key_files(args: "Arguments") -> list[str]:
     """The files the key flags read, which no output may replace: the -i files and an SSH identity's PATH.pub
     (read for keys that don't hold their public key), the -R files, and with -j batchpass the file behind
     $AGE_PASSPHRASE_FD."""
-    identities = [path for path in args.identities if path != "-"]
-    files = [*args.identities, *(f"{path}.pub" for path in identities), *args.recipients_files]
+    # PATH.pub only where it exists, as it is read only then: -d -i key -o key.pub restores a deleted one.
+    public_files = [f"{path}.pub" for path in args.identities if path != "-" and os.path.exists(f"{path}.pub")]
+    files = [*args.identities, *public_files, *args.recipients_files]
     passphrase = batchpass.passphrase_file() if ("j", batchpass.NAME) in args.identity_flags else None
     return files if passphrase is None else [*files, passphrase]
 
@@ -163,7 +174,12 @@ def public_keys(identity: "keys.LoadedIdentity | batchpass.Identity") -> Sequenc
     # An encrypted identity file stands for all the identities inside it.
     if isinstance(identity, keys.EncryptedIdentityFile):
         return identity.recipients()
-    return [identity.to_public()]
+    try:
+        return [identity.to_public()]
+    except agefast.EncryptError as e:
+        # A plugin identity's recipient runs its plugin: age's error and hints where it is not installed.
+        _refuse_if_not_found(e)
+        raise
 
 
 def is_x25519(recipient: str) -> bool:
@@ -297,11 +313,7 @@ def identities_required(args: "Arguments") -> Iterator[None]:
                              "specify identities with -i/--identity or -j to decrypt this file") from None
         raise
     except errors.DecryptError as e:
-        # A plugin identity of an identity file, tried where no native identity opened the file, whose plugin
-        # is not installed: age's error and hints, as age gives them once it tried the identity.
-        from agefast.recipients.plugin import missing_plugin
-
-        missing = missing_plugin(e)
-        if missing is not None:
-            _refuse_missing_plugins([missing])
+        # A plugin identity (an identity file's, -j's), tried where no native identity opened the file, whose
+        # plugin is not installed: age's error and hints, as age gives them once it tried the identity.
+        _refuse_if_not_found(e)
         raise
