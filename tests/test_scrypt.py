@@ -69,3 +69,27 @@ def test_work_factors_are_bounded_both_ways():
             passphrase.Identity("pw", max_work_factor=bad)
     passphrase.Recipient("pw", work_factor=30)
     passphrase.Identity("pw", max_work_factor=1)
+
+
+def test_one_passphrase_recipient_twice_is_refused_as_two(tmp_path):
+    # One object (or a copy) given twice had shared its label and made two scrypt stanzas: a file that age,
+    # pyrage and agefast refuse ("an scrypt recipient must be the only one"), and a rekey in place had replaced
+    # the only copy with one. A new label at each wrap, as age's WrapWithLabels.
+    twice = passphrase.Recipient("pw", work_factor=4)
+    with pytest.raises(agefast.EncryptError, match="a passphrase must be the only recipient of a file"):
+        agefast.encrypt(b"x", [twice, twice])
+    key = agefast.x25519.Identity.generate()
+    path = tmp_path / "only.age"
+    path.write_bytes(agefast.encrypt(b"the only copy", [key.to_public()]))
+    with pytest.raises(agefast.EncryptError, match="a passphrase must be the only recipient of a file"):
+        agefast.rekey(path, path, [key], [twice, twice])
+    assert agefast.decrypt(path.read_bytes(), [key]) == b"the only copy"
+
+
+@pytest.mark.parametrize("empty", ["", b""])
+def test_an_empty_passphrase_is_no_recipient(empty):
+    # As age's NewScryptRecipient: no age command opens such a file (they refuse an empty passphrase).
+    with pytest.raises(agefast.RecipientError, match="passphrase can't be empty"):
+        passphrase.Recipient(empty)
+    with pytest.raises(agefast.RecipientError, match="passphrase can't be empty"):
+        passphrase.encrypt(b"x", empty)

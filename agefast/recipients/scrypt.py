@@ -11,7 +11,7 @@ import re
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from . import sodium
-from ..errors import DecryptError, HeaderError
+from ..errors import DecryptError, HeaderError, RecipientError
 from ..format.grammar import Stanza, b64decode, b64encode
 from ..primitives import FILE_KEY_SIZE, passphrase_bytes, unwrap_file_key, wrap_file_key
 
@@ -60,6 +60,9 @@ class Recipient:
     def __init__(self, passphrase: str | bytes, work_factor: int = DEFAULT_WORK_FACTOR):
         _check_work_factor("work_factor", work_factor)
         self._passphrase = passphrase_bytes(passphrase)
+        if not self._passphrase:
+            # As age's NewScryptRecipient: no age command could open the file (they refuse an empty passphrase).
+            raise RecipientError("passphrase can't be empty")
         self._work_factor = work_factor
         # A label no other recipient shares, so this one cannot be mixed.
         self.labels = frozenset({os.urandom(16).hex()})
@@ -71,6 +74,8 @@ class Recipient:
         """One scrypt stanza: the file key wrapped under the passphrase, with a fresh salt."""
         salt = os.urandom(16)
         key = _wrap_key(self._passphrase, salt, self._work_factor)
+        # A new label at each wrap, as age's WrapWithLabels: this recipient given twice cannot be mixed with itself.
+        self.labels = frozenset({os.urandom(16).hex()})
         return [Stanza(STANZA_TYPE, [b64encode(salt), str(self._work_factor)], wrap_file_key(key, file_key))]
 
 
