@@ -371,7 +371,7 @@ def test_one_key_where_a_list_is_expected_is_named_plainly():
 
 @pytest.mark.parametrize("make", [
     lambda p: agefast.passphrase.encrypt(b"x", p),
-    lambda p: agefast.passphrase.decrypt(agefast.encrypt(b"x", [agefast.passphrase.Recipient("", 2)]), p),
+    lambda p: agefast.passphrase.decrypt(agefast.encrypt(b"x", [agefast.passphrase.Recipient("pw", 2)]), p),
     lambda p: agefast.passphrase.Recipient(p),
     lambda p: agefast.passphrase.Identity(p),
 ], ids=["encrypt", "decrypt", "Recipient", "Identity"])
