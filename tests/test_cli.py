@@ -570,7 +570,7 @@ def test_ctrl_c_ends_every_command_as_it_ends_age(command):
                                             ("", "passphrase can't be empty")])    # as age: not tried
 def test_wrong_passphrase(typed, message, tmp_path, tty_run):
     src = tmp_path / "in.age"
-    src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("", work_factor=10)]))
+    src.write_bytes(agefast.encrypt(b"x", [agefast.passphrase.Recipient("pw", work_factor=10)]))
     done = tty_run([*AGEFAST, "-d", src], [(b"Enter passphrase", typed)])
     assert done.returncode == 1
     assert _last_line(done.transcript) == f"agefast: error: {message}"

@@ -48,7 +48,7 @@ def test_passphrase_from_a_file_descriptor(written, passphrase, batch_env, run_a
 @pytest.mark.parametrize("mode", ["-e", "-d"])
 def test_an_empty_passphrase_from_a_file_descriptor_is_refused(written, mode, batch_env, run_agefast):
     # As age's scrypt recipient and identity: a secret never written out had encrypted to the empty passphrase.
-    sealed = agefast.encrypt(b"x", [agefast.passphrase.Recipient("", work_factor=5)])
+    sealed = agefast.encrypt(b"x", [agefast.passphrase.Recipient("pw", work_factor=5)])
     read_end, write_end = os.pipe()
     os.write(write_end, written)
     os.close(write_end)
