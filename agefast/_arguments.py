@@ -114,13 +114,25 @@ def _same(a: os.stat_result | None, b: os.stat_result | None) -> bool:
     return a is not None and b is not None and os.path.samestat(a, b)
 
 
+def _seekable(f: Any) -> bool:
+    try:
+        return bool(f.seekable())
+    except AttributeError:
+        return hasattr(f, "seek")       # an mmap
+    except (OSError, ValueError):
+        return False
+
+
 def distinct_files(src: object, dst: object) -> None:
-    """SameFileError if file objects `src` and `dst` are one regular file:
+    """SameFileError if file objects `src` and `dst` are one regular file, or one
+    object with one position to read and write at (a BytesIO, an mmap):
     writing it while reading it destroys the input, or never ends.
 
     Only regular files are compared: a terminal is often both stdin and stdout.
+    A duplex stream, one object that reads and writes apart (a socket's
+    file), is neither.
     """
-    if _same(regular_file(src), regular_file(dst)):
+    if (src is dst and _seekable(src)) or _same(regular_file(src), regular_file(dst)):
         raise SameFileError("the input and the output are the same file")
 
 

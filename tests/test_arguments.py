@@ -3,7 +3,9 @@ call ever destroys its input or a file descriptor it was not given to own."""
 
 import gc
 import io
+import mmap
 import os
+import socket
 import tempfile
 
 import pytest
@@ -175,6 +177,40 @@ def test_reading_and_appending_one_file_is_refused(files):
         with pytest.raises(errors.SameFileError):
             agefast.encrypt_io(src, dst, [RECIPIENT])
     assert plain.read_bytes() == PLAINTEXT
+
+
+@pytest.mark.parametrize("kind", ["BytesIO", "mmap"])
+@pytest.mark.parametrize("function", ["encrypt_io", "decrypt_io", "rekey_io"])
+def test_one_object_to_read_and_write_at_one_position_is_refused(kind, function, tmp_path):
+    # A BytesIO (or mmap) as both reader and writer had its input overwritten as it was read: encrypt_io
+    # returned with neither the plaintext kept nor a file that decrypts, rekey_io too.
+    key = agefast.x25519.Identity.generate()
+    content = agefast.encrypt(PLAINTEXT, [key.to_public()]) if function != "encrypt_io" else PLAINTEXT
+    if kind == "BytesIO":
+        both = io.BytesIO(content)
+    else:
+        (tmp_path / "f").write_bytes(content)
+        with open(tmp_path / "f", "r+b") as f:
+            both = mmap.mmap(f.fileno(), 0)
+    arguments = {"encrypt_io": [[key.to_public()]], "decrypt_io": [[key]],
+                 "rekey_io": [[key], [key.to_public()]]}[function]
+    with pytest.raises(errors.SameFileError):
+        getattr(agefast, function)(both, both, *arguments)
+    assert (both[:] if kind == "mmap" else both.getvalue()) == content
+    both.close()
+
+
+def test_a_duplex_stream_reads_and_writes_apart():
+    # One object whose reads and writes are two channels (a socket's file) is no file read while written.
+    ours, peer = socket.socketpair()
+    with ours, peer, ours.makefile("rwb") as both:
+        peer.sendall(PLAINTEXT)
+        peer.shutdown(socket.SHUT_WR)
+        agefast.encrypt_io(both, both, [RECIPIENT])
+        both.flush()
+        ours.shutdown(socket.SHUT_WR)
+        with peer.makefile("rb") as sealed:
+            assert agefast.decrypt(sealed.read(), [IDENTITY]) == PLAINTEXT
 
 
 def test_a_terminal_or_pipe_on_both_sides_is_not_the_same_file():
