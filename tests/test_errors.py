@@ -343,6 +343,21 @@ def test_no_identity_match_lists_the_stanza_types():
     assert str(info.value).endswith("(the file's stanzas: X25519, other)")
 
 
+@pytest.mark.parametrize("stanzas", [
+    [Stanza("x", ["a\nb"], bytes(32))], [Stanza("", [], bytes(32))], [Stanza("x", [""], bytes(32))],
+    [Stanza("x", ["a b"], bytes(32))], [Stanza("x", ["é"], bytes(32))], [Stanza("x", [b"bytes"], bytes(32))], [],
+], ids=["newline", "no-type", "empty-argument", "space", "not-ascii", "bytes-argument", "none"])
+def test_a_recipient_of_the_callers_that_makes_a_malformed_stanza_is_an_encrypt_error(stanzas):
+    # Any object with wrap() is a recipient. Stanzas that age's grammar refuses (or none) had made a file that
+    # agefast and age then refused to read (or a TypeError).
+    class Made:
+        def wrap(self, file_key):
+            return stanzas
+
+    with pytest.raises(errors.EncryptError, match="stanza"):
+        agefast.encrypt(b"x", [Made()])
+
+
 def test_no_identity_match_names_few_stanza_types_and_cuts_them_short():
     stanzas = [Stanza(f"type{i}-" + "x" * 100, [], b"") for i in range(20)]
     ct = encode_header_without_mac(stanzas) + encode_mac_line(bytes(32)) + bytes(16)

@@ -146,8 +146,20 @@ class Header:
 
 
 def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
-    """The header's text up to its MAC; EncryptError where parse_header would refuse the header whole (a
-    stanza's line or the header too long): agefast would write a file it could not read back."""
+    """The header's text up to its MAC; EncryptError where parse_header would refuse the header (no stanza, a
+    stanza's type or argument not a run of VCHAR, a stanza's line or the header too long): agefast would write
+    a file it could not read back. A recipient of the caller's own makes its stanzas."""
+    if not stanzas:
+        raise EncryptError("the recipients made no stanza: a header needs one")
+    for s in stanzas:
+        # Its type and arguments, runs of VCHAR: printable ASCII, split at the spaces between them only.
+        try:
+            line = " ".join([s.type, *s.args])
+        except TypeError:
+            line = ""
+        words = line.split(" ")
+        if not (line.isascii() and line.isprintable()) or len(words) != 1 + len(s.args) or "" in words:
+            raise EncryptError(f"a recipient made a malformed stanza: -> {s.type!r} {s.args!r}"[:200])
     encoded = [s.encode() for s in stanzas]
     header = VERSION_LINE + b"".join(encoded) + MAC_PREFIX
     if len(header) + _MAC_LINE_SIZE >= MAX_HEADER or len(stanzas) > MAX_STANZAS \
