@@ -264,6 +264,7 @@ def encrypt_file(infile: StrPath, outfile: StrPath, recipients: Iterable[Recipie
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.recipients(recipients)
     _arguments.flag("armored", armored)
+    _arguments.flag("direct", direct)
     _file_to_file(source, target, direct, lambda data: encrypt(data, checked, armored, threads=threads),
                   lambda src, dst: encrypt_io(src, dst, checked, armored, threads=threads))
 
@@ -278,5 +279,6 @@ def decrypt_file(infile: StrPath, outfile: StrPath, identities: Iterable[Identit
     source, target = _file_arguments(infile, outfile)
     checked = _arguments.identities(identities)
     _arguments.armored_or_not(armored)
+    _arguments.flag("direct", direct)
     _file_to_file(source, target, direct, lambda data: decrypt(data, checked, armored=armored, threads=threads),
                   lambda src, dst: decrypt_io(src, dst, checked, armored=armored, threads=threads))

@@ -61,6 +61,18 @@ def test_file_functions_with_direct_io(tmp_path):
     assert (tmp_path / "back").read_bytes() == data
 
 
+@pytest.mark.parametrize("function", ["encrypt_file", "decrypt_file"])
+@pytest.mark.parametrize("direct", [1, None, "yes"])
+def test_direct_is_a_bool(function, direct, tmp_path):
+    # As `armored`: 1 or "yes" had been taken as True, and None as False.
+    (tmp_path / "in").write_bytes(b"x")
+    key = agefast.x25519.Identity.generate()
+    keys = [key.to_public()] if function == "encrypt_file" else [key]
+    with pytest.raises(TypeError, match="argument 'direct': expected a bool"):
+        getattr(agefast, function)(tmp_path / "in", tmp_path / "out", keys, direct=direct)
+    assert not (tmp_path / "out").exists()
+
+
 def test_failed_decryption_leaves_no_output(tmp_path):
     identity = agefast.x25519.Identity.generate()
     ct = bytearray(agefast.encrypt(bytes(3 * BLOCK), [identity.to_public()]))
