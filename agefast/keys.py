@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, Union
 
-from . import api
+from . import _arguments, api
 from .recipients import x25519
 from .errors import (DecryptError, EncryptError, IdentityError, NoIdentityMatchError, PassphraseNeededError,
                      RecipientError, UnsupportedKeyError, go_quote)
@@ -142,7 +142,7 @@ def parse_recipient(s: str, callbacks: object = None) -> ParsedRecipient:
 def parse_identities(text: str, callbacks: object = None, *, plugins: bool = True) -> list[ParsedIdentity]:
     """Parse identity-file text: one identity per line, `#` comments; plugin identities only where `plugins`."""
     out = []
-    for number, line in _lines(text, IdentityError):
+    for number, line in _lines(_arguments.text("text", text), IdentityError):
         try:
             out.append(parse_identity(line, callbacks, plugins=plugins))
         except IdentityError as e:
@@ -166,7 +166,7 @@ def parse_recipients(text: str, callbacks: object = None, *,
     key), so authorized_keys files with other keys stay usable.
     """
     out = []
-    for number, line in _lines(text, RecipientError, _LONGEST_RECIPIENT):
+    for number, line in _lines(_arguments.text("text", text), RecipientError, _LONGEST_RECIPIENT):
         try:
             out.append(parse_recipient(line, callbacks))
         except RecipientError as e:

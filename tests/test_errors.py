@@ -291,6 +291,13 @@ def test_a_key_in_the_other_kind_of_file_is_named_as_age_1_3_names_it():
     assert str(e.value) == "malformed identity on line 2: apparent recipient found in identities file"
 
 
+@pytest.mark.parametrize("parse", [agefast.parse_identities, agefast.parse_recipients])
+def test_key_file_text_is_a_str(parse):
+    # bytes had met str.split's "a bytes-like object is required, not 'str'", which says the reverse.
+    with pytest.raises(TypeError, match="argument 'text': expected a str, not bytes"):
+        parse(str(RECIPIENT).encode())
+
+
 @pytest.mark.parametrize("brk", ["\r", "\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"])
 def test_a_key_after_a_line_break_inside_a_comment_is_part_of_the_comment(brk):
     # As Go age scans key files (bufio.ScanLines): lines end at "\n" alone. str.splitlines() had made the key
