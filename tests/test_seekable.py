@@ -195,6 +195,20 @@ def test_seekable_real_file(tmp_path):
         assert r.read() == DATA[-100:]
 
 
+def test_a_closed_source_is_not_read_through_a_number_another_file_took(tmp_path):
+    # Random access reads the source's descriptor. Once the source was closed, a file opened next took its
+    # number, and a read far off read that file: "failed to authenticate payload chunk", a damaged file.
+    path = tmp_path / "f.age"
+    path.write_bytes(CT)
+    f = open(path, "rb")
+    r = agefast.decryptor(f, [IDENTITY])
+    f.close()
+    with open(path, "rb") as taker:
+        with pytest.raises(ValueError, match="closed file"):
+            r.pread(10, 5 * CHUNK)
+        assert taker.read(3) == CT[:3]
+
+
 def test_a_compressed_file_object_reads_as_it_decompresses(tmp_path):
     # gzip and bz2 files have a fileno(), of the compressed file: reading it at their offsets failed valid files.
     import bz2

@@ -82,6 +82,9 @@ class SeekablePayload:
 
     def _pread(self, buf: memoryview, offset: int) -> int:
         if self._fd is not None:
+            # The descriptor is the source's: once the source is closed its number may be another file's.
+            if self._src.closed:
+                raise ValueError("I/O operation on closed file")
             n = 0
             while n < len(buf):
                 got = pread_into(self._fd, buf[n:], offset + n)
