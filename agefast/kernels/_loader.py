@@ -195,14 +195,17 @@ def _link_folder() -> str | None:
     The link reads the object and writes the library by path, in a new 0700
     folder. In a TMPDIR another account may write (and not sticky), it could
     rename that folder and put its own in its place, and hand the linker its
-    object: the library cached and run would be its code.
+    object: the library cached and run would be its code. The folder is
+    named by the real path that was checked: a link on the way (TMPDIR=
+    /tmp/x, x a link of another account's) could point elsewhere by the time
+    the link runs.
     """
     import tempfile
 
-    folder = tempfile.gettempdir()
-    if trust.above_refusal(os.path.realpath(folder)) is None:
+    folder = os.path.realpath(tempfile.gettempdir())
+    if trust.above_refusal(folder) is None:
         return folder
-    folder = _cache.directory()
+    folder = os.path.realpath(_cache.directory())
     if os.path.isdir(folder) and trust.path_refusal(folder) is None:
         return folder
     return None

@@ -523,6 +523,15 @@ def test_the_kernels_are_linked_only_where_no_other_account_can_change_the_folde
     sticky.chmod(0o1777)
     monkeypatch.setattr(tempfile, "tempdir", str(sticky))
     assert _loader._link_folder() == str(sticky)
+    # Named by the real path that was checked, never through a link: another account's link to the sticky
+    # folder could point to its own by the time the linker runs (it had won 7 of 300 cold compiles).
+    for folder, link in ((sticky, tmp_path / "tmp-link"), (cache, tmp_path / "cache-link")):
+        link.symlink_to(folder)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp-link"))
+    assert _loader._link_folder() == os.path.realpath(sticky)
+    monkeypatch.setattr(tempfile, "tempdir", str(theirs))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache-link"))
+    assert _loader._link_folder() == os.path.realpath(cache / "agefast-kernels")
 
 
 def test_an_entry_for_instructions_this_cpu_lacks_is_a_miss(warm, monkeypatch):
