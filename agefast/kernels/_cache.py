@@ -15,8 +15,8 @@ corrupt or truncated entry is a miss, compiled again and replaced.
 The key covers everything the machine code depends on: the source of the
 kernels and of the code that compiles them, the CPU (Numba's
 NUMBA_CPU_NAME / NUMBA_CPU_FEATURES overrides, and the host's identity),
-Numba's other settings of the code (_BUILD_SETTINGS), from the environment
-or a .numba_config.yaml, the
+Numba's other settings (every NUMBA_ variable of the environment, and a
+.numba_config.yaml) and agefast's AGEFAST_KERNEL_FORM, the
 numba and llvmlite releases and the Python version. An edited kernel source
 gets a new key, so an entry never goes stale.
 
@@ -63,8 +63,8 @@ _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_next_key.py", "_chun
 # vectorizers and bounds checks, and the form of the batch kernel
 # (_common._form); and the file Numba reads settings of the same names from,
 # in the current folder where the process starts (with pyyaml installed).
-_BUILD_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT", "NUMBA_ENABLE_AVX", "NUMBA_BOUNDSCHECK",
-                   "NUMBA_LOOP_VECTORIZE", "NUMBA_SLP_VECTORIZE", "AGEFAST_KERNEL_FORM")
+# agefast's own setting of the code; and all of Numba's in the environment (_build_settings).
+_KERNEL_FORM = "AGEFAST_KERNEL_FORM"
 _NUMBA_CONFIG_FILE = ".numba_config.yaml"
 
 
@@ -188,6 +188,18 @@ def _sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+def _build_settings() -> list[tuple[str, str | None]]:
+    """Every NUMBA_ variable of the environment and AGEFAST_KERNEL_FORM, with their values (None: not set).
+
+    All of Numba's: besides the CPU, the optimisation level and vectorisers, settings few would think of
+    change the code (NUMBA_DEBUGINFO, NUMBA_LLVM_REFPRUNE_PASS: a build under either had been stored under
+    the key of the default one, which every later process then ran). A set but empty one is Numba's ""
+    (NUMBA_CPU_NAME= compiles for no CPU name), not unset.
+    """
+    names = sorted(name for name in os.environ if name.startswith("NUMBA_"))
+    return [(name, os.environ.get(name)) for name in [*names, _KERNEL_FORM]]
+
+
 @functools.cache     # what it reads does not change while a process runs
 def key() -> str:
     h = hashlib.sha256()
@@ -195,8 +207,8 @@ def key() -> str:
     for name in _SOURCES:
         with open(os.path.join(_HERE, name), "rb") as f:
             h.update(_sha256(f.read()))
-    for name in _BUILD_SETTINGS:
-        h.update(f"{name}={os.environ.get(name, '')}\n".encode())
+    for name, value in _build_settings():
+        h.update(f"{name}={value!r}\n".encode())
     try:
         with open(_NUMBA_CONFIG_FILE, "rb") as f:
             h.update(b"numba config file " + _sha256(f.read()))

@@ -211,6 +211,11 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
         return _cache.key()
 
     keys = [fresh_key()]
+    # Set but empty is Numba's "" (it compiles for no CPU name), not unset; and every NUMBA_ setting counts, as
+    # ones few would think of change the code (builds under these three had been stored under the plain key).
+    for name, value in (("NUMBA_CPU_NAME", ""), ("NUMBA_DEBUGINFO", "1"), ("NUMBA_LLVM_REFPRUNE_PASS", "0")):
+        monkeypatch.setenv(name, value)
+        keys.append(fresh_key())
     monkeypatch.setenv("NUMBA_CPU_NAME", "haswell")
     keys.append(fresh_key())
     monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2")
