@@ -183,6 +183,29 @@ def _optimize(module, codegen):
     full.run(module, full_builder)
 
 
+_FEATURE = re.compile(r"[+-][A-Za-z0-9._-]+")
+
+
+def refusal() -> str | None:
+    """Why Numba, as it is set in this process, cannot compile the kernels, or None.
+
+    Settings under which LLVM would end the process (a fatal error is no exception: it exits), or under which
+    every compile fails after seconds and a quarter of a GiB, each process again: the kernels stay unloaded
+    and cryptography runs the jobs (kernels.load_or_warn warns).
+    """
+    if config.CPU_FEATURES and not all(map(_FEATURE.fullmatch, config.CPU_FEATURES.split(","))):
+        # LLVM aborts on a feature string that is not +name / -name items
+        return f"NUMBA_CPU_FEATURES is not a list of +feature / -feature: {config.CPU_FEATURES[:100]!r}"
+    if os.uname().machine in ("x86_64", "AMD64") and not config.ENABLE_AVX:
+        # The kernels' vectors need AVX: LLVM dies allocating their registers ("constraint 'v'")
+        return ("Numba compiles with AVX turned off (by NUMBA_ENABLE_AVX, a .numba_config.yaml here, or for a CPU "
+                f"name it does not trust with AVX: {config.CPU_NAME or ll.get_host_cpu_name()}); the kernels need it")
+    if int(config.OPT) == 0:
+        # Unoptimised, the code keeps calls into Numba's runtime, which the library cannot have
+        return "NUMBA_OPT=0 leaves calls into Numba's runtime in the kernels"
+    return None
+
+
 def compile_object():
     """(object file bytes, CPU name, CPU features) of the kernels' C functions: Numba's cold compile (seconds).
 

@@ -123,6 +123,9 @@ def _compile(key: str) -> tuple[_native.Functions, str]:
     except ImportError as e:
         raise _without_jit(e) from None
 
+    why = _build.refusal()
+    if why is not None:
+        raise RuntimeError(f"the kernels cannot be compiled here: {why}")
     obj, cpu, features = _build.compile_object()  # type: ignore[no-untyped-call]  # exempt, as the kernel modules
     if not _shipped.runs_here(features):
         # Asked for by NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, or by a .numba_config.yaml in the current folder:

@@ -116,6 +116,28 @@ def test_an_unknown_form_is_refused(monkeypatch):
         _common._choices()
 
 
+@pytest.mark.parametrize("setting, value, fragment", [
+    ("CPU_FEATURES", "garbage", "NUMBA_CPU_FEATURES is not a list"),
+    ("ENABLE_AVX", False, "AVX turned off"),
+    ("OPT", 0, "NUMBA_OPT=0"),
+], ids=["features-not-a-list", "avx-off", "opt-0"])
+def test_a_setting_numba_cannot_compile_the_kernels_under_is_refused_before_it_tries(setting, value, fragment,
+                                                                                       monkeypatch):
+    # LLVM had ended the process (an abort on the features, "couldn't allocate output register for constraint
+    # 'v'" with AVX off: also a CPU name Numba does not trust with AVX, and a .numba_config.yaml in the current
+    # folder), or every process compiled for seconds to fail (NUMBA_OPT=0). A warning and cryptography instead.
+    from numba.core import config
+
+    from agefast.kernels import _loader
+
+    assert _build.refusal() is None
+    monkeypatch.setattr(config, setting, value)
+    assert fragment in _build.refusal()
+    monkeypatch.setattr(_build, "compile_object", lambda: pytest.fail("compiled"))
+    with pytest.raises(RuntimeError, match="the kernels cannot be compiled here: .*" + fragment):
+        _loader._compile("a key")
+
+
 class _Codegen:
     """What _object_cpu asks of Numba's codegen: the target's features and this CPU's own name."""
 
