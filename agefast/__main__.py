@@ -15,10 +15,14 @@ from typing import Callable
 
 def _command(module: str) -> Callable[[], int]:
     """The `main` of the command in `module`, imported with SIGINT at its default action."""
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
-    except ValueError:      # not the main thread, where no handler is set (nor needed)
-        previous = None
+    # Only Python's own handler: a SIGINT the process was started ignoring (a shell script's background job)
+    # stays ignored, as age leaves it.
+    previous = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:
+            previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+        except ValueError:      # not the main thread, where no handler is set (nor needed)
+            pass
     try:
         main: Callable[[], int] = importlib.import_module(module).main
         return main

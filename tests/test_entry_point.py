@@ -45,6 +45,16 @@ def test_a_command_is_imported_with_sigint_at_its_default_action(tmp_path, monke
     main = scripts._command("probe_command")
     assert (sys.modules["probe_command"].at_import, main(), signal.getsignal(signal.SIGINT)) == (
         signal.SIG_DFL, 7, before)
+    # A SIGINT the process was started ignoring (a shell script's background job) stays ignored, as age leaves
+    # it: it had been at its default action while the command was imported.
+    del sys.modules["probe_command"]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        scripts._command("probe_command")
+        assert (sys.modules["probe_command"].at_import, signal.getsignal(signal.SIGINT)) == (
+            signal.SIG_IGN, signal.SIG_IGN)
+    finally:
+        signal.signal(signal.SIGINT, before)
     # every console script goes through it
     from importlib.metadata import entry_points
 
