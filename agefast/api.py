@@ -57,7 +57,7 @@ def _open_binary(data: memoryview, source: MemorySource, identities: list[Identi
                  threads: int | None) -> tuple[bytes, memoryview, Engine]:
     key = open_header(source, identities)
     payload = data[source.consumed:]
-    return key, payload, choose(len(payload), threads)
+    return key, payload, choose(plaintext_size(len(payload)), threads)     # by the plaintext, as encrypt's
 
 
 def _too_small(need: int) -> ValueError:
@@ -198,7 +198,7 @@ def decrypt_io(reader: Reader, writer: Writer, identities: Iterable[Identity], *
         offset = position[0] + source.consumed
         payload = position[1] - offset
         size = plaintext_size(payload)
-    engine = choose(None if size is None else payload, threads)
+    engine = choose(size, threads)
     with reserve.reserving(writer, write_at, size):
         open_payload(reader, writer, key, engine, read_at=offset, write_at=write_at, size=payload,
                      fill=source.fill)

@@ -139,7 +139,8 @@ def test_the_setting_is_read_at_a_processs_first_job(engine_setting, monkeypatch
 def test_a_small_job_loads_no_kernels_however_many_threads():
     # None of its batches could be split over them (KERNEL_SPLIT_BATCH): loading them would cost it milliseconds.
     out = run(COMMON + """
-    for size in (100_000, 512 << 10):
+    # up to the largest plaintext under KERNEL_SPLIT_BATCH: a decryption had counted its ciphertext, tags too
+    for size in (100_000, 512 << 10, engine.KERNEL_SPLIT_BATCH - 1):
         small = data[:size]
         round_trip(small, threads=2)
     print("agefast.kernels" in sys.modules)
