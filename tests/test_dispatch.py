@@ -136,6 +136,19 @@ def test_the_setting_is_read_at_a_processs_first_job(engine_setting, monkeypatch
         choose(1024, None)
 
 
+def test_jobs_stay_on_cryptography_where_numba_runs_no_compiled_code():
+    # NUMBA_DISABLE_JIT=1, set by someone debugging their own Numba code, had sent jobs to the kernels' own
+    # Python (0.3 MB/s: a 40 MB file took minutes); it is for tests of the kernels, which call them directly.
+    out = run(COMMON + """
+    from agefast import kernels
+    calls = engine_calls()
+    round_trip(threads=2)
+    round_trip(threads=None)
+    print(calls, kernels.is_warm())
+    """, NUMBA_DISABLE_JIT="1")
+    assert out == "[] False\n"
+
+
 def test_a_small_job_loads_no_kernels_however_many_threads():
     # None of its batches could be split over them (KERNEL_SPLIT_BATCH): loading them would cost it milliseconds.
     out = run(COMMON + """

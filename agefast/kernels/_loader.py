@@ -297,9 +297,15 @@ def functions() -> _native.Functions:
 def load_or_warn() -> bool:
     """warm_up(); False where the kernels cannot be loaded in this process (say,
     a cache on a noexec mount): warned once, not tried again, and the job
-    stays on cryptography."""
+    stays on cryptography. False, unwarned, under NUMBA_DISABLE_JIT, where they
+    would run as Python."""
     global _unloadable
     if _unloadable:
+        return False
+    if _jit_disabled() and _functions is None:
+        # The kernels' own Python, hundreds of times slower than cryptography: for tests of the kernels, which
+        # call them or warm_up (AGEFAST_ENGINE=numba), not for a job of someone who debugs their own Numba code.
+        _unloadable = True
         return False
     try:
         warm_up()
