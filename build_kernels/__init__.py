@@ -80,7 +80,7 @@ def _compile(cpu_class: _shipped.CpuClass, out: str, root: str = ROOT) -> tuple[
     with tempfile.TemporaryDirectory(prefix="agefast-build-") as scratch:
         # the builder's settings that change what is compiled (a form, an
         # optimisation level) stay out: the class's build is the same anywhere
-        env = {k: v for k, v in os.environ.items() if k not in _cache._BUILD_SETTINGS}
+        env = {k: v for k, v in os.environ.items() if not _cache.is_build_setting(k)}
         env.update(NUMBA_CPU_NAME=cpu_class.cpu, NUMBA_CPU_FEATURES=cpu_class.features, NUMBA_CACHE_DIR=scratch,
                    PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         if cpu_class.form:      # a class's own form (Zen 5's split-wide)

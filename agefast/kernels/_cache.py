@@ -196,8 +196,13 @@ def _build_settings() -> list[tuple[str, str | None]]:
     the key of the default one, which every later process then ran). A set but empty one is Numba's ""
     (NUMBA_CPU_NAME= compiles for no CPU name), not unset.
     """
-    names = sorted(name for name in os.environ if name.startswith("NUMBA_"))
+    names = sorted(name for name in os.environ if is_build_setting(name) and name != _KERNEL_FORM)
     return [(name, os.environ.get(name)) for name in [*names, _KERNEL_FORM]]
+
+
+def is_build_setting(name: str) -> bool:
+    """Whether the environment variable `name` may change the kernels' code (the key counts it)."""
+    return name.startswith("NUMBA_") or name == _KERNEL_FORM
 
 
 @functools.cache     # what it reads does not change while a process runs
