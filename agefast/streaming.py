@@ -162,9 +162,13 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
     collected unclosed. A wrapper's own `with` block closes the encryptor
     whatever happened in it: there, call abort() on an exception.
 
-    Writes from several threads take turns. In a child the process forked,
-    an encryptor made before the fork cannot be written or finished: parent
-    and child would seal two plaintexts under the same chunk numbers.
+    Writes from several threads take turns. A call made inside another on
+    its own thread (from a signal handler, or by a dst that writes back into
+    it) raises RuntimeError, as io.BufferedWriter's; but abort(), which ends
+    the stream unsealed. flush() writes every chunk but the last (which may
+    turn out to be the final one) and flushes dst. In a child the process
+    forked, an encryptor made before the fork cannot be written or finished:
+    parent and child would seal two plaintexts under the same chunk numbers.
     """
 
     _what = "encryptor"
@@ -173,8 +177,10 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
                  close_dst: bool = False, threads: int | None = None) -> None:
         super().__init__()
         # Two writes at once had each sealed a chunk under the same number: the keystream twice. (First: a
-        # refused encryptor is aborted by its finaliser.)
-        self._turn = threading.Lock()
+        # refused encryptor is aborted by its finaliser.) Reentrant, and _inside says which call holds it: a
+        # call inside another on its thread had waited for itself for ever (abort() from a SIGTERM handler).
+        self._turn = threading.RLock()
+        self._inside: str | None = None
         self._pid = os.getpid()
         self._dst = dst
         self._close_dst = close_dst
@@ -205,19 +211,48 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
         if forked := self._forked():     # before the turn: a thread of the parent may have held it at the fork
             raise forked
         with self._turn:
+            self._refuse_reentry("write")
             if self.closed:
                 raise EncryptError("write to a closed encryptor")
             if self._failed is not None:
                 raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
             view = _arguments.buffer("data", data)     # an argument that is no buffer fails here, before anything moved
-            try:
-                return self._payload.write(view)
-            except BaseException as e:
-                # Which chunks reached dst is not known: going on would seal new
-                # plaintext under chunk numbers dst already has, the same keystream
-                # twice, which gives away both plaintexts' XOR.
-                self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-                raise
+            written: int = self._moving("write", self._payload.write, view)
+            return written
+
+    def flush(self) -> None:
+        """Write every chunk written so far but the last, which may be the final one, and flush dst. Nothing
+        inside another call of this encryptor (its own close flushes), nor in a child the process forked."""
+        if self._forked():
+            return
+        with self._turn:
+            if self._inside is not None or self.closed:
+                return
+            if self._failed is not None:
+                raise EncryptError(f"flush of an encryptor that failed ({self._failed}): start the file again")
+            self._moving("flush", self._flush)
+
+    def _flush(self) -> None:
+        self._payload.flush()
+        flush(self._dst)
+
+    def _refuse_reentry(self, what: str) -> None:
+        if self._inside is not None:
+            raise RuntimeError(f"reentrant call: {what}() inside the encryptor's {self._inside}()")
+
+    def _moving(self, what: str, move: Callable[..., Any], *args: Any) -> Any:
+        """move(*args), a call that moves plaintext onto dst, as `what`; where it raises, the stream ends."""
+        self._inside = what
+        try:
+            return move(*args)
+        except BaseException as e:
+            # Which chunks reached dst is not known: going on would seal new
+            # plaintext under chunk numbers dst already has, the same keystream
+            # twice, which gives away both plaintexts' XOR.
+            self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            raise
+        finally:
+            self._inside = None
 
     def finish(self) -> None:
         """Seal the final chunk and finish the file (and close `dst` if close_dst), whatever is in flight."""
@@ -227,17 +262,21 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
                 raise forked
             return
         with self._turn:
+            self._refuse_reentry("finish")
             if self.closed:
                 return
             if self._failed is not None:
                 self._end(failing=True)
                 raise EncryptError(f"the encryptor failed ({self._failed}): the file was not finished")
+            self._inside = "finish"
             try:
                 self._payload.close()
                 finish_file(self._out, self._dst)
             except BaseException:
                 self._end(failing=True)
                 raise
+            finally:
+                self._inside = None
             self._end(failing=False)
 
     def abort(self) -> None:
@@ -247,13 +286,23 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
             io.RawIOBase.close(self)
             return
         with self._turn:
+            if self._inside == "write" or self._inside == "flush":
+                # Inside a write on this thread (a signal handler's abort): the write goes on where it was, so
+                # the stream is only marked; nothing more is sealed, and its end (or collection) aborts it.
+                self._failed = "aborted"
+                return
+            self._refuse_reentry("abort")
             if not self.closed:
                 self._end(failing=True)
 
     def _end(self, failing: bool) -> None:
         """Closed, and dst with it where close_dst asked, however the stream ended (an aborted or failed one had
         left dst open: a descriptor lost per file). Where it fails, its own error is told, not dst's close's."""
-        io.RawIOBase.close(self)
+        self._inside = "close"      # IOBase.close flushes first: nothing of the payload's is to move any more
+        try:
+            io.RawIOBase.close(self)
+        finally:
+            self._inside = None
         # One whose making failed was never the caller's: dst stays open, as it was handed over.
         if self._close_dst and self._made:
             try:

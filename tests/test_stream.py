@@ -8,6 +8,7 @@ import io
 import itertools
 import os
 import random
+import threading
 import tracemalloc
 import warnings
 
@@ -18,7 +19,7 @@ from agefast.errors import PayloadError, TruncatedError
 from agefast.io.pieces import FILE_WRITE_SIZE, WRITE_SIZE
 from agefast.io.writes import write_all
 from agefast.payload.engine import Engine, choose
-from agefast.payload.rules import STREAM_BATCH, next_stream_batch, sealed_size
+from agefast.payload.rules import CHUNK_SIZE, STREAM_BATCH, next_stream_batch, sealed_size
 from agefast.payload.stream import open_batch
 from streams import RecordingFile, ShortWriter, Trickle, crossing
 
@@ -849,3 +850,71 @@ def test_a_read_that_fails_after_whole_chunks_releases_what_age_releases():
         while piece := reader.read(4096):
             released += piece
     assert len(released) == 2 * CHUNK
+
+
+class _CallingBack(io.RawIOBase):
+    """A dst whose first write of the payload calls `back` (the encryptor's own method), as a signal handler or a
+    logger that writes into the file it logs to would, on the same thread."""
+
+    def __init__(self, back_name):
+        self.out, self.back_name, self.encryptor, self.called = bytearray(), back_name, None, None
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        if self.encryptor is not None and self.called is None:
+            try:
+                self.called = getattr(self.encryptor, self.back_name)(*([b"x"] if self.back_name == "write" else []))
+            except RuntimeError as e:
+                self.called = e
+        self.out += b
+        return len(b)
+
+
+@pytest.mark.parametrize("back", ["write", "finish", "flush", "abort"])
+def test_a_call_inside_a_write_on_its_own_thread(back):
+    # It had waited for itself for ever (a plain lock): abort() from a SIGTERM handler hung the process. Now a
+    # write or finish inside raises RuntimeError, as io.BufferedWriter's; a flush does nothing; an abort ends
+    # the stream unsealed, the write it interrupted going on.
+    dst = _CallingBack(back)
+    w = agefast.encryptor(dst, [RECIPIENT])
+    dst.encryptor = w
+    writer = threading.Thread(target=w.write, args=(plaintext(3 * CHUNK_SIZE),), daemon=True)
+    writer.start()
+    writer.join(60)
+    assert not writer.is_alive(), "the call inside the write waits for the write"
+    if back in ("write", "finish"):
+        assert isinstance(dst.called, RuntimeError) and "reentrant call" in str(dst.called)
+    else:
+        assert dst.called is None
+    if back != "abort":     # refused (or nothing to do) before anything moved: the write it was inside goes on
+        w.close()
+        assert agefast.decrypt(bytes(dst.out), [IDENTITY]) == plaintext(3 * CHUNK_SIZE)
+        return
+    with pytest.raises(agefast.EncryptError, match="aborted"):
+        w.close()
+    with pytest.raises(agefast.DecryptError):
+        agefast.decrypt(bytes(dst.out), [IDENTITY])
+
+
+@pytest.mark.parametrize("written, sent", [(3 * CHUNK_SIZE + 5, 3), (2 * CHUNK_SIZE, 1), (100, 0)])
+def test_flush_writes_every_chunk_but_the_last(written, sent):
+    # flush() had done nothing: a reader at the other end of a pipe waited for up to a batch (1 MiB) the writer
+    # had flushed. The last chunk stays: it may be the final one, whole or not.
+    class Flushed(io.BytesIO):
+        flushes = 0
+
+        def flush(self):
+            self.flushes += 1
+
+    out = Flushed()
+    w = agefast.encryptor(out, [RECIPIENT])
+    header = len(out.getvalue())
+    w.write(plaintext(written))
+    w.flush()
+    assert len(out.getvalue()) - header == sent * (CHUNK_SIZE + 16)
+    assert out.flushes >= 1
+    w.write(b"more")
+    w.close()
+    assert agefast.decrypt(out.getvalue(), [IDENTITY]) == plaintext(written) + b"more"

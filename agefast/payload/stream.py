@@ -176,6 +176,16 @@ class PayloadWriter:
         self._held = True
         self._counter += len(plain) // CHUNK_SIZE
 
+    def flush(self) -> None:
+        """Seal and write every gathered chunk known not to be the final one: all but the last, whole or not (a
+        final chunk may be whole), which stays gathered."""
+        keep = self._fill % CHUNK_SIZE or min(self._fill, CHUNK_SIZE)
+        done = self._fill - keep
+        if done:
+            self._seal(memoryview(self._plain)[:done], final=False)
+            self._plain[:keep] = self._plain[done:self._fill]
+            self._fill = keep
+
     def close(self) -> None:
         if self._held:
             self._counter -= 1
