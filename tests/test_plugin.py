@@ -304,3 +304,40 @@ def test_a_key_of_the_other_kind_is_a_type_error_as_in_pyrage(make, on_path):
     # A plugin identity among the recipients had been sent to the plugin as a recipient: its secret, to wrap to.
     with pytest.raises(TypeError, match="object cannot be converted to"):
         make()
+
+
+def test_a_plugin_that_sends_more_than_a_header_holds_is_stopped_as_it_sends(on_path):
+    # Its stanzas had all been kept until it said done, and only then found too large for a header: a plugin
+    # that never stops (here, stanzas of 1 MiB) took a GiB and more.
+    flood = [plugin.Recipient.from_str(recipient(b"flood"))]
+    with pytest.raises(agefast.EncryptError, match="more than a header holds"):
+        agefast.encrypt(b"x", [plugin.RecipientPluginV1("agefasttest", flood, [], Callbacks())])
+
+
+def test_an_unpickled_plugin_key_looks_for_its_program_again(tmp_path, monkeypatch):
+    # A key pickled (agefast-tree sends them to Dask workers so) had kept the program found and checked where it
+    # was made, and where it was unpickled ran what lay at that path, however others could change it there.
+    import pickle
+
+    folder = _shim(tmp_path / "plugins").parent
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    keys = [plugin.RecipientPluginV1("agefasttest", [plugin.Recipient.from_str(recipient(b"data"))], [], None),
+            plugin.IdentityPluginV1("agefasttest", [plugin.Identity.from_str(identity(b"data"))], None)]
+    sealed = agefast.encrypt(b"x", [keys[0]])
+    pickled = pickle.dumps(keys)
+    assert agefast.decrypt(sealed, [pickle.loads(pickled)[1]]) == b"x"
+    folder.chmod(0o777)
+    recipient_key, identity_key = pickle.loads(pickled)
+    with pytest.raises(agefast.EncryptError, match="age-plugin-agefasttest is not run: .*writable by group"):
+        agefast.encrypt(b"x", [recipient_key])
+    with pytest.raises(agefast.DecryptError, match="age-plugin-agefasttest is not run: .*writable by group"):
+        agefast.decrypt(sealed, [identity_key])
+
+
+def test_a_plugin_finds_no_program_through_a_relative_path_entry(monkeypatch):
+    # Its working directory is the temporary folder, which every account writes: an empty or "." entry of PATH
+    # would find its interpreter (#!/usr/bin/env python3) or the commands it runs there.
+    from agefast.recipients import plugin_protocol
+
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/local/bin", "", ".", "bin", "/usr/bin"]))
+    assert plugin_protocol._environment()["PATH"] == os.pathsep.join(["/usr/local/bin", "/usr/bin"])

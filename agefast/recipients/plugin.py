@@ -151,6 +151,13 @@ def _of_plugin(name: str, argument: str, keys: Iterable[object], kind: type[_Key
     return [key for key in keys if isinstance(key, kind) and key.plugin() == name]
 
 
+def _without_program(key: "RecipientPluginV1 | IdentityPluginV1") -> dict[str, object]:
+    """A plugin key's state to pickle: all but the program it found, which where it is unpickled (a Dask
+    worker) is found and checked again (_binary). Kept, a worker had run what lay at that path however others
+    could change it there."""
+    return {**key.__dict__, "_binary": None}
+
+
 class RecipientPluginV1:
     """Wraps file keys with plugin `plugin_name` to its recipients and identities.
 
@@ -167,7 +174,7 @@ class RecipientPluginV1:
         self._recipients = [str(key) for key in _of_plugin(plugin_name, "recipients", recipients, Recipient)]
         self._identities = [str(key) for key in _of_plugin(plugin_name, "identities", identities, Identity)]
         self._name = check_name(plugin_name, EncryptError)
-        self._binary = _binary(self._name, EncryptError)
+        self._binary: plugin_protocol.Program | None = _binary(self._name, EncryptError)
         self._callbacks = callbacks
         # The labels the plugin asked for (say, "postquantum"), known once it
         # wrapped: make_header reads them after wrapping and refuses a mix.
@@ -176,10 +183,15 @@ class RecipientPluginV1:
     def __repr__(self) -> str:
         return f"<plugin.RecipientPluginV1 age-plugin-{self._name}>"
 
+    def __getstate__(self) -> dict[str, object]:
+        return _without_program(self)
+
     def wrap(self, file_key: bytes) -> list[Stanza]:
         """The plugin's stanzas for `file_key` (running age-plugin-NAME --age-plugin=recipient-v1)."""
         if not self._recipients and not self._identities:
             raise EncryptError(f"no recipients or identities for the {self._name} plugin")
+        if self._binary is None:
+            self._binary = _binary(self._name, EncryptError)
         try:
             stanzas, labels = plugin_protocol.wrap(
                 self._binary, self._recipients, self._identities, file_key, self._callbacks)
@@ -220,6 +232,9 @@ class IdentityPluginV1:
 
     def __repr__(self) -> str:
         return f"<plugin.IdentityPluginV1 age-plugin-{self._name}>"
+
+    def __getstate__(self) -> dict[str, object]:
+        return _without_program(self)
 
     def to_public(self) -> RecipientPluginV1:
         """A recipient that wraps to these identities (the plugin's add-identity), for age -e -i."""

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import IO, NamedTuple
 
-from ..format.grammar import Stanza, atoi, b64decode, read_stanza
+from ..format.grammar import MAX_HEADER, MAX_STANZAS, Stanza, atoi, b64decode, read_stanza
 from ..primitives import passphrase_bytes
 
 # A plugin's stanzas carry file keys, messages and wrapped keys: nothing
@@ -24,6 +24,16 @@ _MAX_LINE = 64 * 1024
 _MAX_BODY = 1024 * 1024
 # How long a plugin gets to exit after its stdin closes and it is sent SIGINT.
 _EXIT_GRACE_SECONDS = 5
+
+
+def _environment() -> dict[str, str]:
+    """The plugin's environment: ours, its PATH without relative entries ("", "."). Those would find a
+    program the plugin runs by name (its #!/usr/bin/env interpreter) in its working directory, the temporary
+    folder every account writes; agefast finds no plugin through them either."""
+    env = dict(os.environ)
+    if "PATH" in env:
+        env["PATH"] = os.pathsep.join(entry for entry in env["PATH"].split(os.pathsep) if os.path.isabs(entry))
+    return env
 
 
 class ProtocolError(Exception):
@@ -50,7 +60,7 @@ class Connection:
             stderr = None if os.environ.get("AGEDEBUG") == "plugin" else subprocess.DEVNULL
             self._process = subprocess.Popen(
                 [program.found, f"--age-plugin={state_machine}"], executable=program.real, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=stderr, cwd=tempfile.gettempdir())
+                stdout=subprocess.PIPE, stderr=stderr, cwd=tempfile.gettempdir(), env=_environment())
         except OSError as e:
             raise ProtocolError(f"couldn't start plugin: {e.strerror or e}") from None
         # Both are pipes: Popen was asked for them.
@@ -183,6 +193,7 @@ def wrap(binary: Program, recipients: Iterable[str], identities: Iterable[str], 
     Returns the stanzas and the labels the plugin asked for.
     """
     stanzas: list[Stanza] = []
+    size = 0
     labels: frozenset[str] | None = None
     with Connection(binary, "recipient-v1") as conn:
         for r in recipients:
@@ -196,6 +207,10 @@ def wrap(binary: Program, recipients: Iterable[str], identities: Iterable[str], 
         while (s := conn.receive()).type != "done":
             if s.type == "recipient-stanza":
                 _index_zero(s, 2)
+                # Counted as they come: more than a header holds had all been kept first (a GiB and more).
+                size += len(s.body)
+                if size > MAX_HEADER or len(stanzas) == MAX_STANZAS:
+                    raise ProtocolError("the plugin's stanzas are more than a header holds")
                 stanzas.append(Stanza(s.args[1], s.args[2:], s.body))
                 conn.send("ok")
             elif s.type == "labels":
