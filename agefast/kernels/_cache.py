@@ -201,8 +201,9 @@ def _build_settings() -> list[tuple[str, str | None]]:
 
 
 def is_build_setting(name: str) -> bool:
-    """Whether the environment variable `name` may change the kernels' code (the key counts it)."""
-    return name.startswith("NUMBA_") or name == _KERNEL_FORM
+    """Whether the environment variable `name` may change the kernels' code (the key counts it): not
+    NUMBA_CACHE_DIR, where the cache is, whose entries stay good wherever they are."""
+    return (name.startswith("NUMBA_") and name != "NUMBA_CACHE_DIR") or name == _KERNEL_FORM
 
 
 @functools.cache     # what it reads does not change while a process runs

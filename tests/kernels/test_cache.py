@@ -250,6 +250,10 @@ def test_the_key_covers_sources_cpu_settings_host_and_releases(monkeypatch, tmp_
     monkeypatch.undo()
     assert len(set(keys)) == len(keys)
     assert fresh_key() == keys[0]
+    # Where the cache is changes no code: entries copied to another folder stay good.
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert fresh_key() == keys[0]
+    monkeypatch.undo()
 
 
 class HalfWritten:
