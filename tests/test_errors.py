@@ -365,6 +365,16 @@ def test_a_recipient_of_the_callers_that_makes_a_malformed_stanza_is_an_encrypt_
         agefast.encrypt(b"x", [Made()])
 
 
+def test_a_recipient_of_the_callers_that_makes_an_scrypt_stanza_beside_others_is_an_encrypt_error():
+    # A plugin's (or any recipient's) scrypt stanza beside another had been written: a file age refuses.
+    class Scrypt:
+        def wrap(self, file_key):
+            return [Stanza("scrypt", [b64encode(bytes(16)), "10"], bytes(32))]
+
+    with pytest.raises(errors.EncryptError, match="an scrypt stanza must be the only one"):
+        agefast.encrypt(b"x", [RECIPIENT, Scrypt()])
+
+
 def test_no_identity_match_names_few_stanza_types_and_cuts_them_short():
     stanzas = [Stanza(f"type{i}-" + "x" * 100, [], b"") for i in range(20)]
     ct = encode_header_without_mac(stanzas) + encode_mac_line(bytes(32)) + bytes(16)

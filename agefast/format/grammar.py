@@ -160,6 +160,8 @@ def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
         words = line.split(" ")
         if not (line.isascii() and line.isprintable()) or len(words) != 1 + len(s.args) or "" in words:
             raise EncryptError(f"a recipient made a malformed stanza: -> {s.type!r} {s.args!r}"[:200])
+        if s.type == "scrypt" and len(stanzas) > 1:     # the spec's rule (a plugin may make one)
+            raise EncryptError("an scrypt stanza must be the only one in a header")
     encoded = [s.encode() for s in stanzas]
     header = VERSION_LINE + b"".join(encoded) + MAC_PREFIX
     if len(header) + _MAC_LINE_SIZE >= MAX_HEADER or len(stanzas) > MAX_STANZAS \
