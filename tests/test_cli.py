@@ -786,3 +786,17 @@ def test_a_thread_the_system_refuses_is_one_error_line(capsys):
                                        "-v, -d)\n")
     with pytest.raises(RuntimeError, match="a bug"):     # any other RuntimeError keeps its traceback
         outcome.report_failure("agefast", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))
+
+
+def test_what_others_wrote_in_an_error_stays_one_line_of_text(capsys):
+    # A plugin's error (its own text) had been printed as it came: a newline in it forged a line of agefast's
+    # own, and escape sequences reached the terminal. Control characters are shown as escapes.
+    from agefast.cli import outcome
+
+    def failed():
+        raise agefast.DecryptError("probe plugin: first line\nagefast: note: decryption succeeded\r\x1b[31m\tred")
+    assert outcome.report_failure("agefast", failed) == 1
+    assert capsys.readouterr().err == ("agefast: error: decryption failed: probe plugin: first line\\nagefast: note: "
+                                       "decryption succeeded\\r\\x1b[31m\tred\n")
+    outcome.print_warning("a\nb")
+    assert capsys.readouterr().err == "agefast: warning: a\\nb\n"

@@ -46,8 +46,18 @@ def too_many_inputs(command: str, argv: list[str], positional: list[str]) -> Usa
     return UsageError(f"too many INPUT arguments: {quoted}", *hints)
 
 
+# Control characters, as escapes: a message may hold what others wrote (a plugin's error), and each stays one
+# line that writes nothing but text to a terminal (a plugin's "\nagefast: note: ..." or escape sequences).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0)) if c != 0x09}
+_CONTROLS |= {0x0a: "\\n", 0x0d: "\\r"}
+
+
+def _one_line(text: str) -> str:
+    return text.translate(_CONTROLS)
+
+
 def print_warning(message: str) -> None:
-    print(f"agefast: warning: {message}", file=sys.stderr)
+    print(f"agefast: warning: {_one_line(message)}", file=sys.stderr)
 
 
 # What to put before the library's message, most specific class first. The
@@ -109,9 +119,9 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         if str(e) != "can't start new thread":
             raise
         message = "the system refused a thread (its process limits: ulimit -u, -v, -d)"
-    print(f"{command}: error: {message}", file=sys.stderr)
+    print(f"{command}: error: {_one_line(message)}", file=sys.stderr)
     for hint in hints:
-        print(f"{command}: hint: {hint}", file=sys.stderr)
+        print(f"{command}: hint: {_one_line(hint)}", file=sys.stderr)
     return 1
 
 
