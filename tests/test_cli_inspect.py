@@ -2,6 +2,7 @@
 size breakdown, without a key, in age-inspect's text and JSON."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -173,3 +174,25 @@ def test_usage(tmp_path):
     helped = run_inspect("-h")
     assert (helped.returncode, helped.stderr.startswith(b"Usage:\n")) == (0, True)
     assert run_inspect("--nope").returncode == 2
+
+
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed pipe", "closed"])
+def test_a_failed_write_to_standard_output_is_one_error_line(stdout, tmp_path):
+    # It had been a traceback (OSError, BrokenPipeError: `agefast-inspect f | head`), where the other commands
+    # name /dev/stdout in one line.
+    path = tmp_path / "f.age"
+    path.write_bytes(agefast.encrypt(b"x", [agefast.x25519.Identity.generate().to_public()]))
+    if stdout == "/dev/full":
+        with open("/dev/full", "wb") as full:
+            done = subprocess.run([*INSPECT, path], stdout=full, stderr=subprocess.PIPE, timeout=60)
+    elif stdout == "closed pipe":
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        with open(write_end, "wb") as pipe:
+            done = subprocess.run([*INSPECT, "--json", path], stdout=pipe, stderr=subprocess.PIPE, timeout=60)
+    else:
+        done = subprocess.run([*INSPECT, path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
+                              preexec_fn=lambda: os.close(1))
+    assert done.returncode == 1
+    assert done.stderr.startswith(b'agefast-inspect: error: failed to write output file "/dev/stdout": ')
+    assert done.stderr.count(b"\n") == 1

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from . import files, goflag, outcome
+from .output import STDOUT_NAME
 from ..errors import AgeError, ArmorError, HeaderError, go_quote
 from ..io.source import Source
 from ..format.armor import ArmorReader, starts_armored
@@ -196,10 +197,16 @@ def _run(argv: list[str]) -> int:
     if values["json"]:
         # Go's json.Encoder with SetIndent("", "    "): the same text, ending in a newline, "<", ">" and "&"
         # escaped (its SetEscapeHTML, on by default; stanza types are ASCII, and JSON's syntax has none of them).
-        text = json.dumps(data, indent=4)
-        sys.stdout.write(text.translate(_GO_HTML_ESCAPES) + "\n")
+        text = json.dumps(data, indent=4).translate(_GO_HTML_ESCAPES) + "\n"
     else:
-        sys.stdout.write(describe(given or "<stdin>", data))
+        text = describe(given or "<stdin>", data)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        # One line naming /dev/stdout, as the other commands' (`agefast-inspect f | head`, a full disk)
+        outcome.stdout_to_null()
+        return _error(outcome.describe(files.FileFailed("write", "output file", STDOUT_NAME, e)))
     return 0
 
 

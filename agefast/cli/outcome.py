@@ -74,6 +74,14 @@ _PREFIXES = (
 )
 
 
+def stdout_to_null() -> None:
+    """Point standard output at /dev/null once a write to it failed (its reader went away, a full disk), so that
+    the interpreter's flush at exit does not fail a second time and turn the exit status into 120."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
 def describe(exc: Exception) -> str:
     """One line for the user about `exc`."""
     if isinstance(exc, FileFailed):
@@ -102,12 +110,7 @@ def report_failure(command: str, work: Callable[[], None]) -> int:
         message, hints = "invalid header intro", ("it looks like this file was corrupted by PowerShell redirection",
                                                   "consider using -o or -a to encrypt files in PowerShell")
     except BrokenPipeError as e:
-        # The reader of stdout went away. Point stdout at /dev/null so that
-        # the interpreter's flush at exit does not fail a second time and
-        # turn the exit status into 120.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        stdout_to_null()
         message = describe(e)
     except (TerminalError, errors.AgeError, OSError, FileFailed) as e:
         message = describe(e)
