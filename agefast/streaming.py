@@ -211,14 +211,22 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
         if forked := self._forked():     # before the turn: a thread of the parent may have held it at the fork
             raise forked
         with self._turn:
-            self._refuse_reentry("write")
+            if self._inside is not None:
+                raise self._reentered("write")
             if self.closed:
                 raise EncryptError("write to a closed encryptor")
             if self._failed is not None:
                 raise EncryptError(f"write to an encryptor that failed ({self._failed}): start the file again")
             view = _arguments.buffer("data", data)     # an argument that is no buffer fails here, before anything moved
-            written: int = self._moving("write", self._payload.write, view)
-            return written
+            # Written out, not through a helper: a call more was 0.2 us of each write (4 KiB writes 3% slower)
+            self._inside = "write"
+            try:
+                return self._payload.write(view)
+            except BaseException as e:
+                self._fail(e)
+                raise
+            finally:
+                self._inside = None
 
     def flush(self) -> None:
         """Write every chunk written so far but the last, which may be the final one, and flush dst. Nothing
@@ -230,29 +238,24 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
                 return
             if self._failed is not None:
                 raise EncryptError(f"flush of an encryptor that failed ({self._failed}): start the file again")
-            self._moving("flush", self._flush)
+            self._inside = "flush"
+            try:
+                self._payload.flush()
+                flush(self._dst)
+            except BaseException as e:
+                self._fail(e)
+                raise
+            finally:
+                self._inside = None
 
-    def _flush(self) -> None:
-        self._payload.flush()
-        flush(self._dst)
+    def _reentered(self, what: str) -> RuntimeError:
+        return RuntimeError(f"reentrant call: {what}() inside the encryptor's {self._inside}()")
 
-    def _refuse_reentry(self, what: str) -> None:
-        if self._inside is not None:
-            raise RuntimeError(f"reentrant call: {what}() inside the encryptor's {self._inside}()")
-
-    def _moving(self, what: str, move: Callable[..., Any], *args: Any) -> Any:
-        """move(*args), a call that moves plaintext onto dst, as `what`; where it raises, the stream ends."""
-        self._inside = what
-        try:
-            return move(*args)
-        except BaseException as e:
-            # Which chunks reached dst is not known: going on would seal new
-            # plaintext under chunk numbers dst already has, the same keystream
-            # twice, which gives away both plaintexts' XOR.
-            self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-            raise
-        finally:
-            self._inside = None
+    def _fail(self, e: BaseException) -> None:
+        """The stream ends where moving plaintext onto dst raised `e`. Which chunks reached dst is not known:
+        going on would seal new plaintext under chunk numbers dst already has, the same keystream twice, which
+        gives away both plaintexts' XOR."""
+        self._failed = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
     def finish(self) -> None:
         """Seal the final chunk and finish the file (and close `dst` if close_dst), whatever is in flight."""
@@ -262,7 +265,8 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
                 raise forked
             return
         with self._turn:
-            self._refuse_reentry("finish")
+            if self._inside is not None:
+                raise self._reentered("finish")
             if self.closed:
                 return
             if self._failed is not None:
@@ -291,7 +295,8 @@ class Encryptor(OpenStream, AbortOnError, io.RawIOBase):
                 # the stream is only marked; nothing more is sealed, and its end (or collection) aborts it.
                 self._failed = "aborted"
                 return
-            self._refuse_reentry("abort")
+            if self._inside is not None:
+                raise self._reentered("abort")
             if not self.closed:
                 self._end(failing=True)
 
