@@ -59,11 +59,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # and the rule for the size of the pieces the file kernel writes (io/pieces).
 _SOURCES = ("_common.py", "_chacha20.py", "_poly1305.py", "_next_key.py", "_chunk.py", "_aead.py", "_stitched.py",
             "_file_io.py", "_build.py", "_abi.py", "_shipped.py", os.path.join("..", "io", "pieces.py"))
-# The environment that changes what is compiled: Numba's target, optimisation,
-# vectorizers and bounds checks, and the form of the batch kernel
-# (_common._form); and the file Numba reads settings of the same names from,
-# in the current folder where the process starts (with pyyaml installed).
-# agefast's own setting of the code; and all of Numba's in the environment (_build_settings).
+# The environment that changes what is compiled: Numba's settings (its target, optimisation, vectorizers,
+# ... : every NUMBA_ variable, _build_settings) and the form of the batch kernel (_common._form); and the
+# file Numba reads its settings from, in the current folder where the process starts (with pyyaml installed).
 _KERNEL_FORM = "AGEFAST_KERNEL_FORM"
 _NUMBA_CONFIG_FILE = ".numba_config.yaml"
 
