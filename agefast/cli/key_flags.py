@@ -7,9 +7,8 @@ not with this module: a large file's payload is started before that
 
 import contextlib
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import agefast
@@ -60,44 +59,16 @@ def read_key_file(path: str, purpose: str) -> str:
     return keys.key_text(_read_bytes(path, purpose))
 
 
-def _refuse_missing_plugins(names: Iterable[str]) -> None:
-    """age's error and hints for the first of the plugins `names` that is not installed."""
-    for name in names:
-        try:
-            agefast.plugin.check_name(name, ValueError)
-        except ValueError:
-            continue
-        if agefast.plugin.find_binary(name) is None:
-            raise UsageError(f"{go_quote(name)} plugin not found",
-                             f"you might want to install the {go_quote(name)} plugin", _PLUGINS_PAGE)
-
-
 def _refuse_if_not_found(e: Exception) -> None:
-    """age's error and hints where `e` is a plugin identity's program not found when it was first used."""
+    """age's error and hints where `e` is a plugin's program not found on the PATH (parsing a plugin recipient,
+    or trying a plugin identity, which is looked for only then); any other error (a typo on another line, a
+    malformed plugin key) stays the error told."""
     from agefast.recipients.plugin import missing_plugin
 
-    missing = missing_plugin(e)
-    if missing is not None:
-        _refuse_missing_plugins([missing])
-
-
-def _refuse_if_plugin_missing(e: Exception, text: str, identities: bool) -> None:
-    """age's error and hints where `e` is a plugin's binary not being found; any other error (a typo on
-    another line, a malformed plugin key) stays the error told."""
-    from agefast.recipients.plugin import NOT_INSTALLED
-
-    if NOT_INSTALLED in str(e):
-        _refuse_missing_plugins(_plugin_names(text, identities))
-
-
-def _plugin_names(text: str, identities: bool) -> list[str]:
-    """The plugins the identities (or recipients) in `text` need; a key of the other kind needs none: it is
-    "apparent recipient found in identities file" (or the reverse), not a plugin to install. A line may end
-    in CRLF, as age's scanner reads one."""
-    if identities:
-        return [n.lower() for n in re.findall(r"^AGE-PLUGIN-([A-Z0-9+\-._]+)-1[A-Z0-9]+\r?$", text, re.MULTILINE)]
-    names = re.findall(r"^age1([a-z0-9+\-._]+)1[a-z0-9]+\r?$", text, re.MULTILINE)
-    return [n for n in names if n not in ("pq", "tag", "tagpq")]
+    name = missing_plugin(e)
+    if name is not None:
+        raise UsageError(f"{go_quote(name)} plugin not found", f"you might want to install the {go_quote(name)} plugin",
+                         _PLUGINS_PAGE)
 
 
 def _ssh_public_key(path: str) -> "agefast.ssh.Recipient | None":
@@ -125,7 +96,6 @@ def _load_identity_file(path: str) -> "list[keys.LoadedIdentity]":
                                        callbacks=_PLUGIN_PROMPTS, ssh_public_key=lambda: _ssh_public_key(path),
                                        warn=print_warning)
     except agefast.IdentityError as e:
-        _refuse_if_plugin_missing(e, data.decode("utf-8", "replace"), identities=True)
         # Messages about the file as a whole already name it; line errors don't.
         if path in str(e):
             raise
@@ -207,7 +177,7 @@ def _parse_recipient(text: str) -> "keys.ParsedRecipient":
     try:
         return keys.parse_recipient(text, _PLUGIN_PROMPTS)
     except agefast.RecipientError as e:
-        _refuse_if_plugin_missing(e, text, identities=False)
+        _refuse_if_not_found(e)
         raise agefast.RecipientError(f"recipient {text!r}: {e}") from None
 
 
@@ -226,7 +196,7 @@ def listed_recipients(args: "Arguments") -> list[Recipient]:
         try:
             recipients += agefast.parse_recipients(text, _PLUGIN_PROMPTS, warn=warn)
         except agefast.RecipientError as e:
-            _refuse_if_plugin_missing(e, text, identities=False)
+            _refuse_if_not_found(e)
             raise agefast.RecipientError(f"recipients file {path}: {e}") from None
     return recipients
 
