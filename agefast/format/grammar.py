@@ -145,6 +145,12 @@ class Header:
         self.mac_input = mac_input
 
 
+def scrypt_not_alone(stanzas: list[Stanza]) -> bool:
+    """Whether a header's stanzas break the spec's rule that an scrypt stanza (a passphrase's) is a header's only
+    one: checked as a header is read (agefast.recipients.scrypt.check_alone) and as one is written."""
+    return len(stanzas) != 1 and any(s.type == "scrypt" for s in stanzas)
+
+
 def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
     """The header's text up to its MAC; EncryptError where parse_header would refuse the header (no stanza, a
     stanza's type or argument not a run of VCHAR, a stanza's line or the header too long): agefast would write
@@ -160,8 +166,8 @@ def encode_header_without_mac(stanzas: list[Stanza]) -> bytes:
         words = line.split(" ")
         if not (line.isascii() and line.isprintable()) or len(words) != 1 + len(s.args) or "" in words:
             raise EncryptError(f"a recipient made a malformed stanza: -> {s.type!r} {s.args!r}"[:200])
-        if s.type == "scrypt" and len(stanzas) > 1:     # the spec's rule (a plugin may make one)
-            raise EncryptError("an scrypt stanza must be the only one in a header")
+    if scrypt_not_alone(stanzas):     # a recipient of the caller's, or a plugin, may make one
+        raise EncryptError("an scrypt stanza must be the only one in a header")
     encoded = [s.encode() for s in stanzas]
     header = VERSION_LINE + b"".join(encoded) + MAC_PREFIX
     if len(header) + _MAC_LINE_SIZE >= MAX_HEADER or len(stanzas) > MAX_STANZAS \

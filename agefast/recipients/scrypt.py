@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from . import sodium
 from ..errors import DecryptError, HeaderError, RecipientError
-from ..format.grammar import Stanza, b64decode, b64encode
+from ..format.grammar import Stanza, b64decode, b64encode, scrypt_not_alone
 from ..primitives import FILE_KEY_SIZE, passphrase_bytes, unwrap_file_key, wrap_file_key
 
 STANZA_TYPE = "scrypt"
@@ -82,7 +82,7 @@ class Recipient:
 def check_alone(stanzas: list[Stanza]) -> None:
     """HeaderError where an scrypt stanza is not alone in the header: a passphrase must be a file's only
     recipient (checked before a passphrase is asked for, as age checks it)."""
-    if len(stanzas) != 1 and any(s.type == STANZA_TYPE for s in stanzas):
+    if scrypt_not_alone(stanzas):
         raise HeaderError("an scrypt recipient must be the only one")     # age's words
 
 
